@@ -1,0 +1,10 @@
+// Placeholder while the engine is written; replaced by the real subcommand.
+#include "commands.hpp"
+
+#include "mpigan/core/error.hpp"
+
+namespace mpigan::apps {
+void add_inspect_command(CLI::App& app) {
+  app.add_subcommand("inspect", "(not yet built)")->callback([] { MPIGAN_FATAL("'inspect' is not built yet"); });
+}
+}  // namespace mpigan::apps

@@ -1,0 +1,17 @@
+// The mpigan subcommands. Each add_*_command registers one CLI11 subcommand whose callback does
+// the work; errors are mpigan::Error exceptions caught once, in main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace mpigan::apps {
+
+void add_train_command(CLI::App& app);     // cmd_train.cpp
+void add_bench_command(CLI::App& app);     // cmd_bench.cpp
+void add_inspect_command(CLI::App& app);   // cmd_inspect.cpp (models; data files via inspect_data_file)
+void add_simulate_command(CLI::App& app);  // cmd_simulate.cpp
+
+/// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).
+int inspect_data_file(const std::string& path);
+
+}  // namespace mpigan::apps

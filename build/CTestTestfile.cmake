@@ -1,0 +1,17 @@
+# CMake generated Testfile for 
+# Source directory: /work/main
+# Build directory: /work/main/build
+# 
+# This file includes the relevant testing commands required for 
+# testing this directory and lists subdirectories to be tested as well.
+subdirs("core")
+subdirs("nn")
+subdirs("models")
+subdirs("data")
+subdirs("physics")
+subdirs("algos")
+subdirs("worker")
+subdirs("master")
+subdirs("apps")
+subdirs("tests")
+subdirs("bench")

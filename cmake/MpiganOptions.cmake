@@ -1,0 +1,28 @@
+# Build options, validated up front (style: oneDNN cmake/options.cmake).
+include_guard(GLOBAL)
+
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+set(MPIGAN_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO (if a CUDA compiler is found), ON, OFF")
+set_property(CACHE MPIGAN_CUDA PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${MPIGAN_CUDA}" MPIGAN_CUDA)
+if(NOT MPIGAN_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "MPIGAN_CUDA='${MPIGAN_CUDA}' is not one of AUTO, ON, OFF")
+endif()
+
+option(MPIGAN_BUILD_TESTS "Build the doctest suites (tests/)" ON)
+option(MPIGAN_BUILD_BENCH "Build the benchmarks (bench/)" ON)
+option(MPIGAN_NATIVE "Compile for the build machine's CPU (-march=native)" OFF)
+
+# Warnings and per-target flags go through this interface target, never CMAKE_CXX_FLAGS.
+add_library(mpigan_build_flags INTERFACE)
+target_compile_options(mpigan_build_flags INTERFACE
+  # -Wno-restrict: GCC 12 false positives on std::string concatenation (GCC bug 105329).
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers -Wno-restrict>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MPIGAN_NATIVE}>>:-march=native>)

@@ -1,0 +1,158 @@
+// oneDNN 3D convolution: forward, backward data, backward weights.
+//
+// Plans (setup): the forward primitive is created with format 'any' for src, weights and dst, so
+// oneDNN picks its blocked formats; the output keeps the chosen format (returned as a DnnlLayout)
+// and the next layer consumes it as is. When the incoming src format differs from the chosen
+// one, or the canonical OIDHW weights differ from it, a staging reorder runs at this edge.
+// Backward primitives are created on first use (a generator run only for inference never
+// creates them), with the forward primitive as hint.
+#include "mpigan/core/backend/cpu/cpu_ops.hpp"
+
+#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+
+#include <Eigen/Core>
+
+namespace mpigan::cpu {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+class CpuConv3d final : public Conv3dOp {
+ public:
+  CpuConv3d(const Conv3dDesc& d, DnnlContext& ctx) : m_desc(d), m_ctx(ctx) {}
+
+  TensorDesc setup(const TensorDesc& src) override {
+    const Shape dst_shape = m_desc.output_shape(src.shape);
+    m_src = src;
+    m_plan = {};
+    const std::string what = "conv3d " + m_desc.to_string() + " src " + src.to_string();
+    dnnl_call(what, [&] {
+      auto src_any = any_md(src.shape);
+      auto w_any = any_md(m_desc.weights_shape());
+      auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
+      auto dst_any = any_md(dst_shape);
+      m_plan.fwd_desc = std::make_unique<dnnl::convolution_forward::desc>(
+          prop_kind::forward_training, algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
+          to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
+      m_plan.fwd_pd = dnnl::convolution_forward::primitive_desc(*m_plan.fwd_desc, m_ctx.engine);
+      m_plan.fwd = dnnl::convolution_forward(m_plan.fwd_pd);
+      m_plan.src_fwd = Staging(md_of(src), m_plan.fwd_pd.src_desc(), m_ctx);
+      m_plan.w_fwd = Staging(plain_md(m_desc.weights_shape()), m_plan.fwd_pd.weights_desc(), m_ctx);
+    });
+    m_dst = desc_of(dst_shape, m_plan.fwd_pd.dst_desc());
+    return m_dst;
+  }
+
+  void forward(const Tensor& src, const Tensor& weights, const Tensor& bias, Tensor& dst) override {
+    check_src(src);
+    auto src_m = m_plan.src_fwd.in(src.data(), m_ctx);
+    auto w_m = m_plan.w_fwd.in(weights.data(), m_ctx);
+    auto dst_m = make_memory(m_dst, m_ctx, dst.data());
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DST, dst_m}};
+    if (m_desc.bias) args.insert({DNNL_ARG_BIAS, make_memory(plain_md({m_desc.oc}), m_ctx, bias.data())});
+    m_plan.fwd.execute(m_ctx.stream, args);
+  }
+
+  void backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override {
+    ensure_backward_data();
+    auto& p = m_plan;
+    // Reuse the forward's reordered weights when the formats agree (same weights: see backend.hpp).
+    dnnl::memory w_m = (p.bwd_data_pd.weights_desc() == p.fwd_pd.weights_desc() && p.w_fwd.needed())
+                           ? p.w_fwd.buffer()
+                           : p.w_bwd_data.in(weights.data(), m_ctx);
+    auto dd_m = p.diff_dst_bwd_data.in(diff_dst.data(), m_ctx);
+    auto ds_m = p.diff_src_bwd_data.out(diff_src.data(), m_ctx);
+    p.bwd_data.execute(m_ctx.stream, {{DNNL_ARG_DIFF_DST, dd_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, ds_m}});
+    p.diff_src_bwd_data.out_done(diff_src.data(), m_ctx);
+  }
+
+  void backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights, Tensor& diff_bias) override {
+    check_src(src);
+    ensure_backward_weights();
+    auto& p = m_plan;
+    auto src_m = p.src_bwd_weights.in(src.data(), m_ctx);
+    auto dd_m = p.diff_dst_bwd_weights.in(diff_dst.data(), m_ctx);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, dd_m}, {DNNL_ARG_DIFF_WEIGHTS, p.dw_buffer}};
+    if (m_desc.bias) args.insert({DNNL_ARG_DIFF_BIAS, p.db_buffer});
+    p.bwd_weights.execute(m_ctx.stream, args);
+    p.dw_accumulate.run(p.dw_buffer, diff_weights.data(), m_ctx);
+    if (m_desc.bias && diff_bias.defined()) {
+      Eigen::Map<Eigen::VectorXf>(diff_bias.data(), m_desc.oc) +=
+          Eigen::Map<const Eigen::VectorXf>(static_cast<const float*>(p.db_buffer.get_data_handle()), m_desc.oc);
+    }
+  }
+
+ private:
+  void check_src(const Tensor& src) const {
+    MPIGAN_CHECK_SHAPE(src.shape() == m_src.shape && same_layout(src.layout(), m_src.layout),
+                       "conv3d {}: src expected {} (as planned by setup), found {}", m_desc.to_string(),
+                       m_src.to_string(), src.desc().to_string());
+  }
+
+  void ensure_backward_data() {
+    auto& p = m_plan;
+    if (p.has_bwd_data) return;
+    dnnl_call("conv3d backward data " + m_desc.to_string(), [&] {
+      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, any_md(m_src.shape),
+                                              any_md(m_desc.weights_shape()), any_md(m_dst.shape),
+                                              to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
+      p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, m_ctx.engine, p.fwd_pd);
+      p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
+      p.w_bwd_data = Staging(plain_md(m_desc.weights_shape()), p.bwd_data_pd.weights_desc(), m_ctx);
+      p.diff_dst_bwd_data = Staging(md_of(m_dst), p.bwd_data_pd.diff_dst_desc(), m_ctx);
+      p.diff_src_bwd_data = Staging(md_of(m_src), p.bwd_data_pd.diff_src_desc(), m_ctx);
+    });
+    p.has_bwd_data = true;
+  }
+
+  void ensure_backward_weights() {
+    auto& p = m_plan;
+    if (p.has_bwd_weights) return;
+    dnnl_call("conv3d backward weights " + m_desc.to_string(), [&] {
+      auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
+      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, any_md(m_src.shape),
+                                                 any_md(m_desc.weights_shape()), b_md, any_md(m_dst.shape),
+                                                 to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
+      p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, m_ctx.engine, p.fwd_pd);
+      p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
+      p.src_bwd_weights = Staging(md_of(m_src), p.bwd_weights_pd.src_desc(), m_ctx);
+      p.diff_dst_bwd_weights = Staging(md_of(m_dst), p.bwd_weights_pd.diff_dst_desc(), m_ctx);
+      p.dw_buffer = dnnl::memory(p.bwd_weights_pd.diff_weights_desc(), m_ctx.engine);
+      p.dw_accumulate = AccumulatingReorder(p.bwd_weights_pd.diff_weights_desc(), plain_md(m_desc.weights_shape()), m_ctx);
+      if (m_desc.bias) p.db_buffer = dnnl::memory(plain_md({m_desc.oc}), m_ctx.engine);
+    });
+    p.has_bwd_weights = true;
+  }
+
+  struct Plan {
+    std::unique_ptr<dnnl::convolution_forward::desc> fwd_desc;
+    dnnl::convolution_forward::primitive_desc fwd_pd;
+    dnnl::convolution_forward fwd;
+    Staging src_fwd, w_fwd;
+
+    bool has_bwd_data = false;
+    dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+    dnnl::convolution_backward_data bwd_data;
+    Staging w_bwd_data, diff_dst_bwd_data, diff_src_bwd_data;
+
+    bool has_bwd_weights = false;
+    dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+    dnnl::convolution_backward_weights bwd_weights;
+    Staging src_bwd_weights, diff_dst_bwd_weights;
+    dnnl::memory dw_buffer, db_buffer;
+    AccumulatingReorder dw_accumulate;
+  };
+
+  Conv3dDesc m_desc;
+  DnnlContext& m_ctx;
+  TensorDesc m_src, m_dst;
+  Plan m_plan;
+};
+
+}  // namespace
+
+std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, DnnlContext& ctx) { return std::make_unique<CpuConv3d>(d, ctx); }
+
+}  // namespace mpigan::cpu

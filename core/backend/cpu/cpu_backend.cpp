@@ -1,0 +1,243 @@
+#include "mpigan/core/backend/cpu/cpu_backend.hpp"
+
+#include "mpigan/core/backend/cpu/cpu_ops.hpp"
+#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/core/rng.hpp"
+
+#include <Eigen/Core>
+#include <omp.h>
+
+#include <cmath>
+
+namespace mpigan {
+
+using cpu::dnnl_call;
+using VecMap = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned16>;
+using ConstVecMap = Eigen::Map<const Eigen::ArrayXf>;
+
+namespace {
+
+// Element-wise work is split into contiguous chunks over the OpenMP team; below this size one
+// thread does it (thread start-up would cost more than the loop).
+constexpr std::size_t kParallelMin = 1 << 15;
+
+template <class F>
+void parallel_chunks(std::size_t n, F&& f) {
+  if (n < kParallelMin || omp_get_max_threads() == 1) {
+    f(std::size_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
+    const std::size_t chunk = (n + nt - 1) / nt;
+    const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+template <class F>
+double parallel_sum(std::size_t n, F&& f) {
+  if (n < kParallelMin || omp_get_max_threads() == 1) return f(std::size_t{0}, n);
+  double total = 0.0;
+#pragma omp parallel reduction(+ : total)
+  {
+    const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
+    const std::size_t chunk = (n + nt - 1) / nt;
+    const std::size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+    if (b < e) total += f(b, e);
+  }
+  return total;
+}
+
+Eigen::Map<Eigen::ArrayXf> arr(Tensor& t, std::size_t b, std::size_t e) {
+  return {t.data() + b, static_cast<Eigen::Index>(e - b)};
+}
+Eigen::Map<const Eigen::ArrayXf> arr(const Tensor& t, std::size_t b, std::size_t e) {
+  return {t.data() + b, static_cast<Eigen::Index>(e - b)};
+}
+
+std::size_t same_size(const Tensor& a, const Tensor& b, const char* op) {
+  MPIGAN_CHECK(a.physical_elems() == b.physical_elems() && same_layout(a.layout(), b.layout()),
+               "cpu {}: operands differ ({} vs {})", op, a.desc().to_string(), b.desc().to_string());
+  return a.physical_elems();
+}
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : m_ctx(std::make_unique<cpu::DnnlContext>()), m_threads(options.threads) {
+  if (m_threads > 0) omp_set_num_threads(m_threads);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::describe() const {
+  const auto* v = dnnl_version();
+  return fmt::format("cpu (oneDNN {}.{}.{}, ISA {}, {} OpenMP threads; Eigen {}.{}.{})", v->major, v->minor, v->patch,
+                     isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads(), EIGEN_WORLD_VERSION,
+                     EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+}
+
+void CpuBackend::reorder(const Tensor& src, Tensor& dst) {
+  MPIGAN_CHECK_SHAPE(src.shape() == dst.shape(), "cpu reorder: shapes differ ({} vs {})", src.shape(), dst.shape());
+  auto src_md = cpu::md_of(src.desc());
+  auto dst_md = cpu::md_of(dst.desc());
+  if (src_md == dst_md) {
+    copy(src, dst);
+    return;
+  }
+  dnnl_call("reorder " + src.desc().to_string() + " -> " + dst.desc().to_string(), [&] {
+    // oneDNN's primitive cache makes re-creating the same reorder cheap.
+    dnnl::reorder r(dnnl::reorder::primitive_desc(m_ctx->engine, src_md, m_ctx->engine, dst_md));
+    auto s = cpu::make_memory(src_md, *m_ctx, src.data());
+    auto d = cpu::make_memory(dst_md, *m_ctx, dst.data());
+    r.execute(m_ctx->stream, s, d);
+  });
+}
+
+std::unique_ptr<Conv3dOp> CpuBackend::make_conv3d(const Conv3dDesc& d) { return cpu::make_conv3d(d, *m_ctx); }
+std::unique_ptr<InnerProductOp> CpuBackend::make_inner_product(const InnerProductDesc& d) {
+  return cpu::make_inner_product(d, *m_ctx);
+}
+std::unique_ptr<EltwiseOp> CpuBackend::make_eltwise(const EltwiseDesc& d) { return cpu::make_eltwise(d, *m_ctx); }
+std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(const BatchNormDesc& d) { return cpu::make_batch_norm(d, *m_ctx); }
+std::unique_ptr<AvgPoolOp> CpuBackend::make_avg_pool(const AvgPoolDesc& d) { return cpu::make_avg_pool(d, *m_ctx); }
+std::unique_ptr<UpsampleOp> CpuBackend::make_upsample(const UpsampleDesc& d) { return cpu::make_upsample(d, *m_ctx); }
+
+void CpuBackend::fill(Tensor& x, float value) {
+  parallel_chunks(x.physical_elems(), [&](std::size_t b, std::size_t e) { arr(x, b, e).setConstant(value); });
+}
+
+void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  parallel_chunks(same_size(src, dst, "copy"), [&](std::size_t b, std::size_t e) { arr(dst, b, e) = arr(src, b, e); });
+}
+
+void CpuBackend::axpby(float a, const Tensor& x, float b, Tensor& y) {
+  parallel_chunks(same_size(x, y, "axpby"), [&](std::size_t s, std::size_t e) {
+    if (b == 1.0f)
+      arr(y, s, e) += a * arr(x, s, e);
+    else
+      arr(y, s, e) = a * arr(x, s, e) + b * arr(y, s, e);
+  });
+}
+
+void CpuBackend::mul(const Tensor& a, const Tensor& b, Tensor& out) {
+  same_size(a, out, "mul");
+  parallel_chunks(same_size(a, b, "mul"), [&](std::size_t s, std::size_t e) { arr(out, s, e) = arr(a, s, e) * arr(b, s, e); });
+}
+
+double CpuBackend::sum_squares(const Tensor& x) {
+  return parallel_sum(x.physical_elems(), [&](std::size_t b, std::size_t e) {
+    return static_cast<double>(arr(x, b, e).cast<double>().square().sum());
+  });
+}
+
+std::size_t CpuBackend::count_nonfinite(const Tensor& x) {
+  return static_cast<std::size_t>(parallel_sum(x.physical_elems(), [&](std::size_t b, std::size_t e) {
+    return static_cast<double>((!arr(x, b, e).isFinite()).count());
+  }));
+}
+
+void CpuBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) {
+  const float keep_scale = 1.0f / (1.0f - rate);
+  const float* x = src.data();
+  float* y = dst.data();
+  auto one = [&](std::size_t i, std::uint32_t word) { y[i] = u32_to_unit_float(word) >= rate ? x[i] * keep_scale : 0.0f; };
+  parallel_chunks(same_size(src, dst, "dropout"), [&](std::size_t b, std::size_t e) {
+    std::size_t i = b;
+    // Whole Philox blocks where possible (4 words each): the same words philox_word() gives.
+    for (; i < e && i % 4 != 0; ++i) one(i, philox_word(seed, stream, i));
+    for (; i + 4 <= e; i += 4) {
+      const std::uint64_t blk = i / 4;
+      const auto w = philox4x32({static_cast<std::uint32_t>(blk), static_cast<std::uint32_t>(blk >> 32),
+                                 static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
+                                {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+      for (int k = 0; k < 4; ++k) one(i + k, w[k]);
+    }
+    for (; i < e; ++i) one(i, philox_word(seed, stream, i));
+  });
+}
+
+void CpuBackend::sum_per_item(const Tensor& src, Tensor& dst) {
+  MPIGAN_CHECK(src.canonical() && dst.canonical(), "cpu sum_per_item: canonical tensors required ({})", src.desc().to_string());
+  const std::int64_t n = src.shape()[0], m = src.shape().item_numel();
+  MPIGAN_CHECK_SHAPE(dst.numel() == n, "cpu sum_per_item: dst expected ({},1), found {}", n, dst.shape());
+#pragma omp parallel for schedule(static) if (n * m >= static_cast<std::int64_t>(kParallelMin))
+  for (std::int64_t i = 0; i < n; ++i)
+    dst.data()[i] = static_cast<float>(ConstVecMap(src.data() + i * m, m).cast<double>().sum());
+}
+
+void CpuBackend::add_per_item(const Tensor& diff_dst, Tensor& diff_src) {
+  MPIGAN_CHECK(diff_src.canonical(), "cpu add_per_item: canonical diff_src required ({})", diff_src.desc().to_string());
+  const std::int64_t n = diff_src.shape()[0], m = diff_src.shape().item_numel();
+  MPIGAN_CHECK_SHAPE(diff_dst.numel() == n, "cpu add_per_item: diff_dst expected ({},1), found {}", n, diff_dst.shape());
+#pragma omp parallel for schedule(static) if (n * m >= static_cast<std::int64_t>(kParallelMin))
+  for (std::int64_t i = 0; i < n; ++i) Eigen::Map<Eigen::ArrayXf>(diff_src.data() + i * m, m) += diff_dst.data()[i];
+}
+
+void CpuBackend::pow(const Tensor& src, float p, Tensor& dst) {
+  parallel_chunks(same_size(src, dst, "pow"),
+                  [&](std::size_t b, std::size_t e) { arr(dst, b, e) = arr(src, b, e).max(0.0f).pow(p); });
+}
+
+void CpuBackend::pow_backward_add(const Tensor& src, float p, const Tensor& diff_dst, Tensor& diff_src) {
+  same_size(src, diff_dst, "pow_backward_add");
+  parallel_chunks(same_size(src, diff_src, "pow_backward_add"), [&](std::size_t b, std::size_t e) {
+    auto x = arr(src, b, e);
+    arr(diff_src, b, e) += (x > 0.0f).select(p * x.pow(p - 1.0f) * arr(diff_dst, b, e), 0.0f);
+  });
+}
+
+void CpuBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) {
+  parallel_chunks(same_size(w, g, "sgd_update"), [&](std::size_t b, std::size_t e) {
+    if (s.momentum == 0.0f) {
+      arr(w, b, e) -= s.lr * arr(g, b, e);
+      return;
+    }
+    auto vel = arr(v, b, e);
+    vel = s.momentum * vel - s.lr * arr(g, b, e);
+    if (s.nesterov)
+      arr(w, b, e) += s.momentum * vel - s.lr * arr(g, b, e);
+    else
+      arr(w, b, e) += vel;
+  });
+}
+
+void CpuBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
+  parallel_chunks(same_size(w, g, "rmsprop_update"), [&](std::size_t b, std::size_t e) {
+    auto gi = arr(g, b, e);
+    auto m = arr(ms, b, e);
+    m = s.rho * m + (1.0f - s.rho) * gi.square();
+    arr(w, b, e) -= s.lr * gi / (m.sqrt() + s.epsilon);
+  });
+}
+
+void CpuBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+  parallel_chunks(same_size(w, g, "adam_update"), [&](std::size_t b, std::size_t e) {
+    auto gi = arr(g, b, e);
+    auto mi = arr(m, b, e);
+    auto vi = arr(v, b, e);
+    mi = s.beta1 * mi + (1.0f - s.beta1) * gi;
+    vi = s.beta2 * vi + (1.0f - s.beta2) * gi.square();
+    arr(w, b, e) -= s.lr_t * mi / (vi.sqrt() + s.epsilon);
+  });
+}
+
+}  // namespace mpigan

@@ -1,0 +1,42 @@
+// The reference backend: canonical layouts only, plain loops (kernels.hpp). The test oracle and
+// the fallback; never fast.
+#pragma once
+
+#include "mpigan/core/backend.hpp"
+
+namespace mpigan {
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  Device device() const override { return Device::cpu; }
+  std::string describe() const override { return "reference (plain loops, canonical layouts)"; }
+
+  std::shared_ptr<Storage> allocate_storage(std::size_t bytes) override { return Storage::host(bytes); }
+  void reorder(const Tensor& src, Tensor& dst) override;
+
+  std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& desc) override;
+  std::unique_ptr<InnerProductOp> make_inner_product(const InnerProductDesc& desc) override;
+  std::unique_ptr<EltwiseOp> make_eltwise(const EltwiseDesc& desc) override;
+  std::unique_ptr<BatchNormOp> make_batch_norm(const BatchNormDesc& desc) override;
+  std::unique_ptr<AvgPoolOp> make_avg_pool(const AvgPoolDesc& desc) override;
+  std::unique_ptr<UpsampleOp> make_upsample(const UpsampleDesc& desc) override;
+
+  void fill(Tensor& x, float value) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void axpby(float a, const Tensor& x, float b, Tensor& y) override;
+  void mul(const Tensor& a, const Tensor& b, Tensor& out) override;
+  double sum_squares(const Tensor& x) override;
+  std::size_t count_nonfinite(const Tensor& x) override;
+  void dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) override;
+  void sum_per_item(const Tensor& src, Tensor& dst) override;
+  void add_per_item(const Tensor& diff_dst, Tensor& diff_src) override;
+  void pow(const Tensor& src, float p, Tensor& dst) override;
+  void pow_backward_add(const Tensor& src, float p, const Tensor& diff_dst, Tensor& diff_src) override;
+
+  void sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) override;
+  void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) override;
+  void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override;
+};
+
+}  // namespace mpigan

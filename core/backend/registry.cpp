@@ -1,0 +1,49 @@
+// The backend registry: names to constructors, compiled in per build (MPIGAN_HAVE_CUDA is 0 or 1).
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/backend/cpu/cpu_backend.hpp"
+#include "mpigan/core/backend/reference/reference_backend.hpp"
+#include "mpigan/core/error.hpp"
+
+#if MPIGAN_HAVE_CUDA
+#include "mpigan/core/backend/cuda/cuda_backend.hpp"
+#endif
+
+namespace mpigan {
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names{"reference", "cpu"};
+#if MPIGAN_HAVE_CUDA
+  names.push_back("cuda");
+#endif
+  return names;
+}
+
+bool backend_available(const std::string& name, std::string* why_not) {
+  auto set = [&](std::string s) {
+    if (why_not) *why_not = std::move(s);
+    return false;
+  };
+  if (name == "reference" || name == "cpu") return true;
+  if (name == "cuda") {
+#if MPIGAN_HAVE_CUDA
+    const int n = cuda_device_count();
+    return n > 0 ? true : set("no CUDA device is visible (cudaGetDeviceCount returned 0 or failed)");
+#else
+    return set("this build has no CUDA backend (configured with MPIGAN_CUDA=OFF or no CUDA toolkit found)");
+#endif
+  }
+  return set("unknown backend '" + name + "'");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+  if (name == "reference") return std::make_unique<ReferenceBackend>();
+  if (name == "cpu") return std::make_unique<CpuBackend>(options);
+#if MPIGAN_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend(options);
+#endif
+  std::string known;
+  for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
+  MPIGAN_FATAL("unknown backend '{}': this build has {}", name, known);
+}
+
+}  // namespace mpigan
