@@ -1,0 +1,497 @@
+"""PyTorch peer of the CERN openlab 3DGAN models, for side-by-side benchmarks with mpigan.
+
+Two architectures, transcribed from the Keras reference (svalleco/3Dgan; see
+shared/research/3dgan.md sections 1.1-1.3 and docs/performance-pytorch-peer.md):
+
+* ``3dgan-25``  -- EcalEnergyGan, fixed angle, 25x25x25 showers (``keras/EcalEnergyGan.py``).
+* ``anglegan-51`` -- AngleGAN, variable angle, 51x51x25 showers (``keras/AngleArch3dGAN.py``).
+
+Layout: NCDHW with D = x, H = y, W = depth, i.e. tensors of shape (N, 1, X, Y, Z); the Keras
+code is channels_last (N, X, Y, Z, 1). Keras conventions reproduced: LeakyReLU slope 0.3,
+BatchNorm momentum 0.99 in Keras terms (PyTorch momentum 0.01), TF ``same`` padding (for even
+kernels (k-1)//2 before and k//2 after), ZeroPadding3D symmetric per axis, UpSampling3D =
+nearest-neighbour repeat, Keras initialisers, Keras binary cross-entropy and MAPE.
+
+The training step (``Trainer.step``) follows section 1.3: generate in inference mode, one
+discriminator update on the real batch and one on the fake batch, then two generator updates
+through the frozen discriminator (batch statistics, but running statistics left untouched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+KERAS_EPS = 1e-7          # keras.backend.epsilon()
+LRELU_SLOPE = 0.3         # keras LeakyReLU default alpha
+BN_MOMENTUM = 0.01        # keras momentum 0.99 -> torch momentum 1 - 0.99
+ANGLE_POWER = 0.85        # AngleGAN stores images as X**0.85
+
+
+# --------------------------------------------------------------------------------------------
+# Keras initialisers
+# --------------------------------------------------------------------------------------------
+def _fans(w: torch.Tensor) -> tuple[int, int]:
+    # torch: Linear (out, in); Conv3d (out, in, kx, ky, kz). Keras computes the same fans.
+    receptive = w[0][0].numel() if w.dim() > 2 else 1
+    return w.shape[1] * receptive, w.shape[0] * receptive
+
+
+def _trunc_normal(w: torch.Tensor, std: float) -> None:
+    # TF2 truncated normal (cut at 2 sigma), stddev corrected as Keras does.
+    std = std / 0.87962566103423978
+    nn.init.trunc_normal_(w, 0.0, std, -2.0 * std, 2.0 * std)
+
+
+def keras_init(w: torch.Tensor, kind: str) -> None:
+    fan_in, fan_out = _fans(w)
+    if kind == "glorot_uniform":          # Keras default kernel initialiser
+        nn.init.xavier_uniform_(w)
+    elif kind == "he_uniform":            # limit sqrt(6 / fan_in)
+        nn.init.kaiming_uniform_(w, a=0.0, nonlinearity="relu")
+    elif kind == "glorot_normal":         # truncated normal, std sqrt(2 / (fan_in + fan_out))
+        _trunc_normal(w, math.sqrt(2.0 / (fan_in + fan_out)))
+    elif kind == "variance_scaling":      # VarianceScaling() defaults: scale 1, fan_in, truncated
+        _trunc_normal(w, math.sqrt(1.0 / fan_in))
+    else:
+        raise ValueError(kind)
+
+
+def _conv(cin: int, cout: int, k, init: str, padding=0, bias: bool = True) -> nn.Conv3d:
+    conv = nn.Conv3d(cin, cout, k, padding=padding, bias=bias)
+    keras_init(conv.weight, init)
+    if bias:
+        nn.init.zeros_(conv.bias)
+    return conv
+
+
+def _dense(cin: int, cout: int, init: str = "glorot_uniform") -> nn.Linear:
+    lin = nn.Linear(cin, cout)
+    keras_init(lin.weight, init)
+    nn.init.zeros_(lin.bias)
+    return lin
+
+
+def _bn(c: int, eps: float) -> nn.BatchNorm3d:
+    return nn.BatchNorm3d(c, eps=eps, momentum=BN_MOMENTUM)
+
+
+def _lrelu() -> nn.LeakyReLU:
+    return nn.LeakyReLU(LRELU_SLOPE, inplace=True)
+
+
+class SameConv3d(nn.Module):
+    """Conv3D(padding='same') as TensorFlow pads it: (k-1)//2 before, k//2 after (stride 1).
+
+    Odd kernels pad symmetrically, which the convolution does itself; only even kernels need
+    an explicit F.pad.
+    """
+
+    def __init__(self, cin: int, cout: int, k, init: str, bias: bool = True):
+        super().__init__()
+        k = (k,) * 3 if isinstance(k, int) else tuple(k)
+        if all(kk % 2 == 1 for kk in k):
+            self.pad = None
+            self.conv = _conv(cin, cout, k, init, padding=tuple(kk // 2 for kk in k), bias=bias)
+        else:
+            pad = []
+            for kk in reversed(k):  # F.pad lists the last dimension (depth) first
+                pad += [(kk - 1) // 2, kk // 2]
+            self.pad = tuple(pad)
+            self.conv = _conv(cin, cout, k, init, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pad is not None:
+            x = F.pad(x, self.pad)
+        return self.conv(x)
+
+
+# --------------------------------------------------------------------------------------------
+# Physics lambdas (no weights)
+# --------------------------------------------------------------------------------------------
+def ecal_sum(image: torch.Tensor) -> torch.Tensor:
+    """Sum over all cells: (N, 1, X, Y, Z) -> (N, 1)."""
+    return image.sum(dim=(2, 3, 4))
+
+
+def ecal_angle(image: torch.Tensor) -> torch.Tensor:
+    """Measured polar angle (rad) of each shower, as ``ecal_angle`` in AngleArch3dGAN.py.
+
+    image: (N, 1, X, Y, Z), already raised to 1/0.85. Returns (N, 1). Coordinates are
+    index + 0.5; per-layer barycentres relative to the global one give a slope
+    m = (y_mid - y_ref) / sqrt((x_mid - x_ref)^2 + (z - z_ref)^2) (sign flipped upstream of
+    z_ref), angle_z = pi/2 - atan(m), averaged with weights z over non-empty layers; 100 for an
+    empty image. Divisions by zero are guarded with safe denominators so that the masked-out
+    branches stay finite in the backward pass (forward values are those of the Keras code).
+    """
+    img = image.squeeze(1)
+    n, nx, ny, nz = img.shape
+    dev, dt = img.device, img.dtype
+    xs = torch.arange(nx, device=dev, dtype=dt) + 0.5
+    ys = torch.arange(ny, device=dev, dtype=dt) + 0.5
+    zs = torch.arange(nz, device=dev, dtype=dt) + 0.5
+
+    sumtot = img.sum(dim=(1, 2, 3))                       # (N,)
+    empty = sumtot == 0
+    safe_tot = torch.where(empty, torch.ones_like(sumtot), sumtot)
+    x_ref = torch.where(empty, torch.ones_like(sumtot), (img.sum(dim=(2, 3)) * xs).sum(1) / safe_tot)
+    y_ref = torch.where(empty, torch.ones_like(sumtot), (img.sum(dim=(1, 3)) * ys).sum(1) / safe_tot)
+    z_ref = torch.where(empty, torch.ones_like(sumtot), (img.sum(dim=(1, 2)) * zs).sum(1) / safe_tot)
+    x_ref, y_ref, z_ref = x_ref[:, None], y_ref[:, None], z_ref[:, None]
+
+    sumz = img.sum(dim=(1, 2))                            # (N, Z)
+    zmask = (sumz != 0).to(dt)
+    safe_z = torch.where(sumz == 0, torch.ones_like(sumz), sumz)
+    x_mid = (img.sum(dim=2) * xs[:, None]).sum(1) / safe_z * zmask   # (N, Z)
+    y_mid = (img.sum(dim=1) * ys[:, None]).sum(1) / safe_z * zmask
+
+    z = zs.expand(n, nz)
+    zproj = torch.sqrt(torch.clamp((x_mid - x_ref) ** 2 + (z - z_ref) ** 2, min=KERAS_EPS))
+    m = (y_mid - y_ref) / zproj                           # zproj >= sqrt(eps) > 0
+    m = torch.where(z < z_ref, -m, m)
+    ang = (math.pi / 2.0 - torch.atan(m)) * zmask * z
+    weight = (z * zmask).sum(1)
+    ang = ang.sum(1) / torch.where(weight == 0, torch.ones_like(weight), weight)
+    ang = torch.where(empty, torch.full_like(ang, 100.0), ang)
+    return ang[:, None]
+
+
+# --------------------------------------------------------------------------------------------
+# EcalEnergyGan, 25x25x25
+# --------------------------------------------------------------------------------------------
+class EcalGenerator(nn.Module):
+    """Generator of keras/EcalEnergyGan.py; input (E/100) * z, z ~ N(0, 1)^200."""
+
+    latent = 200
+
+    def __init__(self, bn_eps: float = 1e-3):
+        super().__init__()
+        self.dense = _dense(self.latent, 64 * 7 * 7)
+        # Keras reshapes to channels_last (7, 7, 8, 8); viewing as (8, 7, 7, 8) here only
+        # permutes the Dense outputs, an equivalent parametrisation.
+        self.net = nn.Sequential(
+            SameConv3d(8, 64, (6, 6, 8), "he_uniform"), _lrelu(), _bn(64, bn_eps),
+            nn.Upsample(scale_factor=(2, 2, 2), mode="nearest"),                  # 14x14x16
+            _conv(64, 6, (6, 5, 8), "he_uniform", padding=(2, 2, 0)), _lrelu(), _bn(6, bn_eps),
+            nn.Upsample(scale_factor=(2, 2, 3), mode="nearest"),                  # 26x28x27
+            _conv(6, 6, (3, 3, 8), "he_uniform", padding=(1, 0, 3)), _lrelu(),   # 26x26x26
+            _conv(6, 1, (2, 2, 2), "glorot_normal", bias=False), nn.ReLU(inplace=True),
+        )
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(self.dense(z).view(-1, 8, 7, 7, 8))
+
+
+class EcalDiscriminator(nn.Module):
+    """Discriminator of keras/EcalEnergyGan.py: outputs (real/fake prob, E/100, ECAL sum)."""
+
+    def __init__(self, bn_eps: float = 1e-3):
+        super().__init__()
+        g = "glorot_uniform"
+        self.features = nn.Sequential(
+            SameConv3d(1, 32, 5, g), _lrelu(), nn.Dropout(0.2),
+            _conv(32, 8, 5, g, padding=2), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),
+            _conv(8, 8, 5, g, padding=2), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),
+            _conv(8, 8, 5, g, padding=1), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),  # 23^3
+            nn.AvgPool3d(2),                                                          # 11^3
+            nn.Flatten(),
+        )
+        self.fake = _dense(8 * 11 ** 3, 1)
+        self.aux = _dense(8 * 11 ** 3, 1)
+
+    def forward(self, image: torch.Tensor):
+        h = self.features(image)
+        return torch.sigmoid(self.fake(h)), self.aux(h), ecal_sum(image)
+
+
+# --------------------------------------------------------------------------------------------
+# AngleGAN, 51x51x25
+# --------------------------------------------------------------------------------------------
+class AngleGenerator(nn.Module):
+    """Generator of keras/AngleArch3dGAN.py; input concat[E/100, theta, 254 x N(0, 1)]."""
+
+    latent = 256
+
+    def __init__(self, bn_eps: float = 1e-6):
+        super().__init__()
+        h = "he_uniform"
+        self.dense = _dense(self.latent, 5184)
+        self.net = nn.Sequential(
+            nn.Upsample(scale_factor=(6, 6, 6), mode="nearest"),                  # 54x54x48
+            _conv(8, 8, (6, 6, 8), h), nn.ReLU(inplace=True), _bn(8, bn_eps),     # 49x49x41
+            _conv(8, 6, (4, 4, 6), h, padding=(2, 2, 1)), nn.ReLU(inplace=True), _bn(6, bn_eps),
+            _conv(6, 6, (4, 4, 6), h, padding=(2, 2, 1)), nn.ReLU(inplace=True), _bn(6, bn_eps),
+            _conv(6, 6, (4, 4, 6), h, padding=(2, 2, 1)), nn.ReLU(inplace=True), _bn(6, bn_eps),
+            _conv(6, 6, (3, 3, 5), h, padding=(1, 1, 0)), nn.ReLU(inplace=True), _bn(6, bn_eps),
+            _conv(6, 6, (3, 3, 3), h, padding=(1, 1, 0)), nn.ReLU(inplace=True),  # 52x52x26
+            _conv(6, 1, (2, 2, 2), "glorot_normal"), nn.ReLU(inplace=True),      # 51x51x25
+        )
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(self.dense(z).view(-1, 8, 9, 9, 8))
+
+
+class AngleDiscriminator(nn.Module):
+    """Discriminator of keras/AngleArch3dGAN.py: (real/fake, E/100, angle, ECAL sum)."""
+
+    def __init__(self, bn_eps: float = 1e-6, power: float = ANGLE_POWER):
+        super().__init__()
+        v = "variance_scaling"
+        k = (5, 6, 6)
+        self.power = power
+        self.features = nn.Sequential(
+            SameConv3d(1, 16, k, v), _lrelu(), nn.Dropout(0.2),
+            _conv(16, 8, k, v, padding=(0, 0, 1)), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),
+            _conv(8, 8, k, v, padding=(0, 0, 1)), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),
+            _conv(8, 8, k, v), _lrelu(), _bn(8, bn_eps), nn.Dropout(0.2),       # 39x36x14
+            nn.AvgPool3d(2),                                                    # 19x18x7
+            nn.Flatten(),
+        )
+        self.fake = _dense(8 * 19 * 18 * 7, 1, v)
+        self.aux = _dense(8 * 19 * 18 * 7, 1, v)
+
+    def forward(self, image: torch.Tensor):
+        h = self.features(image)
+        inv = image.float().pow(1.0 / self.power)   # back to energy units
+        return torch.sigmoid(self.fake(h)), self.aux(h), ecal_angle(inv), ecal_sum(inv)
+
+
+# --------------------------------------------------------------------------------------------
+# Losses (Keras definitions)
+# --------------------------------------------------------------------------------------------
+def keras_bce(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    p = p.float().clamp(KERAS_EPS, 1.0 - KERAS_EPS)
+    return -(y * torch.log(p + KERAS_EPS) + (1.0 - y) * torch.log(1.0 - p + KERAS_EPS)).mean()
+
+
+def keras_mape(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return 100.0 * ((y - p.float()).abs() / y.abs().clamp(min=KERAS_EPS)).mean()
+
+
+def keras_mae(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (y - p.float()).abs().mean()
+
+
+def ecal_fit(x: torch.Tensor, xscale: float = 1.0) -> torch.Tensor:
+    """GetEcalFit(mod=1): ECAL-sum target for generated showers, x = E/100."""
+    ratio = (((0.0018 * x - 0.023) * x + 0.11) * x - 0.28) * x + 2.21
+    return ratio * x * xscale
+
+
+def bit_flip(y: torch.Tensor, prob: float = 0.05) -> torch.Tensor:
+    """Label noise as GANutils.BitFlip: each 0/1 label flipped with probability prob."""
+    flip = torch.rand_like(y) < prob
+    return torch.where(flip, 1.0 - y, y)
+
+
+# --------------------------------------------------------------------------------------------
+# Model specs, synthetic data
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Spec:
+    name: str
+    shape: tuple[int, int, int]
+    make_g: type
+    make_d: type
+    g_params: int | None          # asserted exactly when not None
+    d_params: int | None
+    loss_weights: tuple[float, ...]
+    angle: bool
+    extra_checks: dict = field(default_factory=dict)
+
+
+SPECS = {
+    "3dgan-25": Spec("3dgan-25", (25, 25, 25), EcalGenerator, EcalDiscriminator,
+                     872_808, 73_402, (2.0, 0.1, 0.1), angle=False),
+    "anglegan-51": Spec("anglegan-51", (51, 51, 25), AngleGenerator, AngleDiscriminator,
+                        1_364_983, 87_354, (3.0, 0.1, 25.0, 0.1), angle=True,
+                        extra_checks={"g.dense": 1_332_288, "d.features.0.conv": 2_896}),
+}
+
+
+def n_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def check_param_counts(spec: Spec, g: nn.Module, d: nn.Module) -> None:
+    ng, nd = n_params(g), n_params(d)
+    if spec.g_params is not None:
+        assert ng == spec.g_params, f"{spec.name}: generator has {ng} params, want {spec.g_params}"
+    if spec.d_params is not None:
+        assert nd == spec.d_params, f"{spec.name}: discriminator has {nd} params, want {spec.d_params}"
+    mods = {**{"g." + k: m for k, m in g.named_modules()}, **{"d." + k: m for k, m in d.named_modules()}}
+    for name, want in spec.extra_checks.items():
+        got = n_params(mods[name])
+        assert got == want, f"{spec.name}: {name} has {got} params, want {want}"
+
+
+def synthetic_showers(n: int, shape, energy: torch.Tensor, angle: torch.Tensor | None,
+                      total: torch.Tensor, gen: torch.Generator,
+                      threshold: float = 0.0) -> torch.Tensor:
+    """Random non-negative shower-like images (N, 1, X, Y, Z) whose cells sum to ``total``.
+
+    Longitudinal gamma profile peaking deeper for higher energy, GFlash-like transverse
+    profile R^2 / (r^2 + R^2)^2 (heavy tails, so no denormals), the axis tilted along y by
+    cot(theta) for the angle model, exponential cell-to-cell fluctuations, cells below
+    ``threshold`` zeroed as in the Keras preprocessing (1e-6 fixed-angle, 0 angle model).
+    """
+    nx, ny, nz = shape
+    e_gev = (energy * 100.0).view(n, 1, 1, 1)
+    x = torch.arange(nx, dtype=torch.float32).view(1, nx, 1, 1) + 0.5
+    y = torch.arange(ny, dtype=torch.float32).view(1, 1, ny, 1) + 0.5
+    z = torch.arange(nz, dtype=torch.float32).view(1, 1, 1, nz) + 0.5
+    beta = 0.5
+    tmax = (6.0 + 1.2 * torch.log(e_gev / 10.0)) * (nz / 25.0)
+    alpha = 1.0 + beta * tmax
+    long = torch.exp((alpha - 1.0) * torch.log(z) - beta * z)
+    cx = nx / 2 + torch.rand(n, 1, 1, 1, generator=gen) - 0.5
+    cy = ny / 2 + torch.rand(n, 1, 1, 1, generator=gen) - 0.5
+    if angle is not None:
+        cy = cy + (z - nz / 2) * 0.63 / torch.tan(angle.view(n, 1, 1, 1))
+    r2 = (x - cx) ** 2 + (y - cy) ** 2
+    rm = 1.0 + 0.04 * z
+    trans = rm ** 2 / (r2 + rm ** 2) ** 2
+    img = long * trans * -torch.log1p(-torch.rand(n, nx, ny, nz, generator=gen))
+    img = img / img.sum(dim=(1, 2, 3), keepdim=True) * total.view(n, 1, 1, 1)
+    img = torch.where(img < threshold, torch.zeros_like(img), img)
+    return img.unsqueeze(1).contiguous()
+
+
+@dataclass
+class Batch:
+    image: torch.Tensor    # (N, 1, X, Y, Z), as fed to D
+    energy: torch.Tensor   # (N, 1) E/100
+    ecal: torch.Tensor     # (N, 1) ECAL-sum target
+    angle: torch.Tensor | None = None  # (N, 1) theta in rad
+
+
+def make_batches(spec: Spec, batch: int, count: int, gen: torch.Generator, xscale: float = 1.0):
+    out = []
+    for _ in range(count):
+        energy = torch.empty(batch, 1).uniform_(0.1, 5.0, generator=gen)
+        if spec.angle:
+            angle = torch.empty(batch, 1).uniform_(math.radians(60), math.radians(120), generator=gen)
+            # file units GeV x 50, sampling fraction from GetEcalFit; D sees X**0.85
+            raw_sum = 50.0 * ecal_fit(energy)
+            raw = synthetic_showers(batch, spec.shape, energy, angle, raw_sum, gen)
+            out.append(Batch(raw.pow(ANGLE_POWER), energy, raw.sum(dim=(2, 3, 4)), angle))
+        else:
+            # raw GeV (xscale = 1): the ECAL sum matches the GetEcalFit target of fakes
+            img = synthetic_showers(batch, spec.shape, energy, None, ecal_fit(energy, xscale), gen,
+                                    threshold=1e-6 * xscale)
+            out.append(Batch(img, energy, img.sum(dim=(2, 3, 4))))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Training step
+# --------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def frozen(d: nn.Module):
+    """D as in the Keras combined model: no weight updates, BatchNorm on batch statistics
+    (train mode, dropout active) but running statistics not updated (momentum 0)."""
+    bns = [m for m in d.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in bns]
+    d.requires_grad_(False)
+    for m in bns:
+        m.momentum = 0.0
+    try:
+        yield
+    finally:
+        for m, mom in zip(bns, saved):
+            m.momentum = mom
+        d.requires_grad_(True)
+
+
+class Trainer:
+    def __init__(self, spec: Spec, device: torch.device, *, bf16: bool = False,
+                 xscale: float = 1.0, lr: float = 1e-3):
+        self.spec = spec
+        self.device = device
+        self.g = spec.make_g().to(device)
+        self.d = spec.make_d().to(device)
+        self.xscale = xscale
+        opt = dict(lr=lr, alpha=0.9, eps=1e-7)   # Keras RMSprop defaults
+        self.opt_d = torch.optim.RMSprop(self.d.parameters(), **opt)
+        self.opt_g = torch.optim.RMSprop(self.g.parameters(), **opt)  # the combined model's
+        self.bf16 = bf16
+
+    def _autocast(self):
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    def _d_loss(self, outs, targets) -> torch.Tensor:
+        w = self.spec.loss_weights
+        if self.spec.angle:
+            fake, aux, ang, ecal = outs
+            label, energy, angle, ecal_t = targets
+            return (w[0] * keras_bce(fake, label) + w[1] * keras_mape(aux, energy)
+                    + w[2] * keras_mae(ang, angle) + w[3] * keras_mape(ecal, ecal_t))
+        fake, aux, ecal = outs
+        label, energy, ecal_t = targets
+        return (w[0] * keras_bce(fake, label) + w[1] * keras_mape(aux, energy)
+                + w[2] * keras_mape(ecal, ecal_t))
+
+    def _latent(self, energy: torch.Tensor, angle: torch.Tensor | None) -> torch.Tensor:
+        n = energy.shape[0]
+        if self.spec.angle:
+            noise = torch.randn(n, self.g.latent - 2, device=self.device)
+            return torch.cat([energy, angle, noise], dim=1)
+        return energy * torch.randn(n, self.g.latent, device=self.device)
+
+    def _conditions(self, real: Batch):
+        """(energy, angle, ecal target) for generated showers."""
+        if self.spec.angle:   # conditioned on the real batch; targets are the real ones
+            return real.energy, real.angle, real.ecal
+        energy = torch.empty_like(real.energy).uniform_(0.1, 5.0)
+        return energy, None, ecal_fit(energy, self.xscale)
+
+    def _targets(self, label, energy, angle, ecal):
+        return (label, energy, angle, ecal) if self.spec.angle else (label, energy, ecal)
+
+    def _d_update(self, image, targets) -> torch.Tensor:
+        self.opt_d.zero_grad(set_to_none=True)
+        with self._autocast():
+            outs = self.d(image)
+        loss = self._d_loss(outs, targets)
+        loss.backward()
+        self.opt_d.step()
+        return loss.detach()
+
+    def step(self, real: Batch) -> dict:
+        n = real.energy.shape[0]
+        ones = torch.ones(n, 1, device=self.device)
+        zeros = torch.zeros(n, 1, device=self.device)
+
+        # 1. generate in inference mode (BN moving averages)
+        energy, angle, ecal = self._conditions(real)
+        self.g.eval()
+        with torch.no_grad(), self._autocast():
+            generated = self.g(self._latent(energy, angle)).float()
+        self.g.train()
+
+        # 2./3. discriminator on real (labels ~1), then on fake (labels ~0), one update each
+        self.d.train()
+        d_real = self._d_update(real.image, self._targets(bit_flip(ones), real.energy, real.angle, real.ecal))
+        d_fake = self._d_update(generated, self._targets(bit_flip(zeros), energy, angle, ecal))
+
+        # 4. two generator updates through the frozen discriminator, labels 1, fresh noise
+        g_losses = []
+        with frozen(self.d):
+            for _ in range(2):
+                if not self.spec.angle:   # EcalEnergyTrain.py resamples energies per G update
+                    energy, angle, ecal = self._conditions(real)
+                self.opt_g.zero_grad(set_to_none=True)
+                with self._autocast():
+                    outs = self.d(self.g(self._latent(energy, angle)))
+                loss = self._d_loss(outs, self._targets(ones, energy, angle, ecal))
+                loss.backward()
+                self.opt_g.step()
+                g_losses.append(loss.detach())
+        return {"d_real": d_real, "d_fake": d_fake, "g": torch.stack(g_losses).mean()}
