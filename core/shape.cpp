@@ -51,6 +51,15 @@ Shape Shape::with_dim(int i, std::int64_t v) const {
   return s;
 }
 
+Shape Shape::batch_of(std::int64_t n, const Shape& item) {
+  MPIGAN_CHECK_SHAPE(item.rank() < kMaxRank, "batch_of: item shape {} leaves no room for a batch dim", item.to_string());
+  Shape s;
+  s.m_rank = item.rank() + 1;
+  s.m_dims[0] = n;
+  std::copy(item.begin(), item.end(), s.m_dims.begin() + 1);
+  return s;
+}
+
 bool operator==(const Shape& a, const Shape& b) {
   return a.m_rank == b.m_rank && std::equal(a.begin(), a.end(), b.begin());
 }

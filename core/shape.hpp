@@ -43,6 +43,8 @@ class Shape {
   /// Spatial dims of a rank-5 shape.
   Dims3 spatial() const;
   Shape with_dim(int i, std::int64_t v) const;
+  /// (n, item...): a batch of @p n items of shape @p item.
+  static Shape batch_of(std::int64_t n, const Shape& item);
   const std::int64_t* begin() const { return m_dims.data(); }
   const std::int64_t* end() const { return m_dims.data() + m_rank; }
 

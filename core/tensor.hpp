@@ -94,6 +94,7 @@ class Tensor {
 
   float* data() { return m_data; }
   const float* data() const { return m_data; }
+  const std::shared_ptr<Storage>& storage() const { return m_storage; }
 
   /// Same memory, another canonical shape with the same numel.
   Tensor reshaped(const Shape& shape) const;

@@ -3,6 +3,8 @@
 #include "mpigan/core/backend/cpu/cpu_ops.hpp"
 #include "mpigan/core/backend/cpu/dnnl_common.hpp"
 
+#include <algorithm>
+
 namespace mpigan::cpu {
 namespace {
 
@@ -72,7 +74,7 @@ class CpuBatchNorm final : public BatchNormOp {
                        "batch_norm {}: input expected {} channels, found {}", m_desc.to_string(), m_desc.channels,
                        src.to_string());
     m_md = md_of(src);
-    m_has_infer = m_has_bwd = m_has_bwd_data = false;
+    m_has_infer = m_has_bwd = false;
     dnnl_call("batch_norm " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::batch_normalization_forward::desc d(prop_kind::forward_training, m_md, m_desc.epsilon,
                                                 flags::use_scale | flags::use_shift);
@@ -113,23 +115,31 @@ class CpuBatchNorm final : public BatchNormOp {
 
   void backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                 Tensor& diff_src, Tensor& dgamma, Tensor& dbeta) override {
-    const bool params = dgamma.defined() || dbeta.defined();
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, mem(src)},   {DNNL_ARG_DIFF_DST, mem(diff_dst)},
-                                               {DNNL_ARG_SCALE, vec(gamma)}, {DNNL_ARG_MEAN, vec(mean)},
-                                               {DNNL_ARG_VARIANCE, vec(var)}, {DNNL_ARG_DIFF_SRC, mem(diff_src)}};
-    if (!params) {
-      ensure_bwd(prop_kind::backward_data, m_bwd_data_pd, m_bwd_data, m_has_bwd_data);
-      m_bwd_data.execute(m_ctx.stream, args);
-      return;
+    // oneDNN 2.6 has no backward_data implementation with scale/shift, so the full backward runs
+    // and the parameter gradients go to scratch buffers, added to the caller's only when asked.
+    // The shift is an input of the primitive even though the math does not use it.
+    if (!m_has_bwd) {
+      dnnl_call("batch_norm backward " + m_desc.to_string(), [&] {
+        dnnl::batch_normalization_backward::desc d(prop_kind::backward, m_md, m_md, m_desc.epsilon,
+                                                   flags::use_scale | flags::use_shift);
+        m_bwd_pd = dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.engine, m_train_pd);
+        m_bwd = dnnl::batch_normalization_backward(m_bwd_pd);
+        m_dscale = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+        m_dshift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+        m_zero_shift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+        std::fill_n(static_cast<float*>(m_zero_shift.get_data_handle()), m_desc.channels, 0.0f);
+      });
+      m_has_bwd = true;
     }
-    ensure_bwd(prop_kind::backward, m_bwd_pd, m_bwd, m_has_bwd);
-    if (!m_dscale) {
-      m_dscale = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
-      m_dshift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
-    }
-    args.insert({DNNL_ARG_DIFF_SCALE, m_dscale});
-    args.insert({DNNL_ARG_DIFF_SHIFT, m_dshift});
-    m_bwd.execute(m_ctx.stream, args);
+    m_bwd.execute(m_ctx.stream, {{DNNL_ARG_SRC, mem(src)},
+                                 {DNNL_ARG_DIFF_DST, mem(diff_dst)},
+                                 {DNNL_ARG_SCALE, vec(gamma)},
+                                 {DNNL_ARG_SHIFT, m_zero_shift},
+                                 {DNNL_ARG_MEAN, vec(mean)},
+                                 {DNNL_ARG_VARIANCE, vec(var)},
+                                 {DNNL_ARG_DIFF_SRC, mem(diff_src)},
+                                 {DNNL_ARG_DIFF_SCALE, m_dscale},
+                                 {DNNL_ARG_DIFF_SHIFT, m_dshift}});
     const auto* ds = static_cast<const float*>(m_dscale.get_data_handle());
     const auto* dh = static_cast<const float*>(m_dshift.get_data_handle());
     for (std::int64_t c = 0; c < m_desc.channels; ++c) {
@@ -139,16 +149,6 @@ class CpuBatchNorm final : public BatchNormOp {
   }
 
  private:
-  void ensure_bwd(prop_kind kind, dnnl::batch_normalization_backward::primitive_desc& pd,
-                  dnnl::batch_normalization_backward& prim, bool& has) {
-    if (has) return;
-    dnnl_call("batch_norm backward " + m_desc.to_string(), [&] {
-      dnnl::batch_normalization_backward::desc d(kind, m_md, m_md, m_desc.epsilon, flags::use_scale | flags::use_shift);
-      pd = dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.engine, m_train_pd);
-      prim = dnnl::batch_normalization_backward(pd);
-    });
-    has = true;
-  }
   dnnl::memory mem(const Tensor& t) const { return make_memory(m_md, m_ctx, t.data()); }
   dnnl::memory vec(const Tensor& t) const { return make_memory(plain_md({m_desc.channels}), m_ctx, t.data()); }
 
@@ -157,10 +157,10 @@ class CpuBatchNorm final : public BatchNormOp {
   dnnl::memory::desc m_md;
   dnnl::batch_normalization_forward::primitive_desc m_train_pd, m_infer_pd;
   dnnl::batch_normalization_forward m_train, m_infer;
-  bool m_has_infer = false, m_has_bwd = false, m_has_bwd_data = false;
-  dnnl::batch_normalization_backward::primitive_desc m_bwd_pd, m_bwd_data_pd;
-  dnnl::batch_normalization_backward m_bwd, m_bwd_data;
-  dnnl::memory m_dscale, m_dshift;
+  bool m_has_infer = false, m_has_bwd = false;
+  dnnl::batch_normalization_backward::primitive_desc m_bwd_pd;
+  dnnl::batch_normalization_backward m_bwd;
+  dnnl::memory m_dscale, m_dshift, m_zero_shift;
 };
 
 }  // namespace

@@ -1,0 +1,169 @@
+// Element-wise math over flat buffers (Backend::fill, axpby, mul, pow, pow_backward_add, dropout,
+// sum_per_item, add_per_item) and the two reductions (sum_squares, count_nonfinite).
+//
+// Invariants: formulas come from device_math.hpp (shared with the host tests); grid-stride loops
+// over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
+// fixed two-stage tree whose shape depends only on n, so results are reproducible bit for bit.
+// dropout draws Philox word i for element i, as the reference does (philox.hpp).
+#include "mpigan/core/backend/cuda/kernel_utils.cuh"
+#include "mpigan/core/backend/cuda/launchers.hpp"
+
+namespace mpigan::cuda::kernels {
+namespace {
+
+__global__ void fill_kernel(float* x, std::size_t n, float value) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) x[i] = value;
+}
+
+__global__ void axpby_kernel(float a, const float* x, float b, float* y, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) y[i] = a * x[i] + b * y[i];
+}
+
+__global__ void mul_kernel(const float* a, const float* b, float* out, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) out[i] = a[i] * b[i];
+}
+
+__global__ void pow_kernel(const float* src, float p, float* dst, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) dst[i] = pow_forward(src[i], p);
+}
+
+__global__ void pow_backward_add_kernel(const float* src, float p, const float* diff_dst, float* diff_src,
+                                        std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads())
+    diff_src[i] = mpigan::cuda::pow_backward_add(src[i], p, diff_dst[i], diff_src[i]);
+}
+
+/// One Philox block (4 words) per thread and step: elements 4b .. 4b+3 use the words of block b.
+__global__ void dropout_kernel(const float* src, float* dst, std::size_t n, float rate, float keep_scale,
+                               std::uint64_t seed, std::uint64_t stream_id) {
+  const std::size_t blocks = (n + 3) / 4;
+  for (std::size_t b = global_thread(); b < blocks; b += grid_threads()) {
+    const PhiloxWords words = philox_block(seed, stream_id, b);
+    const std::size_t base = 4 * b;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t i = base + k;
+      if (i < n) dst[i] = dropout_value(src[i], words.v[k], rate, keep_scale);
+    }
+  }
+}
+
+__global__ void sum_per_item_kernel(const float* src, std::int64_t item_numel, float* dst) {
+  const float* item = src + static_cast<std::int64_t>(blockIdx.x) * item_numel;
+  double acc = 0.0;
+  for (std::int64_t j = threadIdx.x; j < item_numel; j += blockDim.x) acc += static_cast<double>(item[j]);
+  acc = block_reduce_sum(acc);
+  if (threadIdx.x == 0) dst[blockIdx.x] = static_cast<float>(acc);
+}
+
+__global__ void add_per_item_kernel(const float* diff_dst, std::int64_t item_numel, float* diff_src, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads())
+    diff_src[i] += diff_dst[static_cast<std::int64_t>(i) / item_numel];
+}
+
+struct SquareOp {
+  __device__ double operator()(float x) const { return static_cast<double>(x) * static_cast<double>(x); }
+};
+struct NonFiniteOp {
+  __device__ unsigned long long operator()(float x) const { return is_finite(x) ? 0ull : 1ull; }
+};
+
+/// Stage 1: block b writes the sum of its grid-stride share to partials[b].
+template <class T, class Op>
+__global__ void reduce_partials_kernel(const float* x, std::size_t n, T* partials, Op op) {
+  T acc = T(0);
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) acc += op(x[i]);
+  acc = block_reduce_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+/// Stage 2: one block sums the partials in a fixed order.
+template <class T>
+__global__ void reduce_final_kernel(const T* partials, unsigned count, T* result) {
+  T acc = T(0);
+  for (unsigned i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  acc = block_reduce_sum(acc);
+  if (threadIdx.x == 0) *result = acc;
+}
+
+template <class T, class Op>
+void reduce(cudaStream_t stream, const float* x, std::size_t n, void* scratch, T* result, Op op) {
+  constexpr std::size_t kMaxPartials = kReduceScratchBytes / sizeof(double);
+  static_assert(sizeof(T) <= sizeof(double));
+  auto* partials = static_cast<T*>(scratch);
+  // About 4 values per thread before the tree; the block count depends on n only.
+  std::size_t blocks = (n + 4 * kThreads - 1) / (4 * kThreads);
+  blocks = blocks < 1 ? 1 : (blocks > kMaxPartials ? kMaxPartials : blocks);
+  reduce_partials_kernel<T, Op><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, partials, op);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+  reduce_final_kernel<T><<<1, kThreads, 0, stream>>>(partials, static_cast<unsigned>(blocks), result);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void fill(cudaStream_t stream, float* x, std::size_t n, float value) {
+  if (n == 0) return;
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, value);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void axpby(cudaStream_t stream, float a, const float* x, float b, float* y, std::size_t n) {
+  if (n == 0) return;
+  axpby_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, x, b, y, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void mul(cudaStream_t stream, const float* a, const float* b, float* out, std::size_t n) {
+  if (n == 0) return;
+  mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void pow(cudaStream_t stream, const float* src, float p, float* dst, std::size_t n) {
+  if (n == 0) return;
+  pow_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, p, dst, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void pow_backward_add(cudaStream_t stream, const float* src, float p, const float* diff_dst, float* diff_src,
+                      std::size_t n) {
+  if (n == 0) return;
+  pow_backward_add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, p, diff_dst, diff_src, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void dropout(cudaStream_t stream, const float* src, float* dst, std::size_t n, float rate, float keep_scale,
+             std::uint64_t seed, std::uint64_t stream_id) {
+  if (n == 0) return;
+  dropout_kernel<<<blocks_for(n, 4), kThreads, 0, stream>>>(src, dst, n, rate, keep_scale, seed, stream_id);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void sum_per_item(cudaStream_t stream, const float* src, std::int64_t items, std::int64_t item_numel, float* dst) {
+  if (items == 0) return;
+  if (item_numel == 0) {
+    fill(stream, dst, static_cast<std::size_t>(items), 0.0f);
+    return;
+  }
+  sum_per_item_kernel<<<static_cast<unsigned>(items), kThreads, 0, stream>>>(src, item_numel, dst);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void add_per_item(cudaStream_t stream, const float* diff_dst, std::int64_t items, std::int64_t item_numel,
+                  float* diff_src) {
+  const auto n = static_cast<std::size_t>(items * item_numel);
+  if (n == 0) return;
+  add_per_item_kernel<<<blocks_for(n), kThreads, 0, stream>>>(diff_dst, item_numel, diff_src, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void sum_squares(cudaStream_t stream, const float* x, std::size_t n, void* scratch, double* result) {
+  reduce<double>(stream, x, n, scratch, result, SquareOp{});
+}
+
+void count_nonfinite(cudaStream_t stream, const float* x, std::size_t n, void* scratch, unsigned long long* result) {
+  reduce<unsigned long long>(stream, x, n, scratch, result, NonFiniteOp{});
+}
+
+}  // namespace mpigan::cuda::kernels

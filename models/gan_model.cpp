@@ -1,0 +1,231 @@
+#include "mpigan/models/gan_model.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/nn/activation.hpp"
+#include "mpigan/nn/batch_norm.hpp"
+#include "mpigan/nn/calo_heads.hpp"
+#include "mpigan/nn/conv3d.hpp"
+#include "mpigan/nn/dense.hpp"
+#include "mpigan/nn/resample.hpp"
+
+namespace mpigan::models {
+
+using nn::Activation;
+using nn::BatchNorm3d;
+using nn::Conv3d;
+using nn::Init;
+using Layers = std::vector<std::unique_ptr<nn::Layer>>;
+
+namespace {
+
+template <class L, class... A>
+void push(Layers& v, A&&... a) {
+  v.push_back(std::make_unique<L>(std::forward<A>(a)...));
+}
+
+void conv(Layers& v, const std::string& name, const Conv3dDesc& d, Init init) { push<Conv3d>(v, name, d, init); }
+
+/// The heads shared by every discriminator: real/fake and energy on the flattened features.
+void add_feature_heads(nn::Network& d, std::int64_t features) {
+  Layers fake;
+  push<nn::Dense>(fake, "fake_dense", features, 1);
+  push<Activation>(fake, "fake_sigmoid", Activation::sigmoid());
+  d.add_node("fake", "features", std::move(fake), true);
+  Layers energy;
+  push<nn::Dense>(energy, "energy_dense", features, 1);
+  d.add_node("energy", "features", std::move(energy), true);
+}
+
+void build_3dgan_25(GanModel& m, const ModelOptions& o) {
+  const float a = o.leaky_alpha;
+  const float eps = 1e-3f;
+  m.latent = o.latent > 0 ? o.latent : 200;
+  m.noise = m.latent;  // input = (E/100) * z
+  m.image = {1, 25, 25, 25};
+  {
+    Layers g;
+    push<nn::Dense>(g, "g_dense", m.latent, 64 * 7 * 7, Init::glorot_uniform);
+    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{8, 7, 7, 8});
+    conv(g, "g_conv1", Conv3d::same(8, 64, {6, 6, 8}), Init::he_uniform);
+    push<Activation>(g, "g_lrelu1", Activation::leaky_relu(a));
+    push<BatchNorm3d>(g, "g_bn1", 64, o.bn_momentum, eps);
+    push<nn::UpSampling3d>(g, "g_up1", Dims3{2, 2, 2});
+    Conv3dDesc c2 = Conv3d::valid(64, 6, {6, 5, 8});
+    c2.pad_l = c2.pad_r = {2, 2, 0};  // ZeroPadding3D((2, 2, 0))
+    conv(g, "g_conv2", c2, Init::he_uniform);
+    push<Activation>(g, "g_lrelu2", Activation::leaky_relu(a));
+    push<BatchNorm3d>(g, "g_bn2", 6, o.bn_momentum, eps);
+    push<nn::UpSampling3d>(g, "g_up2", Dims3{2, 2, 3});
+    Conv3dDesc c3 = Conv3d::valid(6, 6, {3, 3, 8});
+    c3.pad_l = c3.pad_r = {1, 0, 3};  // ZeroPadding3D((1, 0, 3))
+    conv(g, "g_conv3", c3, Init::he_uniform);
+    push<Activation>(g, "g_lrelu3", Activation::leaky_relu(a));
+    conv(g, "g_conv4", Conv3d::valid(6, 1, {2, 2, 2}, false), Init::glorot_normal);
+    push<Activation>(g, "g_relu", Activation::relu());
+    m.generator.add_node("image", "input", std::move(g), true);
+  }
+  {
+    Layers d;
+    conv(d, "d_conv1", Conv3d::same(1, 32, {5, 5, 5}), Init::glorot_uniform);
+    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
+    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    const Dims3 pads[3] = {{2, 2, 2}, {2, 2, 2}, {1, 1, 1}};
+    for (int i = 0; i < 3; ++i) {
+      const std::string k = std::to_string(i + 2);
+      conv(d, "d_conv" + k, Conv3d::zero_padded(i == 0 ? 32 : 8, 8, {5, 5, 5}, pads[i]), Init::glorot_uniform);
+      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
+      push<BatchNorm3d>(d, "d_bn" + k, 8, o.bn_momentum, eps);
+      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
+    }
+    push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
+    push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 11 * 11 * 11});
+    m.discriminator.add_node("features", "input", std::move(d));
+    add_feature_heads(m.discriminator, 8 * 11 * 11 * 11);
+    Layers ecal;
+    push<nn::SumCells>(ecal, "ecal_sum");
+    m.discriminator.add_node("ecal", "input", std::move(ecal), true);
+  }
+}
+
+void build_anglegan_51(GanModel& m, const ModelOptions& o) {
+  const float a = o.leaky_alpha;
+  const float eps = 1e-6f;
+  m.latent = o.latent > 0 ? o.latent : 256;
+  m.noise = m.latent - 2;  // input = concat(E/100, theta, noise)
+  m.image = {1, 51, 51, 25};
+  m.ecal_power = 0.85f;
+  {
+    Layers g;
+    push<nn::Dense>(g, "g_dense", m.latent, 8 * 9 * 9 * 8, Init::glorot_uniform);
+    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{8, 9, 9, 8});
+    push<nn::UpSampling3d>(g, "g_up", Dims3{6, 6, 6});
+    conv(g, "g_conv1", Conv3d::valid(8, 8, {6, 6, 8}), Init::he_uniform);
+    push<Activation>(g, "g_relu1", Activation::relu());
+    push<BatchNorm3d>(g, "g_bn1", 8, o.bn_momentum, eps);
+    for (int i = 0; i < 3; ++i) {
+      const std::string k = std::to_string(i + 2);
+      Conv3dDesc c = Conv3d::valid(i == 0 ? 8 : 6, 6, {4, 4, 6});
+      c.pad_l = c.pad_r = {2, 2, 1};  // ZeroPadding3D((2, 2, 1))
+      conv(g, "g_conv" + k, c, Init::he_uniform);
+      push<Activation>(g, "g_relu" + k, Activation::relu());
+      push<BatchNorm3d>(g, "g_bn" + k, 6, o.bn_momentum, eps);
+    }
+    Conv3dDesc c5 = Conv3d::valid(6, 6, {3, 3, 5});
+    c5.pad_l = c5.pad_r = {1, 1, 0};
+    conv(g, "g_conv5", c5, Init::he_uniform);
+    push<Activation>(g, "g_relu5", Activation::relu());
+    push<BatchNorm3d>(g, "g_bn5", 6, o.bn_momentum, eps);
+    Conv3dDesc c6 = Conv3d::valid(6, 6, {3, 3, 3});
+    c6.pad_l = c6.pad_r = {1, 1, 0};
+    conv(g, "g_conv6", c6, Init::he_uniform);
+    push<Activation>(g, "g_relu6", Activation::relu());
+    conv(g, "g_conv7", Conv3d::valid(6, 1, {2, 2, 2}, false), Init::glorot_normal);
+    push<Activation>(g, "g_relu", Activation::relu());
+    m.generator.add_node("image", "input", std::move(g), true);
+  }
+  {
+    Layers d;
+    conv(d, "d_conv1", Conv3d::same(1, 16, {5, 6, 6}), Init::glorot_uniform);
+    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
+    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    const Dims3 pads[3] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 0}};
+    for (int i = 0; i < 3; ++i) {
+      const std::string k = std::to_string(i + 2);
+      conv(d, "d_conv" + k, Conv3d::zero_padded(i == 0 ? 16 : 8, 8, {5, 6, 6}, pads[i]), Init::glorot_uniform);
+      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
+      push<BatchNorm3d>(d, "d_bn" + k, 8, o.bn_momentum, eps);
+      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
+    }
+    push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
+    push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 19 * 18 * 7});
+    m.discriminator.add_node("features", "input", std::move(d));
+    add_feature_heads(m.discriminator, 8 * 19 * 18 * 7);
+    Layers inv;
+    push<nn::Pow>(inv, "inv_pow", 1.0f / 0.85f);
+    m.discriminator.add_node("inv", "input", std::move(inv));
+    Layers ang;
+    push<nn::EcalAngle>(ang, "ecal_angle");
+    m.discriminator.add_node("angle", "inv", std::move(ang), true);
+    Layers ecal;
+    push<nn::SumCells>(ecal, "ecal_sum");
+    m.discriminator.add_node("ecal", "inv", std::move(ecal), true);
+  }
+}
+
+void build_tiny_8(GanModel& m, const ModelOptions& o) {
+  const float a = o.leaky_alpha;
+  m.latent = o.latent > 0 ? o.latent : 16;
+  m.noise = m.latent;
+  m.image = {1, 8, 8, 8};
+  {
+    Layers g;
+    push<nn::Dense>(g, "g_dense", m.latent, 8 * 4 * 4 * 4, Init::glorot_uniform);
+    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{8, 4, 4, 4});
+    conv(g, "g_conv1", Conv3d::same(8, 8, {3, 3, 3}), Init::he_uniform);
+    push<Activation>(g, "g_lrelu1", Activation::leaky_relu(a));
+    push<BatchNorm3d>(g, "g_bn1", 8, o.bn_momentum, 1e-3f);
+    push<nn::UpSampling3d>(g, "g_up1", Dims3{2, 2, 2});
+    conv(g, "g_conv2", Conv3d::same(8, 4, {3, 3, 3}), Init::he_uniform);
+    push<Activation>(g, "g_lrelu2", Activation::leaky_relu(a));
+    conv(g, "g_conv3", Conv3d::same(4, 1, {2, 2, 2}, false), Init::glorot_normal);
+    push<Activation>(g, "g_relu", Activation::relu());
+    m.generator.add_node("image", "input", std::move(g), true);
+  }
+  {
+    Layers d;
+    conv(d, "d_conv1", Conv3d::same(1, 8, {3, 3, 3}), Init::glorot_uniform);
+    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
+    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    conv(d, "d_conv2", Conv3d::zero_padded(8, 8, {3, 3, 3}, {1, 1, 1}), Init::glorot_uniform);
+    push<Activation>(d, "d_lrelu2", Activation::leaky_relu(a));
+    push<BatchNorm3d>(d, "d_bn2", 8, o.bn_momentum, 1e-3f);
+    push<nn::Dropout>(d, "d_drop2", o.dropout);
+    push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
+    push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 4 * 4 * 4});
+    m.discriminator.add_node("features", "input", std::move(d));
+    add_feature_heads(m.discriminator, 8 * 4 * 4 * 4);
+    Layers ecal;
+    push<nn::SumCells>(ecal, "ecal_sum");
+    m.discriminator.add_node("ecal", "input", std::move(ecal), true);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() { return {"3dgan-25", "anglegan-51", "tiny-8"}; }
+
+LossWeights reference_loss_weights(const std::string& name) {
+  if (name == "anglegan-51") return {3.0f, 0.1f, 0.1f, 25.0f};
+  return {2.0f, 0.1f, 0.1f, 0.0f};
+}
+
+float ecal_fit(float x, float xscale) {
+  const float ratio = (((0.0018f * x - 0.023f) * x + 0.11f) * x - 0.28f) * x + 2.21f;
+  return ratio * x * xscale;
+}
+
+std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std::uint64_t seed) {
+  auto m = std::make_unique<GanModel>();
+  m->name = o.name;
+  MPIGAN_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "model '{}': dropout must be in [0, 1), got {}", o.name, o.dropout);
+  if (o.name == "3dgan-25") {
+    build_3dgan_25(*m, o);
+  } else if (o.name == "anglegan-51") {
+    m->angle_model = true;
+    build_anglegan_51(*m, o);
+  } else if (o.name == "tiny-8") {
+    build_tiny_8(*m, o);
+  } else {
+    MPIGAN_FATAL("unknown model '{}': expected one of 3dgan-25, anglegan-51, tiny-8", o.name);
+  }
+  MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
+  m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
+  m->generator.build(backend, {m->latent});
+  m->discriminator.build(backend, m->image);
+  Rng rng(seed, hash_string("model-init"));
+  m->generator.initialize(rng);
+  m->discriminator.initialize(rng);
+  return m;
+}
+
+}  // namespace mpigan::models

@@ -1,0 +1,60 @@
+// The 3DGAN networks (research/3dgan.md section 1) and a small sandbox GAN, built from nn layers.
+//
+//   "3dgan-25"     fixed-angle EcalEnergyGan, 25x25x25 showers: G 872,808 / D 73,402 parameters
+//   "anglegan-51"  variable-angle AngleGAN, 51x51x25 showers: G ~1.37 M / D ~87 k, with the
+//                  measured-angle and ECAL-sum heads on image^(1/0.85)
+//   "tiny-8"       an 8x8x8 sandbox with the same structure and heads as 3dgan-25, for tests
+//
+// Images are (N, 1, X, Y, Z) = NCDHW with D = x, H = y, W = depth; Keras channels_last shapes
+// (x, y, z, c) map to (c, x, y, z). Discriminator outputs, by name: "fake" (sigmoid real/fake
+// probability), "energy" (E/100 regression), "ecal" (ECAL sum), and "angle" (angle model).
+#pragma once
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/nn/network.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpigan::models {
+
+/// Loss weights of the discriminator heads (0 disables a head's loss).
+struct LossWeights {
+  float bce = 2.0f, energy = 0.1f, ecal = 0.1f, angle = 0.0f;
+};
+
+struct ModelOptions {
+  std::string name = "3dgan-25";
+  std::int64_t latent = 0;   ///< 0 = the architecture's (200, 256, 16)
+  float dropout = 0.2f;      ///< discriminator dropout rate
+  float leaky_alpha = 0.3f;  ///< Keras LeakyReLU default
+  float bn_momentum = 0.99f;
+  /// Loss weights; unset (negative bce) = the reference weights of the model.
+  LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f};
+};
+
+struct GanModel {
+  std::string name;
+  bool angle_model = false;
+  std::int64_t latent = 0;        ///< generator input size
+  std::int64_t noise = 0;         ///< random part of the generator input (latent minus conditions)
+  Shape image;                    ///< item shape (1, X, Y, Z)
+  LossWeights loss_weights;
+  float ecal_power = 1.0f;        ///< the data's cell power (0.85 for the angle model)
+  nn::Network generator{"generator"};
+  nn::Network discriminator{"discriminator"};
+};
+
+/// Names accepted by make_gan.
+std::vector<std::string> model_names();
+/// Build (allocate on @p backend) and initialise a model with weights drawn from @p seed.
+std::unique_ptr<GanModel> make_gan(const ModelOptions& options, Backend& backend, std::uint64_t seed);
+/// The reference loss weights of a model: 3dgan-25 [2, 0.1, 0.1]; anglegan-51 [3, 0.1, 0.1, angle 25].
+LossWeights reference_loss_weights(const std::string& name);
+
+/// GetEcalFit of the reference code: the ECAL-sum target of a fake shower of energy x = E/100,
+/// ratio(x) = 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21; target = ratio(x) * x * xscale.
+float ecal_fit(float x, float xscale);
+
+}  // namespace mpigan::models

@@ -1,0 +1,206 @@
+#include "mpigan/models/gan_step.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/nn/loss.hpp"
+
+#include <cmath>
+
+namespace mpigan::models {
+
+const char* to_string(Net n) { return n == Net::generator ? "generator" : "discriminator"; }
+
+namespace {
+enum HeadKind { kFake = 0, kEnergy = 1, kEcal = 2, kAngle = 3 };
+}
+
+GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, std::uint64_t seed)
+    : m_model(model), m_backend(backend), m_config(config), m_seed(seed) {
+  MPIGAN_CHECK(config.label_flip >= 0.0f && config.label_flip < 0.5f, "gan step: label_flip must be in [0, 0.5), got {}",
+               config.label_flip);
+  MPIGAN_CHECK(config.fake_energy_lo > 0.0f && config.fake_energy_hi >= config.fake_energy_lo,
+               "gan step: fake energy range [{}, {}] must be positive and ordered", config.fake_energy_lo,
+               config.fake_energy_hi);
+  MPIGAN_CHECK(config.generator_passes >= 1, "gan step: generator_passes must be >= 1, got {}", config.generator_passes);
+  m_heads = m_model.discriminator.output_names();
+  for (const auto& h : m_heads) {
+    const LossWeights& w = m_model.loss_weights;
+    if (h == "fake") m_head_kind.push_back(kFake), m_head_weights.push_back(w.bce);
+    else if (h == "energy") m_head_kind.push_back(kEnergy), m_head_weights.push_back(w.energy);
+    else if (h == "ecal") m_head_kind.push_back(kEcal), m_head_weights.push_back(w.ecal);
+    else if (h == "angle") m_head_kind.push_back(kAngle), m_head_weights.push_back(w.angle);
+    else MPIGAN_FATAL("model '{}': discriminator output '{}' has no loss", m_model.name, h);
+  }
+}
+
+Tensor GanStep::to_device(const Tensor& host) const {
+  if (m_backend.device() == Device::cpu) return host;
+  Tensor d = m_backend.allocate(host.shape());
+  m_backend.from_host(host, d);
+  return d;
+}
+
+Tensor GanStep::to_host(const Tensor& t) const {
+  return t.device() == Device::cpu && t.canonical() ? t : m_backend.to_host(t);
+}
+
+Tensor GanStep::generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const {
+  const std::int64_t n = energy.shape()[0];
+  Tensor in = Tensor::empty({n, m_model.latent});
+  float* p = in.data();
+  for (std::int64_t i = 0; i < n; ++i) {
+    float* row = p + i * m_model.latent;
+    if (m_model.angle_model) {
+      // concat(E/100, theta, noise)
+      row[0] = energy.data()[i];
+      row[1] = angle.data()[i];
+      for (std::int64_t j = 2; j < m_model.latent; ++j) row[j] = rng.normal();
+    } else {
+      // (E/100) * z
+      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] = energy.data()[i] * rng.normal();
+    }
+  }
+  return in;
+}
+
+double GanStep::head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
+                            std::vector<double>& per_head, std::vector<Tensor>& diffs) const {
+  per_head.assign(m_heads.size(), 0.0);
+  diffs.assign(m_heads.size(), Tensor());
+  double total = 0.0;
+  for (std::size_t h = 0; h < m_heads.size(); ++h) {
+    const Tensor out = to_host(outputs[h]);
+    const nn::LossKind kind = m_head_kind[h] == kFake     ? nn::LossKind::bce
+                              : m_head_kind[h] == kAngle ? nn::LossKind::mae
+                                                         : nn::LossKind::mape;
+    Tensor diff = Tensor::empty(out.shape());
+    per_head[h] = nn::loss_value_and_grad(kind, out.values(), targets[h].values(), m_head_weights[h], diff.values());
+    total += m_head_weights[h] * per_head[h];
+    if (m_head_weights[h] != 0.0f) diffs[h] = to_device(diff);
+  }
+  return total;
+}
+
+void GanStep::check_grads(Net net, std::uint64_t step, const char* phase) const {
+  if (!m_config.check_finite) return;
+  nn::Network& n = net == Net::generator ? m_model.generator : m_model.discriminator;
+  const std::size_t bad = m_backend.count_nonfinite(n.grads().flat());
+  if (bad > 0)
+    MPIGAN_THROW(NumericError, "step {}: {} of {} gradient values of the {} are not finite after '{}'", step, bad,
+                 n.grads().size(), to_string(net), phase);
+}
+
+StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply) {
+  const std::int64_t n = batch.image.shape()[0];
+  MPIGAN_CHECK_SHAPE(batch.image.shape() == Shape::batch_of(n, m_model.image),
+                     "gan step: real images expected (N,{}), found {}", m_model.image, batch.image.shape());
+  MPIGAN_CHECK_SHAPE(batch.energy.numel() == n && batch.ecal.numel() == n,
+                     "gan step: energy/ecal targets need {} values, found {} / {}", n, batch.energy.numel(),
+                     batch.ecal.numel());
+  MPIGAN_CHECK(!m_model.angle_model || (batch.angle.defined() && batch.angle.numel() == n),
+               "gan step: the angle model needs {} angles in the batch", n);
+
+  Rng rng(m_seed, mix64(step ^ 0x3D6A4E5Bull));
+  nn::Network& G = m_model.generator;
+  nn::Network& D = m_model.discriminator;
+  const Shape col{n, 1};
+  StepLosses L;
+  L.heads = m_heads;
+
+  // Conditions of the fake batch.
+  Tensor fake_energy = Tensor::empty(col), fake_ecal = Tensor::empty(col);
+  if (m_model.angle_model) {
+    fake_energy = batch.energy;
+    fake_ecal = batch.ecal;
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      fake_energy.data()[i] = rng.uniform(m_config.fake_energy_lo, m_config.fake_energy_hi);
+      fake_ecal.data()[i] = ecal_fit(fake_energy.data()[i], m_config.ecal_xscale);
+    }
+  }
+  auto flipped = [&](float value) {
+    Tensor t = Tensor::empty(col);
+    for (std::int64_t i = 0; i < n; ++i) t.data()[i] = rng.uniform() < m_config.label_flip ? 1.0f - value : value;
+    return t;
+  };
+  auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
+    std::vector<Tensor> t(m_heads.size());
+    for (std::size_t h = 0; h < m_heads.size(); ++h)
+      t[h] = m_head_kind[h] == kFake ? labels : m_head_kind[h] == kEnergy ? energy : m_head_kind[h] == kEcal ? ecal : batch.angle;
+    return t;
+  };
+  auto check_loss = [&](double v, Net net, const char* phase) {
+    if (m_config.check_finite && !std::isfinite(v))
+      MPIGAN_THROW(NumericError, "step {}: the {} loss is not finite ({}) in '{}'", step, to_string(net), v, phase);
+  };
+
+  // 1. Fake batch from G in inference mode.
+  const Tensor g_in = to_device(generator_input(fake_energy, batch.angle, rng));
+  nn::ForwardContext infer{nn::Phase::infer, false, m_seed, 0};
+  const Tensor fake = G.forward(g_in, infer)[0];
+
+  std::vector<Tensor> diffs;
+  const nn::BackwardContext d_only{true, false};
+  const Tensor real_image = to_device(batch.image);
+  // 2. D on real.
+  {
+    nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
+    const auto& out = D.forward(real_image, ctx);
+    L.d_real = head_losses(out, targets_for(flipped(1.0f), batch.energy, batch.ecal), L.d_real_heads, diffs);
+    check_loss(L.d_real, Net::discriminator, "D on real");
+    D.zero_grads();
+    D.backward(diffs, d_only);
+    check_grads(Net::discriminator, step, "D on real");
+    apply(Net::discriminator);
+  }
+  // 3. D on fake (the generator's output buffer stays valid: G runs again only in step 4).
+  {
+    nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 1};
+    const auto& out = D.forward(fake, ctx);
+    L.d_fake = head_losses(out, targets_for(flipped(0.0f), fake_energy, fake_ecal), L.d_fake_heads, diffs);
+    check_loss(L.d_fake, Net::discriminator, "D on fake");
+    D.zero_grads();
+    D.backward(diffs, d_only);
+    check_grads(Net::discriminator, step, "D on fake");
+    apply(Net::discriminator);
+  }
+  // 4. G through the combined model, D frozen.
+  Tensor ones = Tensor::full(col, 1.0f);
+  const auto g_targets = targets_for(ones, fake_energy, fake_ecal);
+  L.g_heads.assign(m_heads.size(), 0.0);
+  for (int pass = 0; pass < m_config.generator_passes; ++pass) {
+    const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
+    nn::ForwardContext g_ctx{nn::Phase::train, true, m_seed, step * 8 + 2 + static_cast<std::uint64_t>(pass) * 2};
+    const Tensor image = G.forward(z, g_ctx)[0];
+    nn::ForwardContext d_ctx{nn::Phase::train, false, m_seed, step * 8 + 3 + static_cast<std::uint64_t>(pass) * 2};
+    const auto& out = D.forward(image, d_ctx);
+    std::vector<double> heads;
+    const double total = head_losses(out, g_targets, heads, diffs);
+    check_loss(total, Net::generator, "G through frozen D");
+    L.g += total / m_config.generator_passes;
+    for (std::size_t h = 0; h < heads.size(); ++h) L.g_heads[h] += heads[h] / m_config.generator_passes;
+    const Tensor& d_image = D.backward(diffs, {false, true});
+    G.zero_grads();
+    G.backward({d_image}, {true, false});
+    check_grads(Net::generator, step, "G through frozen D");
+    apply(Net::generator);
+  }
+  return L;
+}
+
+Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed) {
+  Rng rng(seed, hash_string("generate"));
+  const Tensor z = to_device(generator_input(energy, angle, rng));
+  nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
+  const Tensor out = m_model.generator.forward(z, infer)[0];
+  return m_backend.to_host(out);
+}
+
+std::vector<Tensor> GanStep::discriminate(const Tensor& images) {
+  nn::ForwardContext infer{nn::Phase::infer, false, m_seed, 0};
+  const auto& out = m_model.discriminator.forward(to_device(images), infer);
+  std::vector<Tensor> host;
+  for (const auto& t : out) host.push_back(m_backend.to_host(t));
+  return host;
+}
+
+}  // namespace mpigan::models

@@ -1,0 +1,86 @@
+// The 3DGAN training step (research/3dgan.md 1.3), identical in every reference version:
+//   1. noise + conditions -> G in INFERENCE mode (BatchNorm running statistics) -> fake batch;
+//   2. D on the real batch, labels 1 with 5% bit flips, targets E/100, ECAL sum (and angle);
+//   3. D on the fake batch, labels 0 with flips; targets: sampled E and the ECAL fit (fixed
+//      angle) or the real batch's conditions (angle model);
+//   4. twice: G through the combined model with D frozen (D normalises with batch statistics but
+//      neither its weights nor its running statistics change), fresh noise, same conditions,
+//      labels 1.
+// After each of the four gradient computations the caller's apply(net) runs: a local optimizer
+// step for single-process training, or the worker side of an update rule when distributed. The
+// step's randomness (noise, sampled energies, flips, dropout masks) is a function of (seed, step),
+// so a resumed run repeats it exactly. Non-finite losses or gradients throw NumericError naming
+// the step, the network and the phase.
+#pragma once
+
+#include "mpigan/models/gan_model.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mpigan::models {
+
+/// A batch of real showers, canonical host tensors (the trainer fills it from data::Batch).
+struct RealBatch {
+  Tensor image;   ///< (N, 1, X, Y, Z) preprocessed
+  Tensor energy;  ///< (N, 1) E/100
+  Tensor ecal;    ///< (N, 1) ECAL-sum target
+  Tensor angle;   ///< (N, 1) radians (angle model only)
+};
+
+struct StepConfig {
+  float label_flip = 0.05f;
+  float fake_energy_lo = 0.1f, fake_energy_hi = 5.0f;  ///< E/100 of the fixed-angle model's fake showers
+  float ecal_xscale = 1.0f;                            ///< the data's xscale, for the ECAL fit of fakes
+  int generator_passes = 2;
+  bool check_finite = true;
+};
+
+enum class Net { generator, discriminator };
+const char* to_string(Net n);
+
+/// Losses of one step: weighted totals and per-head values (unweighted), in head order.
+struct StepLosses {
+  std::vector<std::string> heads;          ///< discriminator output names
+  double d_real = 0, d_fake = 0, g = 0;    ///< weighted totals (g averaged over the passes)
+  std::vector<double> d_real_heads, d_fake_heads, g_heads;
+  double d_loss() const { return 0.5 * (d_real + d_fake); }
+};
+
+class GanStep {
+ public:
+  using ApplyFn = std::function<void(Net)>;
+
+  GanStep(GanModel& model, Backend& backend, const StepConfig& config, std::uint64_t seed);
+
+  StepLosses run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply);
+
+  /// Generate showers for conditions energy (N,1) E/100 (and angle (N,1) rad for the angle
+  /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
+  Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);
+
+  /// Discriminator outputs for @p images (inference mode), as host (N,1) tensors in head order.
+  std::vector<Tensor> discriminate(const Tensor& images);
+
+  const StepConfig& config() const { return m_config; }
+
+ private:
+  Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
+  /// Loss of D's outputs against targets; fills host gradients; returns the weighted total.
+  double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
+                     std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
+  void check_grads(Net net, std::uint64_t step, const char* phase) const;
+  Tensor to_device(const Tensor& host) const;
+  Tensor to_host(const Tensor& t) const;
+
+  GanModel& m_model;
+  Backend& m_backend;
+  StepConfig m_config;
+  std::uint64_t m_seed;
+  std::vector<std::string> m_heads;
+  std::vector<float> m_head_weights;
+  std::vector<int> m_head_kind;  // 0 fake, 1 energy, 2 ecal, 3 angle
+};
+
+}  // namespace mpigan::models

@@ -1,0 +1,175 @@
+#include "mpigan/nn/calo_heads.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace mpigan::nn {
+
+Pow::Pow(std::string name, float exponent) : Layer(std::move(name)), m_p(exponent) {
+  MPIGAN_CHECK(exponent > 0.0f, "layer '{}': Pow exponent must be > 0, got {}", this->name(), exponent);
+}
+
+TensorDesc Pow::setup(const TensorDesc& src) {
+  m_src_desc = src;
+  ensure(m_dst, src);
+  return src;
+}
+
+const Tensor& Pow::forward(const Tensor& src, const ForwardContext&) {
+  check_input(src, m_src_desc);
+  m_src = src;
+  backend().pow(src, m_p, m_dst);
+  return m_dst;
+}
+
+void Pow::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
+  if (!ctx.need_diff_src) return;
+  backend().fill(diff_src, 0.0f);
+  backend().pow_backward_add(m_src, m_p, diff_dst, diff_src);
+}
+
+TensorDesc SumCells::setup(const TensorDesc& src) {
+  MPIGAN_CHECK(src.canonical() && src.shape.rank() >= 2, "layer '{}' (SumCells): canonical (N,...) input expected, got {}",
+               name(), src.to_string());
+  m_src_desc = src;
+  ensure(m_dst, {{src.shape[0], 1}, nullptr});
+  return m_dst.desc();
+}
+
+const Tensor& SumCells::forward(const Tensor& src, const ForwardContext&) {
+  check_input(src, m_src_desc);
+  backend().sum_per_item(src, m_dst);
+  return m_dst;
+}
+
+void SumCells::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
+  if (!ctx.need_diff_src) return;
+  backend().fill(diff_src, 0.0f);
+  backend().add_per_item(diff_dst, diff_src);
+}
+
+double measure_angle(const float* image, Dims3 dims, double* grad) {
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w;
+  const std::size_t cells = static_cast<std::size_t>(X * Y * Z);
+  if (grad) std::fill(grad, grad + cells, 0.0);
+  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) { return static_cast<double>(image[(x * Y + y) * Z + z]); };
+
+  // Global sum and barycentre.
+  double S = 0, sx = 0, sy = 0, sz = 0;
+  std::vector<double> Sz(Z, 0.0), Xz(Z, 0.0), Yz(Z, 0.0);
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const double v = at(x, y, z);
+        S += v;
+        sx += v * (x + 0.5);
+        sy += v * (y + 0.5);
+        sz += v * (z + 0.5);
+        Sz[z] += v;
+        Xz[z] += v * (x + 0.5);
+        Yz[z] += v * (y + 0.5);
+      }
+  if (S == 0.0) return 100.0;
+  const double xr = sx / S, yr = sy / S, zr = sz / S;
+
+  constexpr double kEps = 1e-7;  // Keras K.epsilon()
+  double num = 0.0, den = 0.0;
+  std::vector<double> xm(Z, 0.0), ym(Z, 0.0), q(Z, 0.0), u(Z, 0.0), dxv(Z, 0.0), dzv(Z, 0.0), sign(Z, 1.0), mv(Z, 0.0);
+  std::vector<char> clamp(Z, 0);
+  for (std::int64_t z = 0; z < Z; ++z) {
+    if (Sz[z] == 0.0) continue;
+    const double cz = z + 0.5;
+    xm[z] = Xz[z] / Sz[z];
+    ym[z] = Yz[z] / Sz[z];
+    dxv[z] = xm[z] - xr;
+    dzv[z] = cz - zr;
+    const double r2 = dxv[z] * dxv[z] + dzv[z] * dzv[z];
+    clamp[z] = r2 < kEps;
+    q[z] = std::sqrt(std::max(r2, kEps));
+    u[z] = ym[z] - yr;
+    sign[z] = cz < zr ? -1.0 : 1.0;
+    mv[z] = sign[z] * u[z] / q[z];
+    num += (std::numbers::pi / 2.0 - std::atan(mv[z])) * cz;
+    den += cz;
+  }
+  const double angle = num / den;
+  if (!grad) return angle;
+
+  // Reverse mode: angle = num/den, den constant; d angle / d a_z = z/den.
+  double g_xr = 0, g_yr = 0, g_zr = 0;
+  std::vector<double> g_xm(Z, 0.0), g_ym(Z, 0.0);
+  for (std::int64_t z = 0; z < Z; ++z) {
+    if (Sz[z] == 0.0) continue;
+    const double cz = z + 0.5;
+    const double g_a = cz / den;
+    const double g_m = -g_a / (1.0 + mv[z] * mv[z]);
+    const double g_u = g_m * sign[z] / q[z];
+    const double g_q = -g_m * sign[z] * u[z] / (q[z] * q[z]);
+    const double g_r2 = clamp[z] ? 0.0 : g_q / (2.0 * q[z]);
+    const double g_dx = g_r2 * 2.0 * dxv[z], g_dz = g_r2 * 2.0 * dzv[z];
+    g_ym[z] += g_u;
+    g_yr -= g_u;
+    g_xm[z] += g_dx;
+    g_xr -= g_dx;
+    g_zr -= g_dz;
+  }
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const double cx = x + 0.5, cy = y + 0.5, cz = z + 0.5;
+        double g = (g_xr * (cx - xr) + g_yr * (cy - yr) + g_zr * (cz - zr)) / S;
+        if (Sz[z] != 0.0) g += (g_xm[z] * (cx - xm[z]) + g_ym[z] * (cy - ym[z])) / Sz[z];
+        grad[(x * Y + y) * Z + z] = g;
+      }
+  return angle;
+}
+
+Shape EcalAngle::output_shape(const Shape& src) const {
+  MPIGAN_CHECK_SHAPE(src.rank() == 5 && src[1] == 1, "layer '{}' (EcalAngle): input expected (N,1,X,Y,Z), found {}",
+                     name(), src);
+  return {src[0], 1};
+}
+
+TensorDesc EcalAngle::setup(const TensorDesc& src) {
+  output_shape(src.shape);
+  MPIGAN_CHECK(src.canonical(), "layer '{}' (EcalAngle): canonical input expected, got {}", name(), src.to_string());
+  m_src_desc = src;
+  ensure(m_dst, {{src.shape[0], 1}, nullptr});
+  return m_dst.desc();
+}
+
+const Tensor& EcalAngle::forward(const Tensor& src, const ForwardContext&) {
+  check_input(src, m_src_desc);
+  m_src = src;
+  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const std::int64_t n = src.shape()[0], item = src.shape().item_numel();
+  m_host_dst = Tensor::empty({n, 1});
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n; ++i)
+    m_host_dst.data()[i] = static_cast<float>(measure_angle(host.data() + i * item, src.shape().spatial()));
+  backend().from_host(m_host_dst, m_dst);
+  return m_dst;
+}
+
+void EcalAngle::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
+  if (!ctx.need_diff_src) return;
+  const Tensor host = m_src.device() == Device::cpu ? m_src : backend().to_host(m_src);
+  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const std::int64_t n = m_src.shape()[0], item = m_src.shape().item_numel();
+  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+#pragma omp parallel
+  {
+    std::vector<double> g(static_cast<std::size_t>(item));
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      measure_angle(host.data() + i * item, m_src.shape().spatial(), g.data());
+      const double gi = gy.data()[i];
+      for (std::int64_t j = 0; j < item; ++j) out.data()[i * item + j] = static_cast<float>(gi * g[j]);
+    }
+  }
+  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
+}
+
+}  // namespace mpigan::nn

@@ -1,0 +1,104 @@
+// Network: a small DAG of layer chains ("nodes") with named outputs, owning one contiguous
+// ParameterSet for its weights, one for their gradients and one for non-trainable state.
+//
+//   node "trunk":  input -> Conv3D -> ... -> Flatten
+//   node "fake":   trunk -> Dense -> Sigmoid         (output)
+//   node "ecal":   input -> SumCells                 (output)
+//
+// Nodes run in the order added; a node reads the output of "input" or of an earlier node.
+// Memory plan (per input shape, made in setup): each layer owns its output, except element-wise
+// layers that run in place over their predecessor's output when that is safe (Layer::OutputUse);
+// gradients flow through two ping-pong workspaces sized to the largest tensor, plus one
+// accumulator per node output that several nodes read. Parameter gradients accumulate (+=);
+// zero_grads() is the caller's job.
+#pragma once
+
+#include "mpigan/core/parameter_set.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/nn/layer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpigan::nn {
+
+class Network {
+ public:
+  explicit Network(std::string name) : m_name(std::move(name)) {}
+  Network(Network&&) noexcept = default;
+  Network& operator=(Network&&) noexcept = default;
+
+  const std::string& name() const { return m_name; }
+
+  /// Add a chain of layers reading @p source ("input" or an earlier node). Output nodes are the
+  /// network's outputs, in the order added.
+  void add_node(const std::string& name, const std::string& source, std::vector<std::unique_ptr<Layer>> layers,
+                bool is_output = false);
+
+  /// Allocate the parameter buffers on @p backend for inputs of item shape @p item_shape (the
+  /// input shape without its batch dim), bind every layer, and check all shapes.
+  void build(Backend& backend, const Shape& item_shape);
+  /// Keras initialisers for every parameter, drawn from @p rng in a fixed order.
+  void initialize(Rng& rng);
+  bool built() const { return m_backend != nullptr; }
+
+  /// Forward pass; returns the outputs (canonical tensors, owned by the network) in output order.
+  const std::vector<Tensor>& forward(const Tensor& input, const ForwardContext& ctx);
+  /// Backward pass from the gradients of the outputs (in output order; an undefined tensor means
+  /// that output gets no gradient). Returns dL/d(input) when ctx.need_diff_src (canonical).
+  const Tensor& backward(const std::vector<Tensor>& diff_outputs, const BackwardContext& ctx);
+
+  ParameterSet& weights() { return m_weights; }
+  const ParameterSet& weights() const { return m_weights; }
+  ParameterSet& grads() { return m_grads; }
+  ParameterSet& state() { return m_state; }
+  const ParameterSet& state() const { return m_state; }
+  void zero_grads();
+
+  std::vector<std::string> output_names() const;
+  std::size_t output_index(const std::string& name) const;
+  Backend& backend() const;
+  const Shape& item_shape() const { return m_item_shape; }
+
+  /// A table of every layer: node, name, kind, output shape (batch 1), parameters, options.
+  std::string summary() const;
+  /// Physical bytes of activations and gradient workspaces planned for the last input shape.
+  std::size_t activation_bytes() const { return m_activation_bytes; }
+
+ private:
+  struct Node {
+    std::string name;
+    int source = -1;  // -1 = the network input
+    std::vector<std::unique_ptr<Layer>> layers;
+    bool is_output = false;
+    int consumers = 0;
+    std::vector<TensorDesc> in_descs;  // input desc of each layer, as planned
+    TensorDesc last_desc;              // the last layer's output desc (maybe a backend layout)
+    TensorDesc out_desc;               // the node's output: canonical for output nodes
+    Tensor canonical_out;              // reorder target when last_desc is not canonical
+    Tensor out;        // output of the last forward
+    Tensor diff;       // gradient accumulator for the output
+    bool diff_set = false;
+  };
+
+  void setup_for(const TensorDesc& input);
+  void plan_inplace(Node& node);
+  int find_node(const std::string& name) const;
+
+  std::string m_name;
+  std::vector<Node> m_nodes;
+  Backend* m_backend = nullptr;
+  Shape m_item_shape;
+  ParameterSet m_weights, m_grads, m_state;
+  std::vector<std::pair<std::size_t, std::size_t>> m_param_ranges, m_state_ranges;  // per layer (flattened order)
+
+  bool m_planned = false;
+  TensorDesc m_input_desc;
+  std::vector<Tensor> m_outputs;
+  std::shared_ptr<Storage> m_workspace[2];
+  Tensor m_input_diff;
+  std::size_t m_activation_bytes = 0;
+};
+
+}  // namespace mpigan::nn

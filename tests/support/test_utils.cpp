@@ -1,0 +1,68 @@
+#include "test_utils.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mpigan::test {
+
+std::unique_ptr<Backend> backend_or_skip(const std::string& name) {
+  std::string why;
+  if (!backend_available(name, &why)) {
+    MESSAGE("SKIPPED: backend '" << name << "' cannot run here: " << why);
+    return nullptr;
+  }
+  return make_backend(name);
+}
+
+Tensor random_tensor(const Shape& shape, Rng& rng, float lo, float hi) {
+  Tensor t = Tensor::empty(shape);
+  rng.fill_uniform(t.values(), lo, hi);
+  return t;
+}
+
+Tensor host(Backend& backend, const Tensor& t) { return backend.to_host(t); }
+
+Tensor upload(Backend& backend, const Tensor& values, const TensorDesc& desc) {
+  Tensor t = backend.allocate(desc);
+  backend.from_host(values, t);
+  return t;
+}
+
+namespace {
+template <class Get>
+void check_impl(const std::string& what, std::size_t n, Get&& get, Tolerance tol) {
+  std::size_t bad = 0;
+  double worst = 0.0;
+  std::size_t worst_i = 0;
+  std::string first;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [g, w] = get(i);
+    const double err = std::abs(g - w);
+    const double lim = tol.abs + tol.rel * std::abs(w);
+    if (!(err <= lim)) {  // also catches NaN
+      if (bad < 5) first += "\n    [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(w);
+      ++bad;
+    }
+    if (err > worst || std::isnan(err)) worst = err, worst_i = i;
+  }
+  INFO(what << ": " << bad << " of " << n << " values outside abs " << tol.abs << " + rel " << tol.rel
+            << "; largest error " << worst << " at [" << worst_i << "]" << first);
+  CHECK(bad == 0);
+}
+}  // namespace
+
+void check_close(const std::string& what, const Tensor& got, const Tensor& want, Tolerance tol) {
+  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << got.shape().to_string() << " vs "
+                                                    << want.shape().to_string());
+  const float* g = got.data();
+  const float* w = want.data();
+  check_impl(what, static_cast<std::size_t>(got.numel()),
+             [&](std::size_t i) { return std::pair<double, double>{g[i], w[i]}; }, tol);
+}
+
+void check_close(const std::string& what, std::span<const double> got, std::span<const double> want, Tolerance tol) {
+  REQUIRE(got.size() == want.size());
+  check_impl(what, got.size(), [&](std::size_t i) { return std::pair<double, double>{got[i], want[i]}; }, tol);
+}
+
+}  // namespace mpigan::test

@@ -1,0 +1,44 @@
+// Helpers shared by the test suites: random tensors, backend tags, and tolerance checks that
+// print the parameters and the first mismatches (style: llm.c validate_result, ggml test-backend-ops).
+#pragma once
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/core/tensor.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+namespace mpigan::test {
+
+/// Backend tags for TEST_CASE_TEMPLATE: every non-reference backend is compared with the reference.
+struct CpuTag {
+  static constexpr const char* name = "cpu";
+};
+struct CudaTag {
+  static constexpr const char* name = "cuda";
+};
+
+/// The backend named by a tag, or nullptr (after a visible "SKIPPED" message) when it cannot run here.
+std::unique_ptr<Backend> backend_or_skip(const std::string& name);
+
+Tensor random_tensor(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f);
+/// Host canonical copy of a tensor of @p backend.
+Tensor host(Backend& backend, const Tensor& t);
+/// A tensor of @p desc on @p backend holding the values of canonical host tensor @p values.
+Tensor upload(Backend& backend, const Tensor& values, const TensorDesc& desc);
+
+struct Tolerance {
+  double abs = 1e-5;
+  double rel = 1e-5;
+};
+
+/// CHECKs |got - want| <= abs + rel*|want| everywhere; on failure prints @p what, the number of
+/// mismatches, the first ones with their flat index, and the largest error.
+void check_close(const std::string& what, const Tensor& got, const Tensor& want, Tolerance tol);
+void check_close(const std::string& what, std::span<const double> got, std::span<const double> want, Tolerance tol);
+
+}  // namespace mpigan::test

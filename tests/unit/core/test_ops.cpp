@@ -1,0 +1,384 @@
+// Every op of every compiled backend against the reference backend, on random inputs, including
+// the exact shapes of the 3DGAN (batch 2; batch 1 for the AngleGAN's largest). Inputs are
+// canonical; the cpu backend stages them into its own layouts, so each edge reorder is exercised
+// too (chains of blocked layouts are covered by the network tests in tests/unit/models).
+//
+// Tolerances: the reference accumulates in double, the backends in float32. For a sum of K
+// products of values in [-1, 1], float32 rounding gives errors ~ sqrt(K) * 6e-8 * sqrt(K) (the
+// partial sums grow like sqrt(K)); we allow abs = 2e-6 * K^(3/4)... kept simple: abs = 1e-6*K
+// capped below, rel = 1e-4. Element-wise ops: abs 1e-6, rel 1e-5.
+#include "test_utils.hpp"
+
+#include "mpigan/core/backend/reference/reference_backend.hpp"
+#include "mpigan/core/error.hpp"
+
+#include <cmath>
+
+using namespace mpigan;
+using namespace mpigan::test;
+
+#if MPIGAN_HAVE_CUDA
+#define MPIGAN_TEST_BACKENDS CpuTag, CudaTag
+#else
+#define MPIGAN_TEST_BACKENDS CpuTag
+#endif
+
+namespace {
+
+Tolerance sum_tolerance(double terms) { return {std::min(1e-2, 2e-7 * terms), 1e-4}; }
+
+struct ConvCase {
+  std::string name;
+  Shape src;
+  Conv3dDesc desc;
+};
+
+Conv3dDesc conv(std::int64_t ic, std::int64_t oc, Dims3 k, Dims3 pl = {0, 0, 0}, Dims3 pr = {0, 0, 0}, bool bias = true,
+                Dims3 stride = {1, 1, 1}) {
+  Conv3dDesc d{ic, oc, k, stride, pl, pr, bias};
+  return d;
+}
+
+void run_conv_case(Backend& be, const ConvCase& c) {
+  ReferenceBackend ref;
+  Rng rng(hash_string(c.name));
+  INFO("case " << c.name << " src " << c.src.to_string() << " " << c.desc.to_string());
+  auto op = be.make_conv3d(c.desc);
+  auto rop = ref.make_conv3d(c.desc);
+  const TensorDesc dst = op->setup({c.src, nullptr});
+  const TensorDesc rdst = rop->setup({c.src, nullptr});
+  REQUIRE(dst.shape == rdst.shape);
+  const double k = static_cast<double>(c.desc.ic * c.desc.kernel.product());
+
+  Tensor src = random_tensor(c.src, rng), w = random_tensor(c.desc.weights_shape(), rng, -0.2f, 0.2f);
+  Tensor b = random_tensor({c.desc.oc}, rng);
+  Tensor bsrc = upload(be, src, {c.src, nullptr}), bw = upload(be, w, {w.shape(), nullptr}), bb = upload(be, b, {b.shape(), nullptr});
+  Tensor out = be.allocate(dst), rout = Tensor::empty(rdst.shape);
+  op->forward(bsrc, bw, c.desc.bias ? bb : Tensor(), out);
+  rop->forward(src, w, c.desc.bias ? b : Tensor(), rout);
+  check_close(c.name + " forward", host(be, out), rout, sum_tolerance(k * 0.2));
+
+  Tensor dd = random_tensor(rdst.shape, rng);
+  Tensor bdd = upload(be, dd, dst);
+  Tensor ds = be.allocate({c.src, nullptr}), rds = Tensor::empty(c.src);
+  op->backward_data(bdd, bw, ds);
+  rop->backward_data(dd, w, rds);
+  check_close(c.name + " backward_data", host(be, ds), rds, sum_tolerance(c.desc.oc * c.desc.kernel.product() * 0.2));
+
+  // Gradients accumulate: start from the same non-zero values on both.
+  Tensor dw0 = random_tensor(w.shape(), rng), db0 = random_tensor(b.shape(), rng);
+  Tensor bdw = upload(be, dw0, {w.shape(), nullptr}), bdb = upload(be, db0, {b.shape(), nullptr});
+  Tensor rdw = dw0.clone(), rdb = db0.clone();
+  Tensor none;
+  op->backward_weights(bsrc, bdd, bdw, c.desc.bias ? bdb : none);
+  rop->backward_weights(src, dd, rdw, c.desc.bias ? rdb : none);
+  const double terms = static_cast<double>(rdst.shape.numel() / rdst.shape[1]);
+  check_close(c.name + " backward_weights", host(be, bdw), rdw, sum_tolerance(terms));
+  if (c.desc.bias) check_close(c.name + " backward_bias", host(be, bdb), rdb, sum_tolerance(terms));
+  else check_close(c.name + " bias untouched", host(be, bdb), db0, {0, 0});
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("conv3d matches the reference: small cases", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  const ConvCase cases[] = {
+      {"1x1x1", {2, 3, 4, 5, 6}, conv(3, 4, {1, 1, 1})},
+      {"k3 valid", {2, 5, 7, 6, 5}, conv(5, 7, {3, 3, 3})},
+      {"k3 same", {3, 4, 6, 6, 6}, conv(4, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1})},
+      {"even kernel TF same", {2, 3, 7, 7, 8}, conv(3, 5, {6, 6, 8}, {2, 2, 3}, {3, 3, 4})},
+      {"asymmetric pads", {2, 2, 5, 6, 7}, conv(2, 3, {2, 3, 4}, {1, 0, 2}, {0, 2, 1})},
+      {"no bias", {1, 6, 9, 9, 9}, conv(6, 1, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false)},
+      {"stride 2", {2, 4, 9, 8, 7}, conv(4, 8, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true, {2, 2, 2})},
+      {"many channels", {1, 32, 6, 6, 6}, conv(32, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1})},
+  };
+  for (const auto& c : cases) run_conv_case(*be, c);
+}
+
+TEST_CASE_TEMPLATE("conv3d matches the reference: 3DGAN 25x25x25 shapes", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  const ConvCase cases[] = {
+      {"G conv1 8->64 k(6,6,8) same", {2, 8, 7, 7, 8}, conv(8, 64, {6, 6, 8}, {2, 2, 3}, {3, 3, 4})},
+      {"G conv2 64->6 k(6,5,8) pad(2,2,0)", {2, 64, 14, 14, 16}, conv(64, 6, {6, 5, 8}, {2, 2, 0}, {2, 2, 0})},
+      {"G conv3 6->6 k(3,3,8) pad(1,0,3)", {2, 6, 26, 28, 27}, conv(6, 6, {3, 3, 8}, {1, 0, 3}, {1, 0, 3})},
+      {"G conv4 6->1 k2 no bias", {2, 6, 26, 26, 26}, conv(6, 1, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false)},
+      {"D conv1 1->32 k5 same", {2, 1, 25, 25, 25}, conv(1, 32, {5, 5, 5}, {2, 2, 2}, {2, 2, 2})},
+      {"D conv2 32->8 k5 pad 2", {2, 32, 25, 25, 25}, conv(32, 8, {5, 5, 5}, {2, 2, 2}, {2, 2, 2})},
+      {"D conv3 8->8 k5 pad 2", {2, 8, 25, 25, 25}, conv(8, 8, {5, 5, 5}, {2, 2, 2}, {2, 2, 2})},
+      {"D conv4 8->8 k5 pad 1", {2, 8, 25, 25, 25}, conv(8, 8, {5, 5, 5}, {1, 1, 1}, {1, 1, 1})},
+  };
+  for (const auto& c : cases) run_conv_case(*be, c);
+}
+
+TEST_CASE_TEMPLATE("conv3d matches the reference: AngleGAN 51x51x25 shapes", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  const ConvCase cases[] = {
+      {"D conv1 1->16 k(5,6,6) same", {1, 1, 51, 51, 25}, conv(1, 16, {5, 6, 6}, {2, 2, 2}, {2, 3, 3})},
+      {"D conv2 16->8 k(5,6,6) pad(0,0,1)", {1, 16, 51, 51, 25}, conv(16, 8, {5, 6, 6}, {0, 0, 1}, {0, 0, 1})},
+      {"G conv2 8->6 k(4,4,6) pad(2,2,1)", {1, 8, 49, 49, 41}, conv(8, 6, {4, 4, 6}, {2, 2, 1}, {2, 2, 1})},
+  };
+  for (const auto& c : cases) run_conv_case(*be, c);
+}
+
+TEST_CASE_TEMPLATE("inner product matches the reference", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  struct Case {
+    std::int64_t n, ic, oc;
+    bool bias;
+  };
+  for (const Case c : {Case{16, 200, 3136, true}, Case{4, 10648, 1, true}, Case{3, 7, 5, false}}) {
+    INFO("inner product " << c.n << "x" << c.ic << " -> " << c.oc);
+    Rng rng(static_cast<std::uint64_t>(c.ic * 131 + c.oc));
+    const InnerProductDesc d{c.ic, c.oc, c.bias};
+    auto op = be->make_inner_product(d);
+    auto rop = ref.make_inner_product(d);
+    const TensorDesc src{{c.n, c.ic}, nullptr};
+    const TensorDesc dst = op->setup(src);
+    rop->setup(src);
+    Tensor x = random_tensor(src.shape, rng), w = random_tensor({c.oc, c.ic}, rng, -0.1f, 0.1f), b = random_tensor({c.oc}, rng);
+    Tensor bx = upload(*be, x, src), bw = upload(*be, w, {w.shape(), nullptr}), bb = upload(*be, b, {b.shape(), nullptr});
+    Tensor y = be->allocate(dst), ry = Tensor::empty(dst.shape);
+    op->forward(bx, bw, c.bias ? bb : Tensor(), y);
+    rop->forward(x, w, c.bias ? b : Tensor(), ry);
+    check_close("forward", host(*be, y), ry, sum_tolerance(c.ic * 0.1));
+    Tensor dy = random_tensor(dst.shape, rng);
+    Tensor bdy = upload(*be, dy, dst);
+    Tensor dx = be->allocate(src), rdx = Tensor::empty(src.shape);
+    op->backward_data(bdy, bw, dx);
+    rop->backward_data(dy, w, rdx);
+    check_close("backward_data", host(*be, dx), rdx, sum_tolerance(c.oc * 0.1));
+    Tensor dw0 = random_tensor(w.shape(), rng), db0 = random_tensor(b.shape(), rng);
+    Tensor bdw = upload(*be, dw0, {w.shape(), nullptr}), bdb = upload(*be, db0, {b.shape(), nullptr});
+    Tensor rdw = dw0.clone(), rdb = db0.clone(), none;
+    op->backward_weights(bx, bdy, bdw, c.bias ? bdb : none);
+    rop->backward_weights(x, dy, rdw, c.bias ? rdb : none);
+    check_close("backward_weights (accumulated)", host(*be, bdw), rdw, sum_tolerance(static_cast<double>(c.n)));
+    check_close("backward_bias (accumulated)", host(*be, bdb), rdb, sum_tolerance(static_cast<double>(c.n)));
+  }
+}
+
+TEST_CASE_TEMPLATE("activations match the reference, including the kinks", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  const Shape shape{2, 6, 5, 4, 3};
+  Rng rng(7);
+  Tensor x = random_tensor(shape, rng, -3.0f, 3.0f);
+  for (std::int64_t i = 0; i < x.numel(); i += 7) x.data()[i] = 0.0f;  // exact kinks
+  for (const EltwiseDesc d : {EltwiseDesc{EltwiseKind::relu, 0.0f}, EltwiseDesc{EltwiseKind::leaky_relu, 0.3f},
+                              EltwiseDesc{EltwiseKind::sigmoid, 0.0f}}) {
+    INFO("eltwise " << d.to_string());
+    auto op = be->make_eltwise(d);
+    auto rop = ref.make_eltwise(d);
+    const TensorDesc td = op->setup({shape, nullptr});
+    rop->setup({shape, nullptr});
+    Tensor bx = upload(*be, x, td), y = be->allocate(td), ry = Tensor::empty(shape);
+    op->forward(bx, y);
+    rop->forward(x, ry);
+    check_close("forward", host(*be, y), ry, {1e-6, 1e-5});
+    Tensor dy = random_tensor(shape, rng), dx = be->allocate(td), rdx = Tensor::empty(shape);
+    op->backward(y, upload(*be, dy, td), dx);
+    rop->backward(ry, dy, rdx);
+    check_close("backward", host(*be, dx), rdx, {1e-6, 1e-5});
+    // In place: forward over its input, backward over its diff.
+    Tensor inplace = upload(*be, x, td);
+    op->forward(inplace, inplace);
+    check_close("forward in place", host(*be, inplace), ry, {1e-6, 1e-5});
+  }
+}
+
+TEST_CASE_TEMPLATE("batch norm matches the reference", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  for (const auto& [shape, eps] : {std::pair{Shape{2, 64, 7, 7, 8}, 1e-3f}, std::pair{Shape{2, 6, 13, 14, 9}, 1e-3f},
+                                   std::pair{Shape{4, 8, 25, 25, 25}, 1e-3f}, std::pair{Shape{2, 6, 9, 8, 7}, 1e-6f}}) {
+    INFO("batch norm " << shape.to_string() << " eps " << eps);
+    Rng rng(static_cast<std::uint64_t>(shape.numel()));
+    const std::int64_t C = shape[1];
+    const BatchNormDesc d{C, eps};
+    auto op = be->make_batch_norm(d);
+    auto rop = ref.make_batch_norm(d);
+    const TensorDesc td = op->setup({shape, nullptr});
+    rop->setup({shape, nullptr});
+    Tensor x = random_tensor(shape, rng, -2.0f, 3.0f), g = random_tensor({C}, rng, 0.5f, 1.5f), b = random_tensor({C}, rng);
+    Tensor bx = upload(*be, x, td), bg = upload(*be, g, {{C}, nullptr}), bb = upload(*be, b, {{C}, nullptr});
+    Tensor y = be->allocate(td), mean = be->allocate(Shape{C}), var = be->allocate(Shape{C});
+    Tensor ry = Tensor::empty(shape), rmean = Tensor::empty({C}), rvar = Tensor::empty({C});
+    op->forward_training(bx, bg, bb, y, mean, var);
+    rop->forward_training(x, g, b, ry, rmean, rvar);
+    const double m = static_cast<double>(shape.numel() / C);
+    check_close("training forward", host(*be, y), ry, {1e-4, 1e-4});
+    check_close("batch mean", host(*be, mean), rmean, {1e-5, 1e-5});
+    check_close("batch variance (biased)", host(*be, var), rvar, {1e-5, 1e-4});
+    Tensor iy = be->allocate(td), riy = Tensor::empty(shape);
+    Tensor rm = random_tensor({C}, rng), rv = random_tensor({C}, rng, 0.5f, 2.0f);
+    op->forward_inference(bx, bg, bb, upload(*be, rm, {{C}, nullptr}), upload(*be, rv, {{C}, nullptr}), iy);
+    rop->forward_inference(x, g, b, rm, rv, riy);
+    check_close("inference forward", host(*be, iy), riy, {1e-5, 1e-5});
+    Tensor dy = random_tensor(shape, rng);
+    Tensor bdy = upload(*be, dy, td), dx = be->allocate(td), rdx = Tensor::empty(shape);
+    Tensor dg0 = random_tensor({C}, rng), db0 = random_tensor({C}, rng);
+    Tensor bdg = upload(*be, dg0, {{C}, nullptr}), bdb = upload(*be, db0, {{C}, nullptr});
+    Tensor rdg = dg0.clone(), rdb = db0.clone();
+    op->backward(bx, bdy, bg, mean, var, dx, bdg, bdb);
+    rop->backward(x, dy, g, rmean, rvar, rdx, rdg, rdb);
+    check_close("backward diff_src", host(*be, dx), rdx, {1e-4, 1e-3});
+    check_close("backward diff_gamma (accumulated)", host(*be, bdg), rdg, sum_tolerance(m));
+    check_close("backward diff_beta (accumulated)", host(*be, bdb), rdb, sum_tolerance(m));
+    Tensor none, dx2 = be->allocate(td);
+    op->backward(bx, bdy, bg, mean, var, dx2, none, none);
+    check_close("backward data only", host(*be, dx2), rdx, {1e-4, 1e-3});
+  }
+}
+
+TEST_CASE_TEMPLATE("average pooling and upsampling match the reference", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  Rng rng(11);
+  for (const Shape& s : {Shape{2, 8, 23, 23, 23}, Shape{1, 8, 39, 36, 14}, Shape{2, 3, 4, 5, 6}}) {
+    INFO("avg pool " << s.to_string());
+    const AvgPoolDesc d{{2, 2, 2}, {2, 2, 2}};
+    auto op = be->make_avg_pool(d);
+    auto rop = ref.make_avg_pool(d);
+    const TensorDesc dst = op->setup({s, nullptr});
+    const TensorDesc rdst = rop->setup({s, nullptr});
+    REQUIRE(dst.shape == rdst.shape);
+    Tensor x = random_tensor(s, rng), y = be->allocate(dst), ry = Tensor::empty(rdst.shape);
+    op->forward(upload(*be, x, {s, nullptr}), y);
+    rop->forward(x, ry);
+    check_close("avg pool forward", host(*be, y), ry, {1e-6, 1e-5});
+    Tensor dy = random_tensor(rdst.shape, rng), dx = be->allocate({s, nullptr}), rdx = Tensor::empty(s);
+    op->backward(upload(*be, dy, dst), dx);
+    rop->backward(dy, rdx);
+    check_close("avg pool backward", host(*be, dx), rdx, {1e-6, 1e-5});
+  }
+  for (const auto& [s, f] : {std::pair{Shape{2, 64, 7, 7, 8}, Dims3{2, 2, 2}}, std::pair{Shape{2, 6, 13, 14, 9}, Dims3{2, 2, 3}},
+                             std::pair{Shape{1, 8, 9, 9, 8}, Dims3{6, 6, 6}}, std::pair{Shape{2, 3, 2, 3, 4}, Dims3{1, 3, 2}}}) {
+    INFO("upsample " << s.to_string() << " x " << f.to_string());
+    const UpsampleDesc d{f};
+    auto op = be->make_upsample(d);
+    auto rop = ref.make_upsample(d);
+    const TensorDesc dst = op->setup({s, nullptr});
+    const TensorDesc rdst = rop->setup({s, nullptr});
+    Tensor x = random_tensor(s, rng), y = be->allocate(dst), ry = Tensor::empty(rdst.shape);
+    op->forward(upload(*be, x, {s, nullptr}), y);
+    rop->forward(x, ry);
+    check_close("upsample forward (exact repeat)", host(*be, y), ry, {0, 0});
+    Tensor dy = random_tensor(rdst.shape, rng), dx = be->allocate({s, nullptr}), rdx = Tensor::empty(s);
+    op->backward(upload(*be, dy, dst), dx);
+    rop->backward(dy, rdx);
+    check_close("upsample backward", host(*be, dx), rdx, {1e-5, 1e-5});
+  }
+}
+
+TEST_CASE_TEMPLATE("flat math matches the reference", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  Rng rng(3);
+  const Shape s{70001};  // odd, larger than the parallel threshold
+  Tensor x = random_tensor(s, rng), y = random_tensor(s, rng);
+  auto both = [&](const Tensor& h) { return std::pair{upload(*be, h, {s, nullptr}), h.clone()}; };
+
+  auto [bx, rx] = both(x);
+  auto [by, ry] = both(y);
+  be->axpby(0.5f, bx, -2.0f, by);
+  ref.axpby(0.5f, rx, -2.0f, ry);
+  check_close("axpby", host(*be, by), ry, {1e-6, 1e-6});
+  Tensor bm = be->allocate(s), rm = Tensor::empty(s);
+  be->mul(bx, by, bm);
+  ref.mul(rx, ry, rm);
+  check_close("mul", host(*be, bm), rm, {1e-6, 1e-6});
+  CHECK(be->sum_squares(bx) == doctest::Approx(ref.sum_squares(rx)).epsilon(1e-9));
+
+  Tensor bad = x.clone();
+  bad.data()[5] = std::nanf("");
+  bad.data()[70000] = INFINITY;
+  bad.data()[123] = -INFINITY;
+  CHECK(be->count_nonfinite(upload(*be, bad, {s, nullptr})) == 3);
+  CHECK(ref.count_nonfinite(bad) == 3);
+
+  // Dropout: the same mask on every backend, in place too, and about the right keep rate.
+  Tensor ones = Tensor::full(s, 1.0f);
+  Tensor bd = be->allocate(s), rd = Tensor::empty(s);
+  be->dropout(upload(*be, ones, {s, nullptr}), bd, 0.2f, 42, 7);
+  ref.dropout(ones, rd, 0.2f, 42, 7);
+  check_close("dropout mask", host(*be, bd), rd, {0, 0});
+  std::size_t kept = 0;
+  for (float v : rd.values()) kept += v != 0.0f;
+  CHECK(static_cast<double>(kept) / s.numel() == doctest::Approx(0.8).epsilon(0.01));
+  for (float v : rd.values()) REQUIRE((v == 0.0f || std::abs(v - 1.25f) < 1e-6f));
+  Tensor inplace = upload(*be, x, {s, nullptr});
+  be->dropout(inplace, inplace, 0.2f, 42, 7);
+  Tensor rdx = Tensor::empty(s);
+  ref.dropout(x, rdx, 0.2f, 42, 7);
+  check_close("dropout in place", host(*be, inplace), rdx, {0, 0});
+
+  const Shape img{3, 1, 5, 6, 7};
+  Tensor im = random_tensor(img, rng, 0.0f, 2.0f);
+  Tensor bs = be->allocate(Shape{3, 1}), rs = Tensor::empty({3, 1});
+  be->sum_per_item(upload(*be, im, {img, nullptr}), bs);
+  ref.sum_per_item(im, rs);
+  check_close("sum_per_item", host(*be, bs), rs, {1e-4, 1e-6});
+  Tensor g = random_tensor({3, 1}, rng);
+  Tensor bacc = upload(*be, im, {img, nullptr}), racc = im.clone();
+  be->add_per_item(upload(*be, g, {{3, 1}, nullptr}), bacc);
+  ref.add_per_item(g, racc);
+  check_close("add_per_item", host(*be, bacc), racc, {1e-6, 1e-6});
+  im.data()[0] = 0.0f;
+  Tensor bp = be->allocate(img), rp = Tensor::empty(img);
+  be->pow(upload(*be, im, {img, nullptr}), 1.0f / 0.85f, bp);
+  ref.pow(im, 1.0f / 0.85f, rp);
+  check_close("pow", host(*be, bp), rp, {1e-6, 1e-5});
+  Tensor dd = random_tensor(img, rng), bpa = be->zeros(img), rpa = Tensor::zeros(img);
+  be->pow_backward_add(upload(*be, im, {img, nullptr}), 1.0f / 0.85f, upload(*be, dd, {img, nullptr}), bpa);
+  ref.pow_backward_add(im, 1.0f / 0.85f, dd, rpa);
+  check_close("pow backward", host(*be, bpa), rpa, {1e-6, 1e-5});
+}
+
+TEST_CASE_TEMPLATE("optimizer updates match the reference", T, MPIGAN_TEST_BACKENDS) {
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  ReferenceBackend ref;
+  Rng rng(5);
+  const Shape s{40000};
+  Tensor w = random_tensor(s, rng), g = random_tensor(s, rng), a = random_tensor(s, rng, 0.0f, 1.0f),
+         b = random_tensor(s, rng, 0.0f, 1.0f);
+  auto up = [&](const Tensor& h) { return upload(*be, h, {s, nullptr}); };
+  for (bool nesterov : {false, true}) {
+    Tensor bw = up(w), bv = up(a), rw = w.clone(), rv = a.clone();
+    be->sgd_update(bw, up(g), bv, {0.1f, 0.9f, nesterov});
+    ref.sgd_update(rw, g, rv, {0.1f, 0.9f, nesterov});
+    check_close("sgd weights", host(*be, bw), rw, {1e-6, 1e-6});
+    check_close("sgd velocity", host(*be, bv), rv, {1e-6, 1e-6});
+  }
+  {
+    Tensor bw = up(w), bms = up(a), rw = w.clone(), rms = a.clone();
+    be->rmsprop_update(bw, up(g), bms, {1e-3f, 0.9f, 1e-7f});
+    ref.rmsprop_update(rw, g, rms, {1e-3f, 0.9f, 1e-7f});
+    check_close("rmsprop weights", host(*be, bw), rw, {1e-6, 1e-6});
+    check_close("rmsprop ms", host(*be, bms), rms, {1e-6, 1e-6});
+  }
+  {
+    Tensor bw = up(w), bm = up(a), bv = up(b), rw = w.clone(), rm = a.clone(), rv = b.clone();
+    be->adam_update(bw, up(g), bm, bv, {1e-3f, 0.9f, 0.999f, 1e-7f});
+    ref.adam_update(rw, g, rm, rv, {1e-3f, 0.9f, 0.999f, 1e-7f});
+    check_close("adam weights", host(*be, bw), rw, {1e-6, 1e-6});
+    check_close("adam m", host(*be, bm), rm, {1e-6, 1e-6});
+    check_close("adam v", host(*be, bv), rv, {1e-6, 1e-6});
+  }
+}
+
+TEST_CASE("unknown backends and bad descriptors are named in the error") {
+  CHECK_THROWS_WITH_AS(make_backend("tpu"), doctest::Contains("unknown backend 'tpu'"), Error);
+  const Conv3dDesc d{4, 8, {3, 3, 3}};
+  CHECK_THROWS_WITH_AS(d.output_shape({2, 5, 8, 8, 8}), doctest::Contains("input channels expected 4, found 5"), ShapeError);
+  CHECK_THROWS_WITH_AS(d.output_shape({2, 4, 2, 8, 8}), doctest::Contains("smaller than kernel"), ShapeError);
+}
