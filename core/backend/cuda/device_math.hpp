@@ -108,8 +108,8 @@ struct PadGeometry {
   std::int64_t d = 0, h = 0, w = 0;     ///< src spatial dims
   std::int64_t pd = 0, ph = 0, pw = 0;  ///< padded spatial dims
   std::int64_t ld = 0, lh = 0, lw = 0;  ///< zeros before src in each dim
-  std::int64_t src_numel() const { return nc * d * h * w; }
-  std::int64_t padded_numel() const { return nc * pd * ph * pw; }
+  MPIGAN_HD std::int64_t src_numel() const { return nc * d * h * w; }
+  MPIGAN_HD std::int64_t padded_numel() const { return nc * pd * ph * pw; }
 };
 
 /// Value of padded element @p i (index into padded).
@@ -144,8 +144,8 @@ struct UpsampleGeometry {
   std::int64_t nc = 0;
   std::int64_t d = 0, h = 0, w = 0;
   std::int64_t fd = 1, fh = 1, fw = 1;
-  std::int64_t src_numel() const { return nc * d * h * w; }
-  std::int64_t dst_numel() const { return nc * d * fd * h * fh * w * fw; }
+  MPIGAN_HD std::int64_t src_numel() const { return nc * d * h * w; }
+  MPIGAN_HD std::int64_t dst_numel() const { return nc * d * fd * h * fh * w * fw; }
 };
 
 /// Index into src of dst element @p i.
@@ -186,8 +186,8 @@ MPIGAN_HD float upsample_backward_element(const UpsampleGeometry& g, const float
 struct BnGeometry {
   std::int64_t n = 0, c = 0, s = 0;
   std::int64_t splits = 1;
-  std::int64_t per_channel() const { return n * s; }
-  std::int64_t numel() const { return n * c * s; }
+  MPIGAN_HD std::int64_t per_channel() const { return n * s; }
+  MPIGAN_HD std::int64_t numel() const { return n * c * s; }
 };
 
 /// Blocks per channel: about 4096 values each, at most 1024.
