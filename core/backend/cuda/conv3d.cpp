@@ -1,0 +1,282 @@
+// cuDNN 3D convolution: forward, backward data, backward weights (+ bias).
+//
+// Plan (setup, once per input shape; up to kMaxPlans shapes are kept, so a layer that alternates
+// between two batch sizes does not re-plan): the padding decomposition (conv3d_plan.hpp), the
+// cuDNN tensor/filter/convolution descriptors (5D, NCDHW/OIDHW packed, cross-correlation,
+// dilation 1), the algorithm of each direction (cudnnFind* benchmarks, or cudnnGet*_v7
+// heuristics; filtered by the workspace limit and, on request, determinism), and the workspace
+// reservation. forward/backward only pad, execute and crop.
+//
+// Conventions: our pad_l/pad_r per side -> cuDNN's symmetric padding + explicit zeros (see
+// conv3d_plan.hpp); math type CUDNN_FMA_MATH (strict fp32) or, with MPIGAN_CUDA_TF32=1,
+// CUDNN_TENSOR_OP_MATH and the math type the chosen algorithm reports. backward_data overwrites
+// diff_src (beta = 0); backward_weights accumulates into diff_weights/diff_bias (beta = 1).
+// Setup plans all three directions: setup is the one place that may benchmark and allocate.
+#include "mpigan/core/backend/cuda/conv3d_plan.hpp"
+#include "mpigan/core/backend/cuda/cuda_ops.hpp"
+#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/core/error.hpp"
+
+#include <vector>
+
+namespace mpigan::cuda {
+namespace {
+
+constexpr std::size_t kMaxPlans = 4;
+constexpr std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+ConvDescPtr make_conv_desc(const Dims3& pad, const Dims3& stride, cudnnMathType_t math) {
+  int pad_a[3], stride_a[3];
+  const int dilation_a[3] = {1, 1, 1};  // our "no dilation" is cuDNN's dilation 1
+  for (int i = 0; i < 3; ++i) {
+    pad_a[i] = to_int(pad[i], "conv padding");
+    stride_a[i] = to_int(stride[i], "conv stride");
+  }
+  cudnnConvolutionDescriptor_t raw = nullptr;
+  MPIGAN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&raw));
+  ConvDescPtr desc(raw);
+  MPIGAN_CUDNN_CHECK(
+      cudnnSetConvolutionNdDescriptor(raw, 3, pad_a, stride_a, dilation_a, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(raw, math));
+  return desc;
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_allow_conversion";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "?";
+  }
+}
+
+/// The first (fastest by measurement or heuristic) usable result: succeeded, within the workspace
+/// limit, deterministic if required. Throws listing every candidate when none qualifies.
+template <class Perf>
+const Perf& pick(const std::vector<Perf>& results, int returned, const Settings& s, const std::string& what) {
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = results[static_cast<std::size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > s.workspace_limit) continue;
+    if (s.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
+    return r;
+  }
+  std::string list;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = results[static_cast<std::size_t>(i)];
+    list += fmt::format("\n  algo {}: {}, workspace {} bytes, {}, math {}", static_cast<int>(r.algo),
+                        cudnnGetErrorString(r.status), r.memory,
+                        r.determinism == CUDNN_DETERMINISTIC ? "deterministic" : "non-deterministic",
+                        math_name(r.mathType));
+  }
+  MPIGAN_FATAL("cuda conv3d {}: no usable cuDNN algorithm (workspace limit {} MiB{}; MPIGAN_CUDA_WORKSPACE_MB and "
+               "MPIGAN_CUDA_DETERMINISTIC change the filter); candidates:{}",
+               what, s.workspace_limit >> 20, s.deterministic ? ", deterministic only" : "", list.empty() ? " none" : list);
+}
+
+class CudaConv3d final : public Conv3dOp {
+ public:
+  CudaConv3d(const Conv3dDesc& d, Context& ctx) : m_desc(d), m_ctx(ctx) {
+    bool ok = d.ic >= 1 && d.oc >= 1;
+    for (int i = 0; i < 3; ++i) ok = ok && d.kernel[i] >= 1 && d.stride[i] >= 1 && d.pad_l[i] >= 0 && d.pad_r[i] >= 0;
+    MPIGAN_CHECK(ok, "cuda conv3d {}: channels, kernel and stride must be >= 1 and padding >= 0", d.to_string());
+  }
+
+  TensorDesc setup(const TensorDesc& src) override {
+    require_canonical_desc(src, "conv3d");
+    m_ctx.activate();
+    m_plan = nullptr;
+    for (auto& p : m_plans)
+      if (p->pad.src == src.shape) m_plan = p.get();
+    if (!m_plan) {
+      if (m_plans.size() == kMaxPlans) m_plans.erase(m_plans.begin());
+      m_plans.push_back(make_plan(src.shape));
+      m_plan = m_plans.back().get();
+    }
+    m_ctx.reserve_workspace(m_plan->pad_bytes + m_plan->max_ws());
+    return {m_plan->dst, nullptr};
+  }
+
+  void forward(const Tensor& src, const Tensor& weights, const Tensor& bias, Tensor& dst) override {
+    const Plan& p = planned();
+    require_device(src, p.pad.src, "conv3d", "src");
+    require_device(weights, m_desc.weights_shape(), "conv3d", "weights");
+    require_device(dst, p.dst, "conv3d", "dst");
+    if (m_desc.bias) require_device(bias, {m_desc.oc}, "conv3d", "bias");
+    m_ctx.activate();
+    auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.fwd_ws));
+    const float* x = padded_src(p, src, ws);
+    const float one = 1.0f, zero = 0.0f;
+    MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.x.get(), x, p.w.get(), weights.data(),
+                                               p.conv_fwd.get(), p.fwd_algo, ws + p.pad_bytes, p.fwd_ws, &zero,
+                                               p.y.get(), dst.data()));
+    if (m_desc.bias)
+      MPIGAN_CUDNN_CHECK(cudnnAddTensor(m_ctx.cudnn(), &one, p.bias.get(), bias.data(), &one, p.y.get(), dst.data()));
+  }
+
+  void backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override {
+    const Plan& p = planned();
+    require_device(diff_dst, p.dst, "conv3d", "diff_dst");
+    require_device(weights, m_desc.weights_shape(), "conv3d", "weights");
+    require_device(diff_src, p.pad.src, "conv3d", "diff_src");
+    m_ctx.activate();
+    auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.bwd_data_ws));
+    // With explicit padding cuDNN writes the gradient of the padded input into the workspace and
+    // the crop keeps the part that belongs to src.
+    float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
+    const float one = 1.0f, zero = 0.0f;
+    MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardData(m_ctx.cudnn(), &one, p.w.get(), weights.data(), p.y.get(),
+                                                    diff_dst.data(), p.conv_bwd_data.get(), p.bwd_data_algo,
+                                                    ws + p.pad_bytes, p.bwd_data_ws, &zero, p.x.get(), dx));
+    if (p.pad.explicit_padding) kernels::crop(m_ctx.stream(), p.pad.pad_geometry(), dx, diff_src.data());
+  }
+
+  void backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights, Tensor& diff_bias) override {
+    const Plan& p = planned();
+    require_device(src, p.pad.src, "conv3d", "src");
+    require_device(diff_dst, p.dst, "conv3d", "diff_dst");
+    require_device(diff_weights, m_desc.weights_shape(), "conv3d", "diff_weights");
+    const bool with_bias = m_desc.bias && diff_bias.defined();
+    if (with_bias) require_device(diff_bias, {m_desc.oc}, "conv3d", "diff_bias");
+    m_ctx.activate();
+    auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.bwd_filter_ws));
+    // Padded again rather than kept from forward: src may have changed in between (in-place
+    // layers), and one pad is cheap next to the convolution.
+    const float* x = padded_src(p, src, ws);
+    const float one = 1.0f;
+    MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(m_ctx.cudnn(), &one, p.x.get(), x, p.y.get(), diff_dst.data(),
+                                                      p.conv_bwd_filter.get(), p.bwd_filter_algo, ws + p.pad_bytes,
+                                                      p.bwd_filter_ws, &one, p.w.get(), diff_weights.data()));
+    if (with_bias)
+      MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardBias(m_ctx.cudnn(), &one, p.y.get(), diff_dst.data(), &one,
+                                                      p.bias.get(), diff_bias.data()));
+  }
+
+ private:
+  struct Plan {
+    ConvPadPlan pad;
+    Shape dst;
+    std::size_t pad_bytes = 0;  ///< workspace bytes for the padded src / its gradient (0 if none)
+    TensorDescPtr x, y, bias;   ///< x describes the padded src (== src without explicit padding)
+    FilterDescPtr w;
+    ConvDescPtr conv_fwd, conv_bwd_data, conv_bwd_filter;
+    cudnnConvolutionFwdAlgo_t fwd_algo{};
+    cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
+    std::size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+    std::size_t max_ws() const { return std::max({fwd_ws, bwd_data_ws, bwd_filter_ws}); }
+  };
+
+  const Plan& planned() const {
+    MPIGAN_CHECK(m_plan != nullptr, "cuda conv3d {}: forward/backward called before setup()", m_desc.to_string());
+    return *m_plan;
+  }
+
+  const float* padded_src(const Plan& p, const Tensor& src, char* ws) {
+    if (!p.pad.explicit_padding) return src.data();
+    auto* padded = reinterpret_cast<float*>(ws);
+    kernels::pad(m_ctx.stream(), p.pad.pad_geometry(), src.data(), padded);
+    return padded;
+  }
+
+  std::unique_ptr<Plan> make_plan(const Shape& src) {
+    auto p = std::make_unique<Plan>();
+    p->pad = plan_conv_padding(m_desc, src);
+    p->dst = m_desc.output_shape(src);
+    if (p->pad.explicit_padding)
+      p->pad_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * sizeof(float));
+    p->x = make_tensor_desc(p->pad.padded_src);
+    p->y = make_tensor_desc(p->dst);
+    p->bias = make_tensor_desc({1, m_desc.oc, 1, 1, 1});
+    p->w = make_filter_desc(m_desc.weights_shape());
+    const cudnnMathType_t math = m_ctx.settings().tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    p->conv_fwd = make_conv_desc(p->pad.sym, m_desc.stride, math);
+    p->conv_bwd_data = make_conv_desc(p->pad.sym, m_desc.stride, math);
+    p->conv_bwd_filter = make_conv_desc(p->pad.sym, m_desc.stride, math);
+
+    // cuDNN must agree with our output extent (it does for symmetric padding; a mismatch would be
+    // a bug in the decomposition).
+    int out[5];
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(p->conv_fwd.get(), p->x.get(), p->w.get(), 5, out));
+    for (int i = 0; i < 5; ++i)
+      MPIGAN_CHECK(out[i] == p->dst[i], "cuda conv3d {}: cuDNN output dim {} is {}, expected {} (src {})",
+                   m_desc.to_string(), i, out[i], p->dst[i], src);
+
+    const std::string what = m_desc.to_string() + " src " + src.to_string();
+    choose_forward(*p, what);
+    choose_backward_data(*p, what);
+    choose_backward_filter(*p, what);
+    return p;
+  }
+
+  void choose_forward(Plan& p, const std::string& what) {
+    const Settings& s = m_ctx.settings();
+    int max_count = 0, returned = 0;
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+    if (s.conv_algo == Settings::ConvAlgo::find)
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
+                                                              p.y.get(), max_count, &returned, perf.data()));
+    else
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
+                                                                p.y.get(), max_count, &returned, perf.data()));
+    const auto& r = pick(perf, returned, s, what + " forward");
+    p.fwd_algo = r.algo;
+    if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_fwd.get(), r.mathType));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
+                                                               p.y.get(), p.fwd_algo, &p.fwd_ws));
+  }
+
+  void choose_backward_data(Plan& p, const std::string& what) {
+    const Settings& s = m_ctx.settings();
+    int max_count = 0, returned = 0;
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+    if (s.conv_algo == Settings::ConvAlgo::find)
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(m_ctx.cudnn(), p.w.get(), p.y.get(),
+                                                                   p.conv_bwd_data.get(), p.x.get(), max_count,
+                                                                   &returned, perf.data()));
+    else
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(m_ctx.cudnn(), p.w.get(), p.y.get(),
+                                                                     p.conv_bwd_data.get(), p.x.get(), max_count,
+                                                                     &returned, perf.data()));
+    const auto& r = pick(perf, returned, s, what + " backward data");
+    p.bwd_data_algo = r.algo;
+    if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_data.get(), r.mathType));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(m_ctx.cudnn(), p.w.get(), p.y.get(),
+                                                                    p.conv_bwd_data.get(), p.x.get(), p.bwd_data_algo,
+                                                                    &p.bwd_data_ws));
+  }
+
+  void choose_backward_filter(Plan& p, const std::string& what) {
+    const Settings& s = m_ctx.settings();
+    int max_count = 0, returned = 0;
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+    if (s.conv_algo == Settings::ConvAlgo::find)
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(m_ctx.cudnn(), p.x.get(), p.y.get(),
+                                                                     p.conv_bwd_filter.get(), p.w.get(), max_count,
+                                                                     &returned, perf.data()));
+    else
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_ctx.cudnn(), p.x.get(), p.y.get(),
+                                                                       p.conv_bwd_filter.get(), p.w.get(), max_count,
+                                                                       &returned, perf.data()));
+    const auto& r = pick(perf, returned, s, what + " backward weights");
+    p.bwd_filter_algo = r.algo;
+    if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_filter.get(), r.mathType));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(m_ctx.cudnn(), p.x.get(), p.y.get(),
+                                                                      p.conv_bwd_filter.get(), p.w.get(),
+                                                                      p.bwd_filter_algo, &p.bwd_filter_ws));
+  }
+
+  Conv3dDesc m_desc;
+  Context& m_ctx;
+  std::vector<std::unique_ptr<Plan>> m_plans;
+  Plan* m_plan = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, Context& ctx) { return std::make_unique<CudaConv3d>(d, ctx); }
+
+}  // namespace mpigan::cuda
