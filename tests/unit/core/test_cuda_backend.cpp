@@ -1,0 +1,862 @@
+// The CUDA backend against the reference backend (the specification), op by op, on random
+// inputs including the exact 3DGAN layer shapes (batch 2).
+//
+// Two kinds of tests, all in doctest suite "cuda" (run them alone with `mpigan_test_core -ts=cuda`):
+//  - host checks, which run wherever the backend is compiled, GPU or not: the Philox port used
+//    by dropout, the decomposition of asymmetric padding that the conv op hands to cuDNN, and the
+//    element formulas / index maps that the kernels share with the host (device_math.hpp),
+//    executed over every index on the host and compared with the reference;
+//  - GPU checks, which compare the backend's results with the reference's; when no GPU is visible
+//    (cuda_device_count() == 0) each prints "SKIPPED: no GPU" and returns.
+//
+// Tolerances are |got - want| <= abs_frac * rms(want) + rel * |want|, element by element; the
+// absolute part scales with the tensor's RMS because fp32 summation errors scale with the
+// magnitude of the sums, not of each element. Each tolerance says why it is what it is. With
+// MPIGAN_CUDA_TF32=1 the cuDNN/cuBLAS tolerances widen to TF32's 10-bit mantissa. On failure the
+// first mismatches are printed with their multi-index.
+#include <doctest/doctest.h>
+
+#if MPIGAN_HAVE_CUDA
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/backend/cuda/conv3d_plan.hpp"
+#include "mpigan/core/backend/cuda/cuda_backend.hpp"
+#include "mpigan/core/backend/cuda/device_math.hpp"
+#include "mpigan/core/backend/cuda/nccl_comm.hpp"
+#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/rng.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace mpigan;
+
+// ----------------------------------------------------------------------------------------------
+// Helpers
+
+bool gpu_present() { return cuda_device_count() > 0; }
+
+#define MPIGAN_REQUIRE_GPU()                                             \
+  do {                                                                   \
+    if (!gpu_present()) {                                                \
+      MESSAGE("SKIPPED: no GPU (cuda_device_count() == 0)");             \
+      return;                                                            \
+    }                                                                    \
+  } while (0)
+
+bool tf32_enabled() {
+  const char* v = std::getenv("MPIGAN_CUDA_TF32");
+  return v && (std::string(v) == "1" || std::string(v) == "on" || std::string(v) == "true");
+}
+
+struct Tol {
+  double abs_frac = 0.0;  ///< times rms(want)
+  double rel = 0.0;       ///< times |want|
+};
+
+const Tol kExact{0.0, 0.0};
+// cuDNN convolutions and cuBLAS GEMMs in strict fp32: outputs are sums of K products (K up to
+// 64*6*5*8 = 15360 forward, N*OD*OH*OW up to 2*25^3 = 31250 for weight gradients). Recursive fp32
+// summation errs by about eps*sqrt(K) of the sum's scale (1.2e-7 * 177 = 2e-5); the FFT and
+// Winograd algorithms that cudnnFind may pick lose up to one more digit. Hence 1e-4 of the RMS,
+// plus 1e-4 relative for outputs far above it.
+// TF32 rounds operands to 10 mantissa bits (relative 2^-11 = 4.9e-4 per product); random-sign
+// sums keep that relative to the RMS, so 5e-3 leaves a 10x margin.
+Tol library_tol() { return tf32_enabled() ? Tol{5e-3, 5e-3} : Tol{1e-4, 1e-4}; }
+// Own kernels doing the reference's float operations in its order (-fmad=false), with double
+// sums where the reference sums in double: bit-identical expected; 1e-7 of the RMS and 3e-7
+// relative (about 2 ulp) keep the test meaningful without pinning every last bit (sums whose
+// double results round to float differently in the last place are allowed).
+const Tol kElementwise{1e-7, 3e-7};
+// expf/powf on the GPU err by up to 2 ulp (not correctly rounded), 1e-6 relative is ~8 ulp.
+const Tol kTranscendental{1e-7, 1e-6};
+// Batch norm: statistics in double on both sides, then a few fp32 operations per element
+// ((x - mean) * scale + shift, and the backward's a*(dy - b - (x - mean)*k)) on values of order
+// 1-10: a few ulp of 10 relative to outputs of order 1, i.e. ~1e-6; 1e-5 leaves a margin.
+const Tol kBatchNorm{1e-5, 1e-5};
+
+std::string index_string(const Shape& shape, std::size_t flat) {
+  std::string s = "(";
+  std::size_t rest = flat;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape.rank()));
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    const auto extent = static_cast<std::size_t>(shape[i]);
+    idx[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(rest % extent);
+    rest /= extent;
+  }
+  for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? "," : "") + std::to_string(idx[i]);
+  return s + ")";
+}
+
+/// Compares element by element; prints the first mismatches (index, got, want) and a summary.
+bool close(const std::string& what, const Tensor& got, const Tensor& want, Tol tol) {
+  REQUIRE(got.shape() == want.shape());
+  const auto g = got.values();
+  const auto w = want.values();
+  double sq = 0.0;
+  for (float v : w) sq += static_cast<double>(v) * v;
+  const double rms = w.empty() ? 0.0 : std::sqrt(sq / static_cast<double>(w.size()));
+  std::size_t bad = 0;
+  double worst = 0.0;
+  std::string report;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double want_i = w[i], got_i = g[i];
+    const double err = std::abs(got_i - want_i);
+    const double allowed = tol.abs_frac * rms + tol.rel * std::abs(want_i);
+    const bool ok = std::isfinite(got_i) == std::isfinite(want_i) && (err <= allowed || (got_i == want_i));
+    if (std::isfinite(err)) worst = std::max(worst, err);
+    if (!ok) {
+      if (bad < 8)
+        report += fmt::format("\n  at {} (flat {}): got {:.9g}, want {:.9g}, |err| {:.3g} > allowed {:.3g}",
+                              index_string(want.shape(), i), i, got_i, want_i, err, allowed);
+      ++bad;
+    }
+  }
+  if (bad > 0)
+    MESSAGE(fmt::format("{}: {} of {} elements out of tolerance (abs {} x rms {:.4g} + rel {}); max |err| {:.3g}{}",
+                        what, bad, w.size(), tol.abs_frac, rms, tol.rel, worst, report));
+  return bad == 0;
+}
+
+Tensor random_host(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::empty(shape);
+  rng.fill_uniform(t.values(), lo, hi);
+  return t;
+}
+
+Tensor to_gpu(Backend& gpu, const Tensor& host) {
+  Tensor t = gpu.allocate(host.shape());
+  gpu.from_host(host, t);
+  return t;
+}
+
+/// A GPU tensor filled with NaN, to prove that an op overwrites every element.
+Tensor nan_gpu(Backend& gpu, const Shape& shape) {
+  Tensor t = gpu.allocate(shape);
+  gpu.fill(t, std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+
+struct Pair {
+  std::unique_ptr<Backend> ref = make_backend("reference");
+  std::unique_ptr<Backend> gpu = make_backend("cuda");
+};
+
+// ----------------------------------------------------------------------------------------------
+// The 3DGAN convolutions (research/3dgan.md), batch 2, plus a strided asymmetric case.
+
+struct ConvCase {
+  const char* name;
+  Conv3dDesc desc;
+  Shape src;
+};
+
+Conv3dDesc conv(std::int64_t ic, std::int64_t oc, Dims3 k, Dims3 pad_l, Dims3 pad_r, Dims3 stride = {1, 1, 1},
+                bool bias = true) {
+  Conv3dDesc d;
+  d.ic = ic, d.oc = oc, d.kernel = k, d.pad_l = pad_l, d.pad_r = pad_r, d.stride = stride, d.bias = bias;
+  return d;
+}
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"D conv 1->32 k5 'same' on 25^3", conv(1, 32, {5, 5, 5}, {2, 2, 2}, {2, 2, 2}), {2, 1, 25, 25, 25}},
+      {"G conv 8->64 k(6,6,8) 'same' on 7x7x8 (pad_l (2,2,3), pad_r (3,3,4))",
+       conv(8, 64, {6, 6, 8}, {2, 2, 3}, {3, 3, 4}), {2, 8, 7, 7, 8}},
+      {"G conv 64->6 k(6,5,8) after ZeroPadding3D((2,2,0)) on 14x14x16", conv(64, 6, {6, 5, 8}, {2, 2, 0}, {2, 2, 0}),
+       {2, 64, 14, 14, 16}},
+      {"D conv 32->8 k5 pad 2 on 25^3", conv(32, 8, {5, 5, 5}, {2, 2, 2}, {2, 2, 2}), {2, 32, 25, 25, 25}},
+      {"strided, asymmetric both ways, no bias", conv(3, 4, {3, 4, 2}, {1, 1, 0}, {0, 2, 1}, {2, 1, 2}, false),
+       {2, 3, 9, 8, 7}},
+  };
+}
+
+TEST_SUITE_BEGIN("cuda");
+
+// ----------------------------------------------------------------------------------------------
+// Host checks (no GPU needed)
+
+TEST_CASE("cuda: device count and backend availability never throw") {
+  int n = -1;
+  CHECK_NOTHROW(n = cuda_device_count());
+  CHECK(n >= 0);
+  std::string why;
+  CHECK(backend_available("cuda", &why) == (n > 0));
+  if (n == 0) {
+    MESSAGE("no GPU here: backend_available says: " << why);
+    // Creating the backend must fail with an Error that says why, not abort.
+    CHECK_THROWS_AS(make_backend("cuda"), Error);
+  }
+}
+
+TEST_CASE("cuda: the Philox port is bit-identical to core/rng.cpp") {
+  const std::uint64_t seeds[] = {0, 1, 42, 0xDEADBEEFCAFEF00Dull, ~0ull};
+  const std::uint64_t streams[] = {0, 7, 0x123456789ull, ~0ull};
+  const std::uint64_t blocks[] = {0, 1, 2, 1000, 0xFFFFFFFFull, 0x100000000ull, ~0ull / 4};
+  for (auto seed : seeds)
+    for (auto stream : streams)
+      for (auto block : blocks) {
+        const auto mine = cuda::philox_block(seed, stream, block);
+        for (int k = 0; k < 4; ++k) {
+          const std::uint32_t want = philox_word(seed, stream, block * 4 + static_cast<std::uint64_t>(k));
+          REQUIRE_MESSAGE(mine.v[k] == want, "seed " << seed << " stream " << stream << " block " << block);
+        }
+      }
+  Rng rng(3, 4);
+  for (int i = 0; i < 100000; ++i) {
+    const std::uint32_t x = rng.next_u32();
+    REQUIRE(cuda::unit_float(x) == u32_to_unit_float(x));
+  }
+}
+
+TEST_CASE("cuda: dropout emulated with the kernel's functions equals the reference mask") {
+  auto ref = make_backend("reference");
+  Rng rng(11);
+  const std::size_t n = 1001;  // not a multiple of 4: the kernel's tail block
+  Tensor src = random_host({static_cast<std::int64_t>(n)}, rng);
+  for (float rate : {0.0f, 0.2f, 0.5f, 0.9f}) {
+    Tensor want = Tensor::empty(src.shape());
+    ref->dropout(src, want, rate, 1234, 56);
+    Tensor got = Tensor::empty(src.shape());
+    const float keep = 1.0f / (1.0f - rate);
+    for (std::size_t b = 0; b < (n + 3) / 4; ++b) {
+      const auto words = cuda::philox_block(1234, 56, b);
+      for (std::size_t k = 0; k < 4 && 4 * b + k < n; ++k)
+        got.data()[4 * b + k] = cuda::dropout_value(src.data()[4 * b + k], words.v[k], rate, keep);
+    }
+    CHECK(close(fmt::format("dropout rate {}", rate), got, want, kExact));
+  }
+}
+
+TEST_CASE("cuda: asymmetric padding = explicit zeros + symmetric cuDNN padding (host, bit-exact)") {
+  Rng rng(21);
+  for (const auto& c : conv_cases()) {
+    CAPTURE(c.name);
+    const auto plan = cuda::plan_conv_padding(c.desc, c.src);
+    const Conv3dDesc sym = plan.cudnn_desc(c.desc);
+    CHECK(sym.output_shape(plan.padded_src) == c.desc.output_shape(c.src));
+    for (int i = 0; i < 3; ++i) {
+      CHECK(plan.sym[i] + plan.extra_l[i] == c.desc.pad_l[i]);
+      CHECK(plan.sym[i] + plan.extra_r[i] == c.desc.pad_r[i]);
+      CHECK((plan.extra_l[i] == 0 || plan.extra_r[i] == 0));
+    }
+    if (!plan.explicit_padding) {
+      CHECK(plan.padded_src == c.src);
+      continue;
+    }
+    const Shape dst_shape = c.desc.output_shape(c.src);
+    Tensor src = random_host(c.src, rng), w = random_host(c.desc.weights_shape(), rng),
+           b = random_host({c.desc.oc}, rng), dy = random_host(dst_shape, rng);
+    const float* bias = c.desc.bias ? b.data() : nullptr;
+    const auto g = plan.pad_geometry();
+    Tensor padded = Tensor::empty(plan.padded_src);
+    for (std::int64_t i = 0; i < g.padded_numel(); ++i) padded.data()[i] = cuda::pad_element(g, src.data(), i);
+
+    Tensor want = Tensor::empty(dst_shape), got = Tensor::empty(dst_shape);
+    ref::conv3d_forward(c.desc, c.src, src.data(), w.data(), bias, want.data());
+    ref::conv3d_forward(sym, plan.padded_src, padded.data(), w.data(), bias, got.data());
+    CHECK(close("forward", got, want, kExact));
+
+    Tensor dx_want = Tensor::empty(c.src), dx_padded = Tensor::empty(plan.padded_src), dx_got = Tensor::empty(c.src);
+    ref::conv3d_backward_data(c.desc, c.src, dy.data(), w.data(), dx_want.data());
+    ref::conv3d_backward_data(sym, plan.padded_src, dy.data(), w.data(), dx_padded.data());
+    for (std::int64_t i = 0; i < g.src_numel(); ++i) dx_got.data()[i] = dx_padded.data()[cuda::crop_source_index(g, i)];
+    CHECK(close("backward data (crop)", dx_got, dx_want, kExact));
+
+    Tensor dw_want = Tensor::zeros(c.desc.weights_shape()), dw_got = Tensor::zeros(c.desc.weights_shape());
+    ref::conv3d_backward_weights<float>(c.desc, c.src, src.data(), dy.data(), dw_want.data(), nullptr);
+    ref::conv3d_backward_weights<float>(sym, plan.padded_src, padded.data(), dy.data(), dw_got.data(), nullptr);
+    CHECK(close("backward weights (padded src)", dw_got, dw_want, kExact));
+  }
+}
+
+TEST_CASE("cuda: element formulas and index maps of the kernels match the reference (host)") {
+  auto ref = make_backend("reference");
+  Rng rng(31);
+  const Shape shape{2, 3, 5, 4, 6};
+  Tensor x = random_host(shape, rng, -3.0f, 3.0f);
+  for (std::int64_t i = 0; i < x.numel(); i += 7) x.data()[i] = 0.0f;  // the kinks
+
+  SUBCASE("activations") {
+    for (const EltwiseDesc d : {EltwiseDesc{EltwiseKind::relu, 0.0f}, EltwiseDesc{EltwiseKind::leaky_relu, 0.3f},
+                                EltwiseDesc{EltwiseKind::sigmoid, 0.0f}}) {
+      const auto act = d.kind == EltwiseKind::relu         ? cuda::Act::relu
+                       : d.kind == EltwiseKind::leaky_relu ? cuda::Act::leaky_relu
+                                                           : cuda::Act::sigmoid;
+      Tensor y_want = Tensor::empty(shape), y_got = Tensor::empty(shape);
+      ref::eltwise_forward(d, static_cast<std::size_t>(x.numel()), x.data(), y_want.data());
+      for (std::int64_t i = 0; i < x.numel(); ++i) y_got.data()[i] = cuda::act_forward(act, d.alpha, x.data()[i]);
+      CHECK(close(d.to_string() + " forward", y_got, y_want, kExact));
+      Tensor dy = random_host(shape, rng), dx_want = Tensor::empty(shape), dx_got = Tensor::empty(shape);
+      ref::eltwise_backward(d, static_cast<std::size_t>(x.numel()), y_want.data(), dy.data(), dx_want.data());
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        dx_got.data()[i] = cuda::act_backward(act, d.alpha, y_want.data()[i], dy.data()[i]);
+      CHECK(close(d.to_string() + " backward", dx_got, dx_want, kExact));
+    }
+  }
+  SUBCASE("pow and its backward") {
+    for (float p : {2.0f, 0.5f, 0.85f}) {
+      Tensor want = Tensor::empty(shape), got = Tensor::empty(shape);
+      ref->pow(x, p, want);
+      for (std::int64_t i = 0; i < x.numel(); ++i) got.data()[i] = cuda::pow_forward(x.data()[i], p);
+      CHECK(close(fmt::format("pow {}", p), got, want, kExact));
+      Tensor dy = random_host(shape, rng), acc_want = random_host(shape, rng);
+      Tensor acc_got = acc_want.clone();
+      ref->pow_backward_add(x, p, dy, acc_want);
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        acc_got.data()[i] = cuda::pow_backward_add(x.data()[i], p, dy.data()[i], acc_got.data()[i]);
+      CHECK(close(fmt::format("pow_backward_add {}", p), acc_got, acc_want, kExact));
+    }
+  }
+  SUBCASE("optimizer steps") {
+    const Shape flat{997};
+    Tensor w0 = random_host(flat, rng), g = random_host(flat, rng), s0 = random_host(flat, rng, 0.0f, 1.0f),
+           s1 = random_host(flat, rng, 0.0f, 1.0f);
+    auto run = [&](auto&& ref_step, auto&& host_step, const char* what) {
+      Tensor w_ref = w0.clone(), a_ref = s0.clone(), b_ref = s1.clone();
+      Tensor w_got = w0.clone(), a_got = s0.clone(), b_got = s1.clone();
+      ref_step(w_ref, a_ref, b_ref);
+      for (std::int64_t i = 0; i < flat.numel(); ++i) host_step(w_got.data()[i], g.data()[i], a_got.data()[i], b_got.data()[i]);
+      CHECK(close(std::string(what) + " w", w_got, w_ref, kExact));
+      CHECK(close(std::string(what) + " state", a_got, a_ref, kExact));
+      CHECK(close(std::string(what) + " state 2", b_got, b_ref, kExact));
+    };
+    for (const SgdStep s : {SgdStep{0.1f, 0.0f, false}, SgdStep{0.1f, 0.9f, false}, SgdStep{0.1f, 0.9f, true}})
+      run([&](Tensor& w, Tensor& v, Tensor&) { ref->sgd_update(w, g, v, s); },
+          [&](float& w, float gi, float& v, float&) { cuda::sgd_step(w, gi, v, s.lr, s.momentum, s.nesterov); }, "sgd");
+    const RmspropStep r{1e-3f, 0.9f, 1e-7f};
+    run([&](Tensor& w, Tensor& ms, Tensor&) { ref->rmsprop_update(w, g, ms, r); },
+        [&](float& w, float gi, float& ms, float&) { cuda::rmsprop_step(w, gi, ms, r.lr, r.rho, r.epsilon); },
+        "rmsprop");
+    const AdamStep a{2e-4f, 0.5f, 0.999f, 1e-7f};
+    run([&](Tensor& w, Tensor& m, Tensor& v) { ref->adam_update(w, g, m, v, a); },
+        [&](float& w, float gi, float& m, float& v) { cuda::adam_step(w, gi, m, v, a.lr_t, a.beta1, a.beta2, a.epsilon); },
+        "adam");
+  }
+  SUBCASE("upsample index maps") {
+    const UpsampleDesc d{{2, 2, 3}};
+    const Shape src_shape{2, 3, 4, 3, 5};
+    Tensor src = random_host(src_shape, rng);
+    const Shape dst_shape = d.output_shape(src_shape);
+    cuda::UpsampleGeometry g;
+    g.nc = 6, g.d = 4, g.h = 3, g.w = 5, g.fd = 2, g.fh = 2, g.fw = 3;
+    Tensor want = Tensor::empty(dst_shape), got = Tensor::empty(dst_shape);
+    ref::upsample_forward(d, src_shape, src.data(), want.data());
+    for (std::int64_t i = 0; i < g.dst_numel(); ++i) got.data()[i] = src.data()[cuda::upsample_source_index(g, i)];
+    CHECK(close("upsample forward", got, want, kExact));
+    Tensor dy = random_host(dst_shape, rng), dx_want = Tensor::empty(src_shape), dx_got = Tensor::empty(src_shape);
+    ref::upsample_backward(d, src_shape, dy.data(), dx_want.data());
+    for (std::int64_t i = 0; i < g.src_numel(); ++i) dx_got.data()[i] = cuda::upsample_backward_element(g, dy.data(), i);
+    CHECK(close("upsample backward", dx_got, dx_want, kExact));
+  }
+  SUBCASE("batch norm coefficients") {
+    const Shape s{3, 4, 5, 6, 2};
+    const std::int64_t N = s[0], C = s[1], S = s.numel() / (N * C);
+    const float eps = 1e-6f;
+    Tensor src = random_host(s, rng, 1.0f, 5.0f), gamma = random_host({C}, rng, 0.5f, 1.5f),
+           beta = random_host({C}, rng), dy = random_host(s, rng);
+    Tensor want = Tensor::empty(s), mean = Tensor::empty({C}), var = Tensor::empty({C});
+    ref::batch_norm_forward_training(s, eps, src.data(), gamma.data(), beta.data(), want.data(), mean.data(),
+                                     var.data());
+    cuda::BnGeometry g;
+    g.n = N, g.c = C, g.s = S;
+    Tensor got = Tensor::empty(s), dx_got = Tensor::empty(s), dx_want = Tensor::empty(s);
+    Tensor dgamma_want = Tensor::zeros({C}), dbeta_want = Tensor::zeros({C});
+    Tensor dgamma_got = Tensor::zeros({C}), dbeta_got = Tensor::zeros({C});
+    ref::batch_norm_backward(s, eps, src.data(), dy.data(), gamma.data(), mean.data(), var.data(), dx_want.data(),
+                             dgamma_want.data(), dbeta_want.data());
+    for (std::int64_t c = 0; c < C; ++c) {
+      double sum = 0.0, sq = 0.0, sum_dy = 0.0, sum_dy_xmu = 0.0;
+      for (std::int64_t j = 0; j < N * S; ++j) sum += src.data()[cuda::bn_channel_element(g, c, j)];
+      const double mu = sum / static_cast<double>(N * S);
+      for (std::int64_t j = 0; j < N * S; ++j) {
+        const double d = src.data()[cuda::bn_channel_element(g, c, j)] - mu;
+        sq += d * d;
+      }
+      const auto k = cuda::bn_forward_coef(mu, sq / static_cast<double>(N * S), eps, gamma.data()[c], beta.data()[c]);
+      for (std::int64_t j = 0; j < N * S; ++j) {
+        const auto i = cuda::bn_channel_element(g, c, j);
+        CHECK(cuda::bn_channel_of(g, i) == c);
+        got.data()[i] = cuda::bn_forward_apply(k, src.data()[i]);
+        sum_dy += dy.data()[i];
+        sum_dy_xmu += static_cast<double>(dy.data()[i]) * (static_cast<double>(src.data()[i]) - mean.data()[c]);
+      }
+      double dgamma = 0.0, dbeta = 0.0;
+      const auto kb = cuda::bn_backward_coef(sum_dy, sum_dy_xmu, static_cast<double>(N * S), mean.data()[c],
+                                             var.data()[c], eps, gamma.data()[c], &dgamma, &dbeta);
+      dgamma_got.data()[c] = static_cast<float>(dgamma);
+      dbeta_got.data()[c] = static_cast<float>(dbeta);
+      for (std::int64_t j = 0; j < N * S; ++j) {
+        const auto i = cuda::bn_channel_element(g, c, j);
+        dx_got.data()[i] = cuda::bn_backward_apply(kb, src.data()[i], dy.data()[i]);
+      }
+    }
+    CHECK(close("bn forward", got, want, kBatchNorm));
+    CHECK(close("bn backward diff_src", dx_got, dx_want, kBatchNorm));
+    CHECK(close("bn backward diff_gamma", dgamma_got, dgamma_want, kBatchNorm));
+    CHECK(close("bn backward diff_beta", dbeta_got, dbeta_want, kBatchNorm));
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// GPU checks
+
+TEST_CASE("cuda: memory, copies and device choice") {
+  MPIGAN_REQUIRE_GPU();
+  auto gpu = make_backend("cuda");
+  MESSAGE(gpu->describe());
+  CHECK(gpu->device() == Device::cuda);
+  CHECK(gpu->describe().find("cuda (device") != std::string::npos);
+  Rng rng(41);
+  Tensor host = random_host({3, 5, 7}, rng);
+  Tensor dev = to_gpu(*gpu, host);
+  CHECK(dev.device() == Device::cuda);
+  CHECK(dev.canonical());
+  CHECK(close("to_host(from_host(x))", gpu->to_host(dev), host, kExact));
+
+  Tensor dev2 = gpu->allocate(host.shape());
+  gpu->reorder(dev, dev2);  // device -> device
+  CHECK(close("reorder device->device", gpu->to_host(dev2), host, kExact));
+  Tensor dev3 = gpu->allocate(host.shape());
+  gpu->reorder(host, dev3);  // host -> device
+  CHECK(close("reorder host->device", gpu->to_host(dev3), host, kExact));
+  CHECK(close("zeros", gpu->to_host(gpu->zeros({4, 4})), Tensor::zeros({4, 4}), kExact));
+
+  auto& cuda_backend = dynamic_cast<CudaBackend&>(*gpu);
+  Tensor pinned = pinned_host_tensor(host.shape());
+  cuda_backend.copy_to_host(dev, pinned, /*wait=*/false);
+  gpu->synchronize();
+  CHECK(close("copy_to_host into pinned memory", pinned, host, kExact));
+  Tensor back = gpu->allocate(host.shape());
+  cuda_backend.copy_from_host(pinned, back, /*wait=*/false);
+  CHECK(close("copy_from_host from pinned memory", gpu->to_host(back), host, kExact));
+
+  CHECK_NOTHROW(gpu->allocate_storage(0));
+  const std::size_t before = cuda_backend.memory_in_use();
+  { Tensor big = gpu->allocate(Shape{1 << 20}); CHECK(cuda_backend.memory_in_use() >= before + (4u << 20)); }
+  CHECK(cuda_backend.memory_in_use() == before);
+  cuda_backend.empty_cache();
+  CHECK(cuda_backend.memory_cached() == 0);
+
+  CHECK_THROWS_AS(make_cuda_backend(BackendOptions{0, cuda_device_count()}), Error);
+  // device_id -1: the node-local rank from the launcher's environment, modulo the device count.
+  const char* saved = std::getenv("SLURM_LOCALID");
+  const std::string saved_value = saved ? saved : "";
+  const char* others[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"};
+  bool other_set = false;
+  for (const char* o : others) other_set = other_set || std::getenv(o);
+  if (!other_set) {
+    ::setenv("SLURM_LOCALID", "5", 1);
+    std::string reason;
+    CHECK(choose_cuda_device(-1, &reason) == 5 % cuda_device_count());
+    CHECK(reason.find("SLURM_LOCALID") != std::string::npos);
+    if (saved) ::setenv("SLURM_LOCALID", saved_value.c_str(), 1);
+    else ::unsetenv("SLURM_LOCALID");
+  }
+  CHECK(choose_cuda_device(0) == 0);
+}
+
+TEST_CASE("cuda: conv3d forward, backward data and backward weights match the reference") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(51);
+  for (const auto& c : conv_cases()) {
+    CAPTURE(c.name);
+    auto ref_op = b.ref->make_conv3d(c.desc);
+    auto gpu_op = b.gpu->make_conv3d(c.desc);
+    const TensorDesc dst_ref = ref_op->setup({c.src, nullptr});
+    const TensorDesc dst_gpu = gpu_op->setup({c.src, nullptr});
+    REQUIRE(dst_gpu.shape == dst_ref.shape);
+    CHECK(dst_gpu.canonical());
+    // Weights scaled by 1/sqrt(fan_in) keep outputs of order 1, as after a Glorot/He init.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.desc.ic * c.desc.kernel.product()));
+    Tensor src = random_host(c.src, rng), w = random_host(c.desc.weights_shape(), rng, -scale, scale),
+           bias = random_host({c.desc.oc}, rng), dy = random_host(dst_ref.shape, rng);
+    // Gradients accumulate: start both from the same "previous" gradient.
+    Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
+    Tensor none;
+
+    Tensor dst_want = Tensor::empty(dst_ref.shape), dx_want = Tensor::empty(c.src);
+    Tensor dw_want = dw0.clone(), db_want = db0.clone();
+    ref_op->forward(src, w, c.desc.bias ? bias : none, dst_want);
+    ref_op->backward_data(dy, w, dx_want);
+    ref_op->backward_weights(src, dy, dw_want, c.desc.bias ? db_want : none);
+
+    Tensor g_src = to_gpu(*b.gpu, src), g_w = to_gpu(*b.gpu, w), g_bias = to_gpu(*b.gpu, bias),
+           g_dy = to_gpu(*b.gpu, dy);
+    Tensor g_dst = nan_gpu(*b.gpu, dst_ref.shape), g_dx = nan_gpu(*b.gpu, c.src);
+    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = to_gpu(*b.gpu, db0);
+    gpu_op->forward(g_src, g_w, c.desc.bias ? g_bias : none, g_dst);
+    gpu_op->backward_data(g_dy, g_w, g_dx);
+    gpu_op->backward_weights(g_src, g_dy, g_dw, c.desc.bias ? g_db : none);
+
+    const Tol tol = library_tol();
+    CHECK(close("forward", b.gpu->to_host(g_dst), dst_want, tol));
+    CHECK(close("backward data", b.gpu->to_host(g_dx), dx_want, tol));
+    CHECK(close("backward weights (accumulated)", b.gpu->to_host(g_dw), dw_want, tol));
+    if (c.desc.bias) CHECK(close("backward bias (accumulated)", b.gpu->to_host(g_db), db_want, tol));
+
+    // An undefined diff_bias skips the bias gradient (frozen bias), the weights still accumulate.
+    if (c.desc.bias) {
+      Tensor g_dw2 = to_gpu(*b.gpu, dw0);
+      gpu_op->backward_weights(g_src, g_dy, g_dw2, none);
+      CHECK(close("backward weights without diff_bias", b.gpu->to_host(g_dw2), dw_want, tol));
+    }
+  }
+}
+
+TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(52);
+  const Conv3dDesc d = conv(4, 5, {3, 2, 4}, {1, 0, 1}, {1, 1, 2});
+  auto ref_op = b.ref->make_conv3d(d);
+  auto gpu_op = b.gpu->make_conv3d(d);
+  for (std::int64_t n : {3, 1, 3}) {
+    CAPTURE(n);
+    const Shape s{n, 4, 6, 5, 7};
+    const Shape out = ref_op->setup({s, nullptr}).shape;
+    REQUIRE(gpu_op->setup({s, nullptr}).shape == out);
+    Tensor src = random_host(s, rng), w = random_host(d.weights_shape(), rng, -0.2f, 0.2f),
+           bias = random_host({5}, rng);
+    Tensor want = Tensor::empty(out);
+    ref_op->forward(src, w, bias, want);
+    Tensor g_dst = nan_gpu(*b.gpu, out);
+    gpu_op->forward(to_gpu(*b.gpu, src), to_gpu(*b.gpu, w), to_gpu(*b.gpu, bias), g_dst);
+    CHECK(close("forward", b.gpu->to_host(g_dst), want, library_tol()));
+  }
+}
+
+TEST_CASE("cuda: inner product matches the reference") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(61);
+  struct Case {
+    const char* name;
+    std::int64_t n, ic, oc;
+    bool bias;
+  };
+  for (const Case& c : {Case{"G dense latent 200 -> 7*7*8*8", 2, 200, 3136, true},
+                       Case{"D dense 5832 -> 1", 2, 5832, 1, true}, Case{"odd sizes, no bias", 5, 37, 13, false}}) {
+    CAPTURE(c.name);
+    const InnerProductDesc d{c.ic, c.oc, c.bias};
+    auto ref_op = b.ref->make_inner_product(d);
+    auto gpu_op = b.gpu->make_inner_product(d);
+    const Shape out = ref_op->setup({{c.n, c.ic}, nullptr}).shape;
+    REQUIRE(gpu_op->setup({{c.n, c.ic}, nullptr}).shape == out);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.ic));
+    Tensor src = random_host({c.n, c.ic}, rng), w = random_host({c.oc, c.ic}, rng, -scale, scale),
+           bias = random_host({c.oc}, rng), dy = random_host(out, rng), dw0 = random_host({c.oc, c.ic}, rng),
+           db0 = random_host({c.oc}, rng);
+    Tensor none;
+    Tensor dst_want = Tensor::empty(out), dx_want = Tensor::empty({c.n, c.ic}), dw_want = dw0.clone(),
+           db_want = db0.clone();
+    ref_op->forward(src, w, c.bias ? bias : none, dst_want);
+    ref_op->backward_data(dy, w, dx_want);
+    ref_op->backward_weights(src, dy, dw_want, c.bias ? db_want : none);
+
+    Tensor g_src = to_gpu(*b.gpu, src), g_w = to_gpu(*b.gpu, w), g_bias = to_gpu(*b.gpu, bias),
+           g_dy = to_gpu(*b.gpu, dy), g_dw = to_gpu(*b.gpu, dw0), g_db = to_gpu(*b.gpu, db0);
+    Tensor g_dst = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, {c.n, c.ic});
+    gpu_op->forward(g_src, g_w, c.bias ? g_bias : none, g_dst);
+    gpu_op->backward_data(g_dy, g_w, g_dx);
+    gpu_op->backward_weights(g_src, g_dy, g_dw, c.bias ? g_db : none);
+    const Tol tol = library_tol();
+    CHECK(close("forward", b.gpu->to_host(g_dst), dst_want, tol));
+    CHECK(close("backward data", b.gpu->to_host(g_dx), dx_want, tol));
+    CHECK(close("backward weights (accumulated)", b.gpu->to_host(g_dw), dw_want, tol));
+    // The bias gradient is a column sum in double on both sides.
+    if (c.bias) CHECK(close("backward bias (accumulated)", b.gpu->to_host(g_db), db_want, kElementwise));
+  }
+}
+
+TEST_CASE("cuda: activations match the reference (forward in place, backward from the output)") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(71);
+  const Shape s{2, 8, 25, 25, 25};
+  Tensor x = random_host(s, rng, -4.0f, 4.0f);
+  for (std::int64_t i = 0; i < x.numel(); i += 5) x.data()[i] = 0.0f;  // exact kinks
+  for (const EltwiseDesc d : {EltwiseDesc{EltwiseKind::relu, 0.0f}, EltwiseDesc{EltwiseKind::leaky_relu, 0.3f},
+                              EltwiseDesc{EltwiseKind::sigmoid, 0.0f}}) {
+    CAPTURE(d.to_string());
+    auto ref_op = b.ref->make_eltwise(d);
+    auto gpu_op = b.gpu->make_eltwise(d);
+    ref_op->setup({s, nullptr});
+    CHECK(gpu_op->setup({s, nullptr}).canonical());
+    Tensor y_want = Tensor::empty(s);
+    ref_op->forward(x, y_want);
+    Tensor g = to_gpu(*b.gpu, x);
+    gpu_op->forward(g, g);  // in place
+    // relu/leaky_relu are exact; sigmoid goes through expf (2 ulp on the GPU).
+    CHECK(close("forward", b.gpu->to_host(g), y_want, d.kind == EltwiseKind::sigmoid ? kTranscendental : kExact));
+
+    // Backward from the same y on both sides: pure arithmetic, so exact.
+    Tensor dy = random_host(s, rng), dx_want = Tensor::empty(s);
+    ref_op->backward(y_want, dy, dx_want);
+    Tensor g_y = to_gpu(*b.gpu, y_want), g_dy = to_gpu(*b.gpu, dy);
+    gpu_op->backward(g_y, g_dy, g_dy);  // diff_src aliasing diff_dst is allowed
+    CHECK(close("backward", b.gpu->to_host(g_dy), dx_want, kExact));
+  }
+}
+
+TEST_CASE("cuda: batch norm matches the reference (training, inference, backward)") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(81);
+  struct Case {
+    const char* name;
+    Shape shape;
+    float eps;
+  };
+  for (const Case& c : {Case{"3DGAN D, eps 1e-3", {2, 8, 25, 25, 25}, 1e-3f},
+                       Case{"AngleGAN, eps 1e-6 (below cuDNN's minimum)", {2, 64, 7, 7, 8}, 1e-6f},
+                       Case{"after a dense layer (N, C)", {5, 3}, 1e-5f},
+                       Case{"large channel, many splits", {16, 2, 32, 32, 32}, 1e-3f}}) {
+    CAPTURE(c.name);
+    const std::int64_t C = c.shape[1];
+    const BatchNormDesc d{C, c.eps};
+    auto ref_op = b.ref->make_batch_norm(d);
+    auto gpu_op = b.gpu->make_batch_norm(d);
+    ref_op->setup({c.shape, nullptr});
+    CHECK(gpu_op->setup({c.shape, nullptr}).canonical());
+    // An offset mean (values in [1, 5]) checks the two-pass variance.
+    Tensor src = random_host(c.shape, rng, 1.0f, 5.0f), gamma = random_host({C}, rng, 0.5f, 1.5f),
+           beta = random_host({C}, rng), dy = random_host(c.shape, rng), run_mean = random_host({C}, rng, 2.0f, 4.0f),
+           run_var = random_host({C}, rng, 0.5f, 2.0f), dg0 = random_host({C}, rng), db0 = random_host({C}, rng);
+
+    Tensor y_want = Tensor::empty(c.shape), mean_want = Tensor::empty({C}), var_want = Tensor::empty({C});
+    ref_op->forward_training(src, gamma, beta, y_want, mean_want, var_want);
+    Tensor yi_want = Tensor::empty(c.shape);
+    ref_op->forward_inference(src, gamma, beta, run_mean, run_var, yi_want);
+    Tensor dx_want = Tensor::empty(c.shape), dg_want = dg0.clone(), db_want = db0.clone();
+    ref_op->backward(src, dy, gamma, mean_want, var_want, dx_want, dg_want, db_want);
+
+    Tensor g_src = to_gpu(*b.gpu, src), g_gamma = to_gpu(*b.gpu, gamma), g_beta = to_gpu(*b.gpu, beta);
+    Tensor g_y = nan_gpu(*b.gpu, c.shape), g_mean = nan_gpu(*b.gpu, {C}), g_var = nan_gpu(*b.gpu, {C});
+    gpu_op->forward_training(g_src, g_gamma, g_beta, g_y, g_mean, g_var);
+    CHECK(close("training dst", b.gpu->to_host(g_y), y_want, kBatchNorm));
+    // Batch statistics in double on both sides, rounded to float: ~1 ulp apart at most.
+    CHECK(close("batch mean", b.gpu->to_host(g_mean), mean_want, kElementwise));
+    CHECK(close("batch variance (biased)", b.gpu->to_host(g_var), var_want, Tol{1e-7, 1e-6}));
+
+    Tensor g_yi = nan_gpu(*b.gpu, c.shape);
+    gpu_op->forward_inference(g_src, g_gamma, g_beta, to_gpu(*b.gpu, run_mean), to_gpu(*b.gpu, run_var), g_yi);
+    CHECK(close("inference dst", b.gpu->to_host(g_yi), yi_want, kBatchNorm));
+
+    // The backward gets the reference's statistics so both differentiate at the same point.
+    Tensor g_dx = nan_gpu(*b.gpu, c.shape), g_dg = to_gpu(*b.gpu, dg0), g_db = to_gpu(*b.gpu, db0);
+    Tensor g_mean_ref = to_gpu(*b.gpu, mean_want), g_var_ref = to_gpu(*b.gpu, var_want);
+    Tensor g_dy = to_gpu(*b.gpu, dy);
+    gpu_op->backward(g_src, g_dy, g_gamma, g_mean_ref, g_var_ref, g_dx, g_dg, g_db);
+    CHECK(close("backward diff_src", b.gpu->to_host(g_dx), dx_want, kBatchNorm));
+    CHECK(close("backward diff_gamma (accumulated)", b.gpu->to_host(g_dg), dg_want, kBatchNorm));
+    CHECK(close("backward diff_beta (accumulated)", b.gpu->to_host(g_db), db_want, kBatchNorm));
+
+    // Frozen network: no parameter gradients, same diff_src.
+    Tensor none, none2;
+    Tensor g_dx2 = nan_gpu(*b.gpu, c.shape);
+    gpu_op->backward(g_src, g_dy, g_gamma, g_mean_ref, g_var_ref, g_dx2, none, none2);
+    CHECK(close("backward without parameter gradients", b.gpu->to_host(g_dx2), dx_want, kBatchNorm));
+  }
+}
+
+TEST_CASE("cuda: average pooling matches the reference") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(91);
+  struct Case {
+    const char* name;
+    AvgPoolDesc desc;
+    Shape src;
+  };
+  for (const Case& c : {Case{"3DGAN pool 23 -> 11 (last plane uncovered)", {{2, 2, 2}, {2, 2, 2}}, {2, 8, 23, 23, 23}},
+                       Case{"uneven window and stride", {{3, 2, 2}, {2, 3, 1}}, {2, 3, 9, 8, 7}}}) {
+    CAPTURE(c.name);
+    auto ref_op = b.ref->make_avg_pool(c.desc);
+    auto gpu_op = b.gpu->make_avg_pool(c.desc);
+    const Shape out = ref_op->setup({c.src, nullptr}).shape;
+    REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
+    Tensor src = random_host(c.src, rng), dy = random_host(out, rng);
+    Tensor y_want = Tensor::empty(out), dx_want = Tensor::empty(c.src);
+    ref_op->forward(src, y_want);
+    ref_op->backward(dy, dx_want);
+    Tensor g_y = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, c.src);
+    gpu_op->forward(to_gpu(*b.gpu, src), g_y);
+    gpu_op->backward(to_gpu(*b.gpu, dy), g_dx);
+    // Means of <= 12 values: a few fp32 roundings (the reference sums in double).
+    CHECK(close("forward", b.gpu->to_host(g_y), y_want, Tol{1e-6, 1e-6}));
+    CHECK(close("backward (zeros where no window reaches)", b.gpu->to_host(g_dx), dx_want, Tol{1e-6, 1e-6}));
+  }
+}
+
+TEST_CASE("cuda: upsampling matches the reference exactly") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(101);
+  const UpsampleDesc d{{2, 2, 3}};
+  const Shape s{2, 8, 7, 7, 8};
+  auto ref_op = b.ref->make_upsample(d);
+  auto gpu_op = b.gpu->make_upsample(d);
+  const Shape out = ref_op->setup({s, nullptr}).shape;
+  REQUIRE(gpu_op->setup({s, nullptr}).shape == out);
+  Tensor src = random_host(s, rng), dy = random_host(out, rng);
+  Tensor y_want = Tensor::empty(out), dx_want = Tensor::empty(s);
+  ref_op->forward(src, y_want);
+  ref_op->backward(dy, dx_want);
+  Tensor g_y = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, s);
+  gpu_op->forward(to_gpu(*b.gpu, src), g_y);
+  gpu_op->backward(to_gpu(*b.gpu, dy), g_dx);
+  CHECK(close("forward", b.gpu->to_host(g_y), y_want, kExact));
+  CHECK(close("backward (double sums in the reference's order)", b.gpu->to_host(g_dx), dx_want, kExact));
+}
+
+TEST_CASE("cuda: flat math matches the reference") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(111);
+  const Shape flat{1000003};  // odd: grid-stride tails, dropout's partial Philox block
+  Tensor x = random_host(flat, rng, -2.0f, 2.0f), y = random_host(flat, rng, -2.0f, 2.0f);
+  for (std::int64_t i = 0; i < x.numel(); i += 11) x.data()[i] = 0.0f;
+  Tensor gx = to_gpu(*b.gpu, x), gy = to_gpu(*b.gpu, y);
+
+  SUBCASE("fill, copy, axpby, mul") {
+    Tensor t = b.gpu->allocate(flat);
+    b.gpu->fill(t, 0.25f);
+    CHECK(close("fill", b.gpu->to_host(t), Tensor::full(flat, 0.25f), kExact));
+    b.gpu->copy(gx, t);
+    CHECK(close("copy", b.gpu->to_host(t), x, kExact));
+    Tensor want = y.clone();
+    b.ref->axpby(0.7f, x, -1.3f, want);
+    b.gpu->axpby(0.7f, gx, -1.3f, gy);
+    CHECK(close("axpby", b.gpu->to_host(gy), want, kElementwise));
+    Tensor prod = Tensor::empty(flat);
+    b.ref->mul(x, y, prod);
+    Tensor g_prod = nan_gpu(*b.gpu, flat);
+    b.gpu->mul(gx, to_gpu(*b.gpu, y), g_prod);
+    CHECK(close("mul", b.gpu->to_host(g_prod), prod, kElementwise));
+  }
+  SUBCASE("reductions") {
+    // Double sums of 1e6 squares in different orders: relative differences ~1e-13.
+    const double want = b.ref->sum_squares(x);
+    CHECK(b.gpu->sum_squares(gx) == doctest::Approx(want).epsilon(1e-10));
+    CHECK(b.gpu->count_nonfinite(gx) == 0);
+    Tensor bad = x.clone();
+    bad.data()[0] = std::numeric_limits<float>::quiet_NaN();
+    bad.data()[12345] = std::numeric_limits<float>::infinity();
+    bad.data()[flat[0] - 1] = -std::numeric_limits<float>::infinity();
+    CHECK(b.gpu->count_nonfinite(to_gpu(*b.gpu, bad)) == 3);
+    Tensor empty_gpu = b.gpu->allocate(Shape{0});
+    CHECK(b.gpu->sum_squares(empty_gpu) == 0.0);
+  }
+  SUBCASE("dropout: the same mask as the reference, bit for bit") {
+    for (float rate : {0.0f, 0.2f, 0.5f}) {
+      CAPTURE(rate);
+      Tensor want = Tensor::empty(flat);
+      b.ref->dropout(x, want, rate, 777, 3);
+      Tensor g = to_gpu(*b.gpu, x);
+      b.gpu->dropout(g, g, rate, 777, 3);  // in place
+      CHECK(close("dropout", b.gpu->to_host(g), want, kExact));
+    }
+  }
+  SUBCASE("per-item sums and broadcasts") {
+    for (const Shape s : {Shape{3, 1, 25, 25, 25}, Shape{4, 7}}) {
+      CAPTURE(s.to_string());
+      Tensor src = random_host(s, rng);
+      Tensor want = Tensor::empty({s[0], 1});
+      b.ref->sum_per_item(src, want);
+      Tensor got = nan_gpu(*b.gpu, {s[0], 1});
+      b.gpu->sum_per_item(to_gpu(*b.gpu, src), got);
+      CHECK(close("sum_per_item", b.gpu->to_host(got), want, kElementwise));
+      Tensor dd = random_host({s[0], 1}, rng), acc_want = random_host(s, rng);
+      Tensor g_acc = to_gpu(*b.gpu, acc_want);
+      b.ref->add_per_item(dd, acc_want);
+      b.gpu->add_per_item(to_gpu(*b.gpu, dd), g_acc);
+      CHECK(close("add_per_item", b.gpu->to_host(g_acc), acc_want, kExact));
+    }
+  }
+  SUBCASE("pow and pow_backward_add") {
+    for (float p : {2.0f, 0.5f, 0.85f}) {
+      CAPTURE(p);
+      Tensor want = Tensor::empty(flat);
+      b.ref->pow(x, p, want);
+      Tensor got = nan_gpu(*b.gpu, flat);
+      b.gpu->pow(gx, p, got);
+      CHECK(close("pow", b.gpu->to_host(got), want, kTranscendental));
+      Tensor acc = y.clone();
+      Tensor g_acc = to_gpu(*b.gpu, y);
+      b.ref->pow_backward_add(x, p, y, acc);
+      b.gpu->pow_backward_add(gx, p, to_gpu(*b.gpu, y), g_acc);
+      CHECK(close("pow_backward_add", b.gpu->to_host(g_acc), acc, kTranscendental));
+    }
+  }
+}
+
+TEST_CASE("cuda: optimizer updates match the reference over three steps") {
+  MPIGAN_REQUIRE_GPU();
+  Pair b;
+  Rng rng(121);
+  const Shape flat{100003};
+  Tensor w0 = random_host(flat, rng), s0 = random_host(flat, rng, 0.0f, 0.5f), s1 = random_host(flat, rng, 0.0f, 0.5f);
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 3; ++i) grads.push_back(random_host(flat, rng));
+
+  auto run = [&](const char* what, auto&& step) {
+    CAPTURE(what);
+    Tensor w = w0.clone(), a = s0.clone(), c = s1.clone();
+    Tensor gw = to_gpu(*b.gpu, w0), ga = to_gpu(*b.gpu, s0), gc = to_gpu(*b.gpu, s1);
+    for (const Tensor& g : grads) {
+      step(*b.ref, w, g, a, c);
+      Tensor gg = to_gpu(*b.gpu, g);
+      step(*b.gpu, gw, gg, ga, gc);
+    }
+    // Same float operations in the same order (-fmad=false): identical up to rounding noise.
+    CHECK(close("weights", b.gpu->to_host(gw), w, kElementwise));
+    CHECK(close("state", b.gpu->to_host(ga), a, kElementwise));
+    CHECK(close("state 2", b.gpu->to_host(gc), c, kElementwise));
+  };
+  run("sgd", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) { be.sgd_update(w, g, v, {0.1f, 0.0f, false}); });
+  run("sgd momentum", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
+    be.sgd_update(w, g, v, {0.1f, 0.9f, false});
+  });
+  run("sgd nesterov", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
+    be.sgd_update(w, g, v, {0.1f, 0.9f, true});
+  });
+  run("rmsprop", [](Backend& be, Tensor& w, const Tensor& g, Tensor& ms, Tensor&) {
+    be.rmsprop_update(w, g, ms, {1e-3f, 0.9f, 1e-7f});
+  });
+  run("adam", [](Backend& be, Tensor& w, const Tensor& g, Tensor& m, Tensor& v) {
+    be.adam_update(w, g, m, v, {2e-4f, 0.5f, 0.999f, 1e-7f});
+  });
+}
+
+TEST_CASE("cuda: NCCL allreduce and broadcast on a one-rank communicator") {
+  MPIGAN_REQUIRE_GPU();
+  auto gpu = make_backend("cuda");
+  auto& cuda_backend = dynamic_cast<CudaBackend&>(*gpu);
+  Rng rng(131);
+  Tensor host = random_host({4099}, rng);
+  Tensor buf = to_gpu(*gpu, host);
+  NcclComm comm(nccl_new_id(), 0, 1, cuda_backend);
+  CHECK(comm.size() == 1);
+  comm.allreduce_sum(buf);
+  comm.broadcast(buf, 0);
+  CHECK_NOTHROW(comm.check_async());
+  CHECK(close("allreduce over one rank is the identity", gpu->to_host(buf), host, kExact));
+  Tensor out = nan_gpu(*gpu, host.shape());
+  comm.allreduce_sum(buf, out);
+  CHECK(close("out-of-place allreduce", gpu->to_host(out), host, kExact));
+}
+
+TEST_SUITE_END();
+
+}  // namespace
+
+#endif  // MPIGAN_HAVE_CUDA
