@@ -52,24 +52,33 @@ Calorimeter::Calorimeter(const CalorimeterConfig& c) : m_config(c) {
   add(c.thick_layers, c.thick_w_mm, c.thick_pitch_mm);
 }
 
+// Both lookups use the two groups of equal layers (thin, then thick) directly: they run once per
+// energy spot, tens of thousands of times per shower.
 double Calorimeter::depth_of_x0(double t_x0) const {
   if (t_x0 <= 0) return 0;
-  // Binary search on x0_begin.
-  auto it = std::upper_bound(m_layers.begin(), m_layers.end(), t_x0,
-                             [](double t, const Layer& l) { return t < l.x0_begin; });
-  if (it == m_layers.begin()) return 0;
-  const Layer& l = *(it - 1);
-  if (t_x0 >= l.x0_begin + l.x0_size) return total_depth_mm();
+  if (t_x0 >= total_x0()) return total_depth_mm();
+  const int thin = m_config.thin_layers;
+  const Layer& first = m_layers.front();
+  int i;
+  if (t_x0 < thin * first.x0_size) {
+    i = static_cast<int>(t_x0 / first.x0_size);
+  } else {
+    const Layer& back = m_layers.back();
+    i = thin + static_cast<int>((t_x0 - m_layers[static_cast<std::size_t>(thin) - 1].x0_begin - first.x0_size) / back.x0_size);
+  }
+  i = std::clamp(i, 0, num_layers() - 1);
+  const Layer& l = m_layers[static_cast<std::size_t>(i)];
   return l.depth_mm + (t_x0 - l.x0_begin) / l.x0_size * l.pitch_mm;
 }
 
 int Calorimeter::layer_at_depth(double depth_mm) const {
   if (depth_mm < 0) return -1;
-  auto it = std::upper_bound(m_layers.begin(), m_layers.end(), depth_mm,
-                             [](double d, const Layer& l) { return d < l.depth_mm; });
-  const int i = static_cast<int>(it - m_layers.begin()) - 1;
-  if (i >= num_layers() - 1 && depth_mm >= total_depth_mm()) return num_layers();
-  return i;
+  if (depth_mm >= total_depth_mm()) return num_layers();
+  const int thin = m_config.thin_layers;
+  const double thin_end = thin * m_config.thin_pitch_mm;
+  const int i = depth_mm < thin_end ? static_cast<int>(depth_mm / m_config.thin_pitch_mm)
+                                    : thin + static_cast<int>((depth_mm - thin_end) / m_config.thick_pitch_mm);
+  return std::min(i, num_layers() - 1);
 }
 
 std::string Calorimeter::describe() const {

@@ -16,6 +16,47 @@ struct Spot {
   std::int32_t layer;
 };
 
+// Marsaglia-Tsang Gamma(a) for the fixed shape of one shower (a >= 1: alpha is clamped to >= 1.1),
+// with both Box-Muller normals used and 24-bit uniforms: the per-spot cost dominates the simulator,
+// and this is about twice as fast as Rng::gamma while exact in distribution.
+class SpotGamma {
+ public:
+  explicit SpotGamma(double a) : m_d(a - 1.0 / 3.0), m_c(1.0 / std::sqrt(9.0 * (a - 1.0 / 3.0))) {}
+  double operator()(Rng& rng) {
+    for (;;) {
+      const double x = normal(rng);
+      double v = 1.0 + m_c * x;
+      if (v <= 0.0) continue;
+      v = v * v * v;
+      const double u = 1.0 - static_cast<double>(rng.uniform());  // (0, 1]
+      if (u < 1.0 - 0.0331 * x * x * x * x) return m_d * v;
+      if (std::log(u) < 0.5 * x * x + m_d * (1.0 - v + std::log(v))) return m_d * v;
+    }
+  }
+
+ private:
+  // Marsaglia's polar method: two normals per accepted pair, no trigonometry.
+  double normal(Rng& rng) {
+    if (m_has_spare) {
+      m_has_spare = false;
+      return m_spare;
+    }
+    double a, b, s;
+    do {
+      a = 2.0 * rng.uniform() - 1.0;
+      b = 2.0 * rng.uniform() - 1.0;
+      s = a * a + b * b;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    m_spare = b * f;
+    m_has_spare = true;
+    return a * f;
+  }
+  double m_d, m_c;
+  double m_spare = 0;
+  bool m_has_spare = false;
+};
+
 // The radial parameters change slowly with tau; a table at steps of 1/32 up to tau = 8 keeps the
 // per-spot cost to a lookup (the error, < 0.5 % on Rc and Rt, is far below the model's own).
 constexpr int kTauSteps = 32;
@@ -65,20 +106,28 @@ ShowerTruth ShowerSimulator::simulate(double energy_gev, double theta, Rng& rng,
   spots.clear();
   spots.reserve(static_cast<std::size_t>(nspots));
   double wsum = 0, wx = 0, wy = 0;
+  SpotGamma gamma(prof.alpha);
+  const double inv_beta = 1.0 / prof.beta;
   for (std::int64_t s = 0; s < nspots; ++s) {
-    const double t = rng.gamma(prof.alpha) / prof.beta;  // X0 along the axis
+    const double t = gamma(rng) * inv_beta;  // X0 along the axis
     const double t_mat = t * sin_t;                       // material depth along the normal
     const double tau = t / prof.t_max;
     const RadialModel& rmod = table[static_cast<std::size_t>(std::min(tau, kTauMax) * kTauSteps + 0.5)];
-    const double radius_scale = rng.uniform_double() < rmod.p ? rmod.rc : rmod.rt;
-    double u = rng.uniform_double();
-    u = std::min(u, 1.0 - 1e-9);
+    const double radius_scale = rng.uniform() < rmod.p ? rmod.rc : rmod.rt;
+    const double u = rng.uniform();  // [0, 1 - 2^-24]: r below 4096 R, far outside any window
     const double r = rm * radius_scale * std::sqrt(u / (1.0 - u));
-    const double phi = 2.0 * std::numbers::pi * rng.uniform_double();
+    // Uniform azimuth as a point of the unit disc (no sin/cos): (cos, sin) = ((a^2-b^2), 2ab)/(a^2+b^2).
+    double a, b, q;
+    do {
+      a = 2.0 * rng.uniform() - 1.0;
+      b = 2.0 * rng.uniform() - 1.0;
+      q = a * a + b * b;
+    } while (q >= 1.0 || q == 0.0);
+    const double cos_phi = (a * a - b * b) / q, sin_phi = 2.0 * a * b / q;
     if (t_mat >= total_x0) continue;  // rear leakage
     const double d_axis = calo.depth_of_x0(t_mat);
-    const double d_perp = r * std::sin(phi);
-    const double x = r * std::cos(phi) + ux;
+    const double d_perp = r * sin_phi;
+    const double x = r * cos_phi + ux;
     const double y = d_axis * cot_t + d_perp * sin_t + uy;
     const double depth = d_axis - d_perp * cos_t;
     const int layer = calo.layer_at_depth(depth);
