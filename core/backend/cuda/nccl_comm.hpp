@@ -16,6 +16,7 @@
 //    that precede an allreduce finish before it starts, and ops after it see the sums. Nothing
 //    waits on the host; backend.synchronize() or a to_host does.
 //  - Every rank calls the same collectives in the same order with the same element counts.
+//  - A NcclComm must not outlive its backend (it queues on the backend's stream).
 //  - Errors: synchronous failures throw Error (MPIGAN_NCCL_CHECK); asynchronous ones (a peer
 //    died, a network failure) are reported by check_async(), which throws.
 // Header without nccl.h or CUDA headers.
