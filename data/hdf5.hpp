@@ -128,7 +128,7 @@ DatasetInfo dataset_info(hid_t dset, const std::string& name, const std::string&
   do {                                                                                           \
     if ((expr) < 0) [[unlikely]] {                                                               \
       const std::string mpigan_h5_stack_ = ::mpigan::data::h5::error_stack();                    \
-      MPIGAN_THROW(::mpigan::DataError, "{} [{} failed; HDF5: {}]", fmt::format(__VA_ARGS__), #expr, \
+      MPIGAN_THROW(::mpigan::DataError, "{} [HDF5: {}]", fmt::format(__VA_ARGS__),              \
                    mpigan_h5_stack_.empty() ? std::string("no error stack") : mpigan_h5_stack_); \
     }                                                                                            \
   } while (0)

@@ -69,6 +69,7 @@ TEST_CASE("bad input: a file that is not HDF5, and a truncated file (HDF5 error 
   std::filesystem::copy_file(good, cut);
   std::filesystem::resize_file(cut, size / 2);
   msg = data_error([&] { EventFile::open(cut, Geometry::ecal25); });
+  MESSAGE(msg);
   CHECK(has(msg, cut));
   CHECK(has(msg, "HDF5:"));      // the library's own stack is in the message...
   CHECK(has(msg, "truncated"));  // ...and it says what happened
