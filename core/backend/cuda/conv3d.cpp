@@ -52,13 +52,17 @@ const char* math_name(cudnnMathType_t m) {
 }
 
 /// The first (fastest by measurement or heuristic) usable result: succeeded, within the workspace
-/// limit, deterministic if required. Throws listing every candidate when none qualifies.
+/// limit, deterministic if required, and in strict fp32 not a tensor-op variant (the descriptor
+/// keeps CUDNN_FMA_MATH; a result listed for tensor-op math would not be what runs, or would not
+/// run). Throws listing every candidate when none qualifies.
 template <class Perf>
 const Perf& pick(const std::vector<Perf>& results, int returned, const Settings& s, const std::string& what) {
   for (int i = 0; i < returned; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > s.workspace_limit) continue;
     if (s.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
+    const bool tensor_op = r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (!s.tf32 && tensor_op) continue;
     return r;
   }
   std::string list;
@@ -69,9 +73,10 @@ const Perf& pick(const std::vector<Perf>& results, int returned, const Settings&
                         r.determinism == CUDNN_DETERMINISTIC ? "deterministic" : "non-deterministic",
                         math_name(r.mathType));
   }
-  MPIGAN_FATAL("cuda conv3d {}: no usable cuDNN algorithm (workspace limit {} MiB{}; MPIGAN_CUDA_WORKSPACE_MB and "
-               "MPIGAN_CUDA_DETERMINISTIC change the filter); candidates:{}",
-               what, s.workspace_limit >> 20, s.deterministic ? ", deterministic only" : "", list.empty() ? " none" : list);
+  MPIGAN_FATAL("cuda conv3d {}: no usable cuDNN algorithm (workspace limit {} MiB{}{}; MPIGAN_CUDA_WORKSPACE_MB, "
+               "MPIGAN_CUDA_DETERMINISTIC and MPIGAN_CUDA_TF32 change the filter); candidates:{}",
+               what, s.workspace_limit >> 20, s.deterministic ? ", deterministic only" : "",
+               s.tf32 ? "" : ", fp32 math only", list.empty() ? " none" : list);
 }
 
 class CudaConv3d final : public Conv3dOp {
@@ -277,6 +282,8 @@ class CudaConv3d final : public Conv3dOp {
 
 }  // namespace
 
-std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, Context& ctx) { return std::make_unique<CudaConv3d>(d, ctx); }
+std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, Context& ctx) {
+  return std::make_unique<CudaConv3d>(d, ctx);
+}
 
 }  // namespace mpigan::cuda

@@ -114,7 +114,9 @@ int choose_cuda_device(int requested, std::string* reason) {
   return device;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) { return std::make_unique<CudaBackend>(options); }
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
 
 std::shared_ptr<Storage> allocate_pinned_host(std::size_t bytes) {
   void* p = nullptr;
@@ -126,7 +128,8 @@ std::shared_ptr<Storage> allocate_pinned_host(std::size_t bytes) {
 }
 
 Tensor pinned_host_tensor(const Shape& shape) {
-  return Tensor::in_storage({shape, nullptr}, allocate_pinned_host(static_cast<std::size_t>(shape.numel()) * sizeof(float)));
+  const std::size_t bytes = static_cast<std::size_t>(shape.numel()) * sizeof(float);
+  return Tensor::in_storage({shape, nullptr}, allocate_pinned_host(bytes));
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -185,7 +188,8 @@ Tensor CudaBackend::to_host(const Tensor& src) {
 }
 
 void CudaBackend::from_host(const Tensor& host, Tensor& dst) {
-  MPIGAN_CHECK_SHAPE(host.shape() == dst.shape(), "cuda from_host: shapes differ ({} vs {})", host.shape(), dst.shape());
+  MPIGAN_CHECK_SHAPE(host.shape() == dst.shape(), "cuda from_host: shapes differ ({} vs {})", host.shape(),
+                     dst.shape());
   copy_from_host(host, dst, true);
 }
 
@@ -205,7 +209,8 @@ void CudaBackend::copy_from_host(const Tensor& host, Tensor& dst, bool wait) {
   cuda::require_device(dst, "copy_from_host", "dst");
   MPIGAN_CHECK(host.defined() && host.device() == Device::cpu && host.canonical(),
                "cuda copy_from_host: source must be a canonical host tensor, got {}", host.desc().to_string());
-  MPIGAN_CHECK_SHAPE(host.numel() == dst.numel(), "cuda copy_from_host: {} elements into {}", host.numel(), dst.numel());
+  MPIGAN_CHECK_SHAPE(host.numel() == dst.numel(), "cuda copy_from_host: {} elements into {}", host.numel(),
+                     dst.numel());
   m_ctx->activate();
   const std::size_t bytes = static_cast<std::size_t>(dst.numel()) * sizeof(float);
   if (bytes > 0)

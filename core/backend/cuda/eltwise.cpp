@@ -56,6 +56,8 @@ class CudaEltwise final : public EltwiseOp {
 
 }  // namespace
 
-std::unique_ptr<EltwiseOp> make_eltwise(const EltwiseDesc& d, Context& ctx) { return std::make_unique<CudaEltwise>(d, ctx); }
+std::unique_ptr<EltwiseOp> make_eltwise(const EltwiseDesc& d, Context& ctx) {
+  return std::make_unique<CudaEltwise>(d, ctx);
+}
 
 }  // namespace mpigan::cuda

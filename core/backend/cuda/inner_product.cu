@@ -20,7 +20,8 @@ __global__ void add_bias_rows_kernel(float* dst, const float* bias, std::int64_t
 __global__ void bias_grad_kernel(const float* diff_dst, std::int64_t rows, std::int64_t cols, float* diff_bias) {
   for (std::size_t o = global_thread(); o < static_cast<std::size_t>(cols); o += grid_threads()) {
     double acc = 0.0;
-    for (std::int64_t r = 0; r < rows; ++r) acc += static_cast<double>(diff_dst[r * cols + static_cast<std::int64_t>(o)]);
+    const auto col = static_cast<std::int64_t>(o);
+    for (std::int64_t r = 0; r < rows; ++r) acc += static_cast<double>(diff_dst[r * cols + col]);
     diff_bias[o] += static_cast<float>(acc);
   }
 }

@@ -323,7 +323,8 @@ TEST_CASE("cuda: element formulas and index maps of the kernels match the refere
       Tensor w_ref = w0.clone(), a_ref = s0.clone(), b_ref = s1.clone();
       Tensor w_got = w0.clone(), a_got = s0.clone(), b_got = s1.clone();
       ref_step(w_ref, a_ref, b_ref);
-      for (std::int64_t i = 0; i < flat.numel(); ++i) host_step(w_got.data()[i], g.data()[i], a_got.data()[i], b_got.data()[i]);
+      for (std::int64_t i = 0; i < flat.numel(); ++i)
+        host_step(w_got.data()[i], g.data()[i], a_got.data()[i], b_got.data()[i]);
       CHECK(close(std::string(what) + " w", w_got, w_ref, kExact));
       CHECK(close(std::string(what) + " state", a_got, a_ref, kExact));
       CHECK(close(std::string(what) + " state 2", b_got, b_ref, kExact));
@@ -337,7 +338,9 @@ TEST_CASE("cuda: element formulas and index maps of the kernels match the refere
         "rmsprop");
     const AdamStep a{2e-4f, 0.5f, 0.999f, 1e-7f};
     run([&](Tensor& w, Tensor& m, Tensor& v) { ref->adam_update(w, g, m, v, a); },
-        [&](float& w, float gi, float& m, float& v) { cuda::adam_step(w, gi, m, v, a.lr_t, a.beta1, a.beta2, a.epsilon); },
+        [&](float& w, float gi, float& m, float& v) {
+          cuda::adam_step(w, gi, m, v, a.lr_t, a.beta1, a.beta2, a.epsilon);
+        },
         "adam");
   }
   SUBCASE("upsample index maps") {
@@ -353,7 +356,8 @@ TEST_CASE("cuda: element formulas and index maps of the kernels match the refere
     CHECK(close("upsample forward", got, want, kExact));
     Tensor dy = random_host(dst_shape, rng), dx_want = Tensor::empty(src_shape), dx_got = Tensor::empty(src_shape);
     ref::upsample_backward(d, src_shape, dy.data(), dx_want.data());
-    for (std::int64_t i = 0; i < g.src_numel(); ++i) dx_got.data()[i] = cuda::upsample_backward_element(g, dy.data(), i);
+    for (std::int64_t i = 0; i < g.src_numel(); ++i)
+      dx_got.data()[i] = cuda::upsample_backward_element(g, dy.data(), i);
     CHECK(close("upsample backward", dx_got, dx_want, kExact));
   }
   SUBCASE("batch norm coefficients") {
@@ -822,7 +826,9 @@ TEST_CASE("cuda: optimizer updates match the reference over three steps") {
     CHECK(close("state", b.gpu->to_host(ga), a, kElementwise));
     CHECK(close("state 2", b.gpu->to_host(gc), c, kElementwise));
   };
-  run("sgd", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) { be.sgd_update(w, g, v, {0.1f, 0.0f, false}); });
+  run("sgd", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
+    be.sgd_update(w, g, v, {0.1f, 0.0f, false});
+  });
   run("sgd momentum", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
     be.sgd_update(w, g, v, {0.1f, 0.9f, false});
   });
