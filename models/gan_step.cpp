@@ -195,9 +195,9 @@ Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_
   return m_backend.to_host(out);
 }
 
-std::vector<Tensor> GanStep::discriminate(const Tensor& images) {
-  nn::ForwardContext infer{nn::Phase::infer, false, m_seed, 0};
-  const auto& out = m_model.discriminator.forward(to_device(images), infer);
+std::vector<Tensor> GanStep::discriminate(const Tensor& images, nn::Phase phase) {
+  const nn::ForwardContext ctx{phase, false, m_seed, 0};
+  const auto& out = m_model.discriminator.forward(to_device(images), ctx);
   std::vector<Tensor> host;
   for (const auto& t : out) host.push_back(m_backend.to_host(t));
   return host;

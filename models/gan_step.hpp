@@ -60,8 +60,11 @@ class GanStep {
   /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
   Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);
 
-  /// Discriminator outputs for @p images (inference mode), as host (N,1) tensors in head order.
-  std::vector<Tensor> discriminate(const Tensor& images);
+  /// Discriminator outputs for @p images as host (N,1) tensors in head order. Phase::infer uses
+  /// the BatchNorm running statistics; Phase::train normalises with the batch's own statistics,
+  /// as D sees its all-real and all-fake batches during training (running statistics and weights
+  /// are left untouched either way).
+  std::vector<Tensor> discriminate(const Tensor& images, nn::Phase phase = nn::Phase::infer);
 
   const StepConfig& config() const { return m_config; }
 

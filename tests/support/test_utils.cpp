@@ -65,4 +65,20 @@ void check_close(const std::string& what, std::span<const double> got, std::span
   check_impl(what, got.size(), [&](std::size_t i) { return std::pair<double, double>{got[i], want[i]}; }, tol);
 }
 
+void check_rel_l2(const std::string& what, const Tensor& got, const Tensor& want, double max_rel, double abs_rms) {
+  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << got.shape().to_string() << " vs "
+                                                    << want.shape().to_string());
+  double num = 0.0, den = 0.0;
+  for (std::int64_t i = 0; i < got.numel(); ++i) {
+    const double d = static_cast<double>(got.data()[i]) - want.data()[i];
+    num += d * d;
+    den += static_cast<double>(want.data()[i]) * want.data()[i];
+  }
+  const double err = std::sqrt(num), norm = std::sqrt(den);
+  const double allowed = max_rel * norm + abs_rms * std::sqrt(static_cast<double>(got.numel()));
+  INFO(what << ": L2 error " << err << " vs norm " << norm << " (relative " << (norm > 0 ? err / norm : 0.0)
+            << "); allowed " << allowed);
+  CHECK(err <= allowed);
+}
+
 }  // namespace mpigan::test

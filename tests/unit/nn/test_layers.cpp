@@ -1,0 +1,245 @@
+// nn layers on the real cpu backend (oneDNN, blocked layouts), checked by finite differences in
+// float32 through the Network API: L = sum r * y accumulated in double; the numeric derivative
+// uses the 4-point stencil (8(f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))) / 12h with h = 1e-2, whose
+// truncation error is O(h^4) ~ 1e-8. The float32 forward makes L uncertain by ~1e-7 * sum|r y|,
+// i.e. ~1e-5 on these sizes, which through the stencil (18/12h) gives ~2e-3: tolerance abs 2e-3 +
+// rel 2e-3 (a 1% error in any gradient fails).
+// Activations are sampled away from their kinks (|x| > 3h).
+#include "test_utils.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/nn/activation.hpp"
+#include "mpigan/nn/batch_norm.hpp"
+#include "mpigan/nn/calo_heads.hpp"
+#include "mpigan/nn/conv3d.hpp"
+#include "mpigan/nn/dense.hpp"
+#include "mpigan/nn/network.hpp"
+#include "mpigan/nn/resample.hpp"
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+using namespace mpigan;
+using namespace mpigan::nn;
+using namespace mpigan::test;
+
+namespace {
+
+constexpr float kH = 1e-2f;
+const Tolerance kTol{2e-3, 2e-3};
+
+struct Harness {
+  std::unique_ptr<Backend> be = make_backend("cpu");
+  Network net{"test"};
+  Tensor x, r;
+  ForwardContext fctx{Phase::train, false, 99, 7};
+
+  Harness(std::unique_ptr<Layer> layer, const Shape& in, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<std::unique_ptr<Layer>> v;
+    v.push_back(std::move(layer));
+    net.add_node("out", "input", std::move(v), true);
+    net.build(*be, item(in));
+    Rng rng(seed);
+    net.initialize(rng);
+    // Perturb parameters away from their (often 0/1) initial values.
+    Tensor w = net.weights().flat();
+    for (auto& v2 : w.values()) v2 += 0.3f * (rng.uniform() - 0.5f);
+    x = random_tensor(in, rng, lo, hi);
+    const Tensor& y = net.forward(x, fctx)[0];
+    r = random_tensor(y.shape(), rng);
+  }
+  static Shape item(const Shape& s) {
+    switch (s.rank()) {
+      case 2: return {s[1]};
+      case 3: return {s[1], s[2]};
+      case 4: return {s[1], s[2], s[3]};
+      default: return {s[1], s[2], s[3], s[4]};
+    }
+  }
+  double loss() {
+    const Tensor y = be->to_host(net.forward(x, fctx)[0]);
+    double s = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.data()[i]) * r.data()[i];
+    return s;
+  }
+  /// Analytic gradients: returns dL/dx; parameter gradients land in net.grads().
+  Tensor backward() {
+    net.forward(x, fctx);
+    net.zero_grads();
+    return be->to_host(net.backward({r}, {true, true}));
+  }
+  void fd(const std::string& what, float* values, std::size_t n, const float* analytic, int samples,
+          const std::function<bool(std::size_t)>& skip = nullptr) {
+    Rng rng(n);
+    std::vector<double> got, want;
+    for (int s = 0; s < samples; ++s) {
+      const std::size_t j = n <= static_cast<std::size_t>(samples) ? static_cast<std::size_t>(s) % n : rng.below(n);
+      if (skip && skip(j)) continue;
+      const float v0 = values[j];
+      auto at = [&](float d) {
+        values[j] = v0 + d;
+        return loss();
+      };
+      const double num = (8 * (at(kH) - at(-kH)) - (at(2 * kH) - at(-2 * kH))) / (12 * static_cast<double>(kH));
+      values[j] = v0;
+      want.push_back(num);
+      got.push_back(analytic[j]);
+    }
+    INFO(what << " (" << got.size() << " samples)");
+    REQUIRE(!got.empty());
+    check_close(what, got, want, kTol);
+  }
+  void check_all(const std::string& name, int samples = 24, const std::function<bool(std::size_t)>& skip_x = nullptr) {
+    const Tensor dx = backward();
+    Tensor g = net.grads().flat();
+    const Tensor analytic_w = g.clone();
+    fd(name + " d/dx", x.data(), static_cast<std::size_t>(x.numel()), dx.data(), samples, skip_x);
+    for (std::size_t i = 0; i < net.weights().segments().size(); ++i) {
+      const auto& seg = net.weights().segments()[i];
+      fd(name + " d/d" + seg.name, net.weights().data() + seg.offset, static_cast<std::size_t>(seg.shape.numel()),
+         analytic_w.data() + seg.offset, samples);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Conv3d layer gradients (input, kernel, bias) on the cpu backend") {
+  Harness h(std::make_unique<Conv3d>("conv", Conv3d::same(3, 16, {3, 4, 2}), Init::glorot_uniform), {2, 3, 6, 5, 7}, 1);
+  h.check_all("conv same");
+  Harness v(std::make_unique<Conv3d>("conv", Conv3d::zero_padded(8, 5, {3, 3, 3}, {1, 0, 2}, false), Init::he_uniform),
+            {2, 8, 5, 6, 4}, 2);
+  v.check_all("conv padded no bias");
+}
+
+TEST_CASE("Dense layer gradients") {
+  Harness h(std::make_unique<Dense>("dense", 37, 11), {4, 37}, 3);
+  h.check_all("dense");
+}
+
+TEST_CASE("BatchNorm3d gradients in the train phase, and running statistics") {
+  Harness h(std::make_unique<BatchNorm3d>("bn", 6, 0.99f, 1e-3f), {3, 6, 4, 3, 5}, 4, -2.0f, 3.0f);
+  h.check_all("batch norm");
+
+  // Running statistics: moving = 0.99 moving + 0.01 batch, only when update_stats.
+  auto be = make_backend("cpu");
+  Network net("bn");
+  std::vector<std::unique_ptr<Layer>> v;
+  v.push_back(std::make_unique<BatchNorm3d>("bn", 2, 0.9f, 1e-3f));
+  net.add_node("out", "input", std::move(v), true);
+  net.build(*be, {2, 1, 1, 2});
+  Rng rng(1);
+  net.initialize(rng);
+  Tensor x = Tensor::from({2, 2, 1, 1, 2}, std::vector<float>{1, 3, 10, 20, 5, 7, 30, 40});
+  net.forward(x, {Phase::train, false, 0, 0});
+  CHECK(net.state().data()[0] == 0.0f);  // moving_mean untouched
+  net.forward(x, {Phase::train, true, 0, 0});
+  // channel 0 values 1,3,5,7: mean 4, biased var 5; channel 1: 10,20,30,40: mean 25, var 125
+  const float* st = net.state().data();
+  const auto& segs = net.state().segments();
+  CHECK(st[segs[0].offset + 0] == doctest::Approx(0.1 * 4));
+  CHECK(st[segs[0].offset + 1] == doctest::Approx(0.1 * 25));
+  CHECK(st[segs[1].offset + 0] == doctest::Approx(0.9 * 1 + 0.1 * 5));
+  CHECK(st[segs[1].offset + 1] == doctest::Approx(0.9 * 1 + 0.1 * 125));
+  // Inference uses the running statistics: y = (x - m)/sqrt(v + eps) with gamma 1, beta 0.
+  const Tensor y = be->to_host(net.forward(x, {Phase::infer, true, 0, 0})[0]);
+  CHECK(y.data()[0] == doctest::Approx((1 - 0.4) / std::sqrt(1.4 + 1e-3)).epsilon(1e-5));
+}
+
+TEST_CASE("activation, dropout, pooling, upsampling and reshape gradients") {
+  for (const EltwiseDesc d : {Activation::relu(), Activation::leaky_relu(0.3f), Activation::sigmoid()}) {
+    Harness h(std::make_unique<Activation>("act", d), {2, 4, 3, 3, 3}, 5, -2.0f, 2.0f);
+    const Tensor x = h.x;
+    h.check_all("activation " + d.to_string(), 40, [&](std::size_t j) { return std::abs(x.data()[j]) < 3 * kH; });
+  }
+  {
+    Harness h(std::make_unique<Dropout>("drop", 0.3f), {2, 16, 3, 3, 3}, 6);
+    h.check_all("dropout", 40);
+    // Train phase drops about 30% and scales the rest by 1/0.7; infer phase is the identity.
+    const Tensor y = h.be->to_host(h.net.forward(h.x, h.fctx)[0]);
+    int dropped = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) {
+      if (y.data()[i] == 0.0f) ++dropped;
+      else CHECK(y.data()[i] == doctest::Approx(h.x.data()[i] / 0.7f).epsilon(1e-5));
+    }
+    CHECK(dropped / static_cast<double>(y.numel()) == doctest::Approx(0.3).epsilon(0.25));
+    const Tensor yi = h.be->to_host(h.net.forward(h.x, {Phase::infer, false, 0, 0})[0]);
+    check_close("dropout infer = identity", yi, h.x, {0, 0});
+  }
+  Harness p(std::make_unique<AvgPool3d>("pool", Dims3{2, 2, 2}), {2, 3, 5, 4, 7}, 7);
+  p.check_all("avg pool", 40);
+  Harness u(std::make_unique<UpSampling3d>("up", Dims3{2, 1, 3}), {2, 3, 2, 3, 2}, 8);
+  u.check_all("upsample", 40);
+  Harness f(Reshape::flatten("flat"), {3, 2, 3, 4, 5}, 9);
+  f.check_all("flatten", 40);
+}
+
+TEST_CASE("calorimeter heads: Pow and SumCells gradients") {
+  Harness p(std::make_unique<Pow>("pow", 1.0f / 0.85f), {2, 1, 4, 4, 3}, 10, 0.05f, 2.0f);
+  p.check_all("pow", 40);
+  Harness s(std::make_unique<SumCells>("sum"), {3, 1, 4, 3, 2}, 11, 0.0f, 1.0f);
+  s.check_all("sum", 40);
+}
+
+TEST_CASE("measured angle: a straight track at a known angle, and its gradient in double") {
+  // A track entering at (x, y) = (12.5, 12.5) going along depth z with dy/dz = cot(theta): the
+  // measure is pi/2 - atan(slope) per layer = theta (the y tilt is what measPython reads).
+  const Dims3 dims{25, 25, 25};
+  for (double theta_deg : {70.0, 90.0, 110.0}) {
+    const double theta = theta_deg * std::numbers::pi / 180.0;
+    std::vector<float> img(25 * 25 * 25, 0.0f);
+    for (int z = 0; z < 25; ++z) {
+      const double y = 12.5 + (z - 12.0) / std::tan(theta);
+      const int yi = static_cast<int>(std::floor(y));
+      const double f = y - yi;  // split between two cells so the barycentre is exact
+      img[(12 * 25 + yi) * 25 + z] += static_cast<float>(1.0 - f);
+      if (f > 0) img[(12 * 25 + yi + 1) * 25 + z] += static_cast<float>(f);
+    }
+    const double a = measure_angle(img.data(), dims);
+    INFO("theta " << theta_deg);
+    CHECK(a == doctest::Approx(theta).epsilon(0.01));
+  }
+  std::vector<float> empty(27, 0.0f);
+  CHECK(measure_angle(empty.data(), {3, 3, 3}) == 100.0);
+
+  // Gradient against central differences (double inside; perturbation of float cells, h = 1e-3
+  // on cells ~1: the measure is smooth there, so abs 1e-5 + rel 1e-3 holds).
+  Rng rng(12);
+  const Dims3 d{5, 6, 7};
+  std::vector<float> im(static_cast<std::size_t>(d.product()));
+  for (auto& v : im) v = 0.2f + rng.uniform();
+  std::vector<double> g(im.size());
+  measure_angle(im.data(), d, g.data());
+  std::vector<double> got, want;
+  for (int s = 0; s < 40; ++s) {
+    const std::size_t j = rng.below(im.size());
+    const float v0 = im[j];
+    const float h = 1e-3f;
+    im[j] = v0 + h;
+    const double ap = measure_angle(im.data(), d);
+    im[j] = v0 - h;
+    const double am = measure_angle(im.data(), d);
+    im[j] = v0;
+    want.push_back((ap - am) / (static_cast<double>(v0 + h) - static_cast<double>(v0 - h)));
+    got.push_back(g[j]);
+  }
+  check_close("d angle / d cell", got, want, {1e-5, 1e-3});
+}
+
+TEST_CASE("a layer fed a wrong shape names the layer, expected and found") {
+  auto be = make_backend("cpu");
+  Network net("bad");
+  std::vector<std::unique_ptr<Layer>> v;
+  v.push_back(std::make_unique<Conv3d>("d_conv2", Conv3d::valid(4, 8, {3, 3, 3})));
+  net.add_node("out", "input", std::move(v), true);
+  CHECK_THROWS_WITH_AS(net.build(*be, {5, 8, 8, 8}),
+                       doctest::Contains("layer 'd_conv2' (Conv3D): conv3d [ic=4 oc=8 k=(3,3,3)"), ShapeError);
+  Network ok("ok");
+  std::vector<std::unique_ptr<Layer>> w;
+  w.push_back(std::make_unique<Dense>("g_dense", 200, 10));
+  ok.add_node("out", "input", std::move(w), true);
+  ok.build(*be, {200});
+  CHECK_THROWS_WITH_AS(ok.forward(Tensor::zeros({4, 199}), {}), doctest::Contains("input shape expected (N, (200)), found (4,199)"),
+                       ShapeError);
+}

@@ -1,0 +1,116 @@
+// Losses against hand-computed values (Keras definitions) and optimizers against closed-form steps.
+#include "test_utils.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/nn/loss.hpp"
+#include "mpigan/nn/optimizer.hpp"
+
+#include <cmath>
+#include <vector>
+
+using namespace mpigan;
+using namespace mpigan::nn;
+
+TEST_CASE("BCE as Keras defines it: clipping and the epsilon inside the log") {
+  const std::vector<float> p{0.9f, 0.2f}, y{1.0f, 0.0f};
+  std::vector<float> g(2);
+  // -(ln(0.9 + 1e-7) + ln(1 - 0.2 + 1e-7)) / 2
+  CHECK(loss_value_and_grad(LossKind::bce, p, y, 1.0f, g) == doctest::Approx(0.1642519154).epsilon(1e-6));
+  // d/dp of the mean: -1/(0.9 + 1e-7)/2 and 1/(0.8 + 1e-7)/2
+  CHECK(g[0] == doctest::Approx(-0.5555554938).epsilon(1e-6));
+  CHECK(g[1] == doctest::Approx(0.6249999219).epsilon(1e-6));
+  // Weighted gradient: weight * dL/dp.
+  loss_value_and_grad(LossKind::bce, p, y, 3.0f, g);
+  CHECK(g[0] == doctest::Approx(3 * -0.5555554938).epsilon(1e-6));
+  // p = 0 with y = 1 is clipped to 1e-7: loss -ln(2e-7), gradient 0 (outside the clip range).
+  const std::vector<float> p0{0.0f}, y1{1.0f};
+  std::vector<float> g0(1);
+  CHECK(loss_value_and_grad(LossKind::bce, p0, y1, 1.0f, g0) == doctest::Approx(15.4249484704).epsilon(1e-6));
+  CHECK(g0[0] == 0.0f);
+}
+
+TEST_CASE("MAPE, MAE and MSE against hand-computed values") {
+  const std::vector<float> y{2.0f, 0.5f, 0.0f}, p{1.5f, 1.0f, 1e-8f};
+  std::vector<float> g(3);
+  // 100 * mean(0.5/2, 0.5/0.5, 1e-8/max(0,1e-7)) = 100 * (0.25 + 1 + 0.1) / 3 = 45
+  CHECK(loss_value_and_grad(LossKind::mape, p, y, 0.1f, g) == doctest::Approx(45.0).epsilon(1e-5));
+  // 0.1 * 100 * sign(p - y) / max(|y|, 1e-7) / 3
+  CHECK(g[0] == doctest::Approx(0.1 * 100 * -1 / 2.0 / 3).epsilon(1e-6));
+  CHECK(g[1] == doctest::Approx(0.1 * 100 * 1 / 0.5 / 3).epsilon(1e-6));
+  CHECK(g[2] == doctest::Approx(0.1 * 100 * 1 / 1e-7 / 3).epsilon(1e-5));
+  CHECK(loss_value_and_grad(LossKind::mae, p, y, 25.0f, g) == doctest::Approx((0.5 + 0.5 + 1e-8) / 3).epsilon(1e-6));
+  CHECK(g[0] == doctest::Approx(-25.0 / 3).epsilon(1e-6));
+  CHECK(loss_value_and_grad(LossKind::mse, p, y, 1.0f, g) == doctest::Approx((0.25 + 0.25) / 3).epsilon(1e-6));
+  CHECK(g[1] == doctest::Approx(2 * 0.5 / 3).epsilon(1e-6));
+  // |y - p| = 0: TF's sign(0) = 0 gradient.
+  const std::vector<float> same{1.0f};
+  std::vector<float> g1(1);
+  CHECK(loss_value_and_grad(LossKind::mae, same, same, 1.0f, g1) == 0.0);
+  CHECK(g1[0] == 0.0f);
+  CHECK_THROWS_WITH_AS(parse_loss("hinge"), doctest::Contains("unknown loss 'hinge'"), Error);
+}
+
+namespace {
+struct OneParam {
+  std::unique_ptr<Backend> be = make_backend("cpu");
+  ParameterSet w, g;
+  OneParam(float w0, float g0) {
+    w.add("w", {1});
+    g.add("w", {1});
+    w.allocate(*be);
+    g.allocate(*be);
+    w.data()[0] = w0;
+    g.data()[0] = g0;
+  }
+};
+}  // namespace
+
+TEST_CASE("SGD with momentum and Nesterov: two steps in closed form") {
+  for (bool nesterov : {false, true}) {
+    OneParam p(1.0f, 0.5f);
+    OptimizerConfig c = OptimizerConfig::defaults("sgd");
+    c.lr = 0.1;
+    c.momentum = 0.9;
+    c.nesterov = nesterov;
+    auto opt = make_optimizer(c, *p.be, p.w);
+    opt->step(p.w, p.g);  // v1 = -0.05; w1 = 1 - 0.05 (nesterov: 1 + 0.9*-0.05 - 0.05 = 0.905)
+    CHECK(p.w.data()[0] == doctest::Approx(nesterov ? 0.905 : 0.95));
+    p.g.data()[0] = -1.0f;
+    opt->step(p.w, p.g);  // v2 = 0.9*-0.05 + 0.1 = 0.055
+    CHECK(p.w.data()[0] == doctest::Approx(nesterov ? 0.905 + 0.9 * 0.055 + 0.1 : 0.95 + 0.055));
+    CHECK(opt->iterations() == 2);
+  }
+  OneParam plain(1.0f, 0.5f);
+  auto sgd = make_optimizer(OptimizerConfig::defaults("sgd"), *plain.be, plain.w);  // lr 0.01 (Keras default)
+  sgd->step(plain.w, plain.g);
+  CHECK(plain.w.data()[0] == doctest::Approx(1.0 - 0.005));
+}
+
+TEST_CASE("RMSprop: first step is lr * g / (sqrt((1-rho) g^2) + eps)") {
+  OneParam p(2.0f, 0.5f);
+  auto opt = make_optimizer(OptimizerConfig::defaults("rmsprop"), *p.be, p.w);
+  opt->step(p.w, p.g);
+  CHECK(p.w.data()[0] == doctest::Approx(2.0 - 0.003162275660).epsilon(1e-6));
+  CHECK(opt->slots()[0].second->data()[0] == doctest::Approx(0.1 * 0.25));
+}
+
+TEST_CASE("Adam with a constant gradient moves lr * sign(g) per step (bias correction)") {
+  OneParam p(0.0f, -3.0f);
+  auto opt = make_optimizer(OptimizerConfig::defaults("adam"), *p.be, p.w);
+  double w = 0.0;
+  for (int t = 1; t <= 5; ++t) {
+    opt->step(p.w, p.g);
+    // m_t = (1-b1^t) g, v_t = (1-b2^t) g^2 -> step = lr * g / (|g| + eps / sqrt(1 - b2^t))
+    w -= 1e-3 * -3.0 / (3.0 + 1e-7 / std::sqrt(1.0 - std::pow(0.999, t)));
+    CHECK(p.w.data()[0] == doctest::Approx(w).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("optimizer configuration errors name the parameter") {
+  OneParam p(0.0f, 0.0f);
+  OptimizerConfig c = OptimizerConfig::defaults("adam");
+  c.lr = -1;
+  CHECK_THROWS_WITH_AS(make_optimizer(c, *p.be, p.w), doctest::Contains("lr must be > 0"), Error);
+  c = OptimizerConfig::defaults("adagrad");
+  CHECK_THROWS_WITH_AS(make_optimizer(c, *p.be, p.w), doctest::Contains("unknown optimizer 'adagrad'"), Error);
+}
