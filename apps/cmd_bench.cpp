@@ -1,10 +1,131 @@
-// Placeholder while the engine is written; replaced by the real subcommand.
+// `mpigan bench step`: the full 3DGAN training step (generate, D on real, D on fake, two G
+// updates, RMSprop after each) on synthetic showers, timed over S steps after a warm-up step.
+// Prints per-step times, the peak memory, and as its LAST line `samples_per_s=X` where
+// X = batch * steps / (time of the timed steps). bench/compare_step.sh runs it beside the
+// PyTorch peer (docs/performance.md).
 #include "commands.hpp"
 
+#include "mpigan/core/backend.hpp"
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/models/gan_model.hpp"
+#include "mpigan/models/gan_step.hpp"
+#include "mpigan/nn/optimizer.hpp"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
 
 namespace mpigan::apps {
-void add_bench_command(CLI::App& app) {
-  app.add_subcommand("bench", "(not yet built)")->callback([] { MPIGAN_FATAL("'bench' is not built yet"); });
+namespace {
+
+struct BenchStepOptions {
+  std::string model = "3dgan-25";
+  std::int64_t batch = 16;
+  int steps = 5;
+  int warmup = 1;
+  int threads = 0;
+  std::string device = "cpu";
+  std::uint64_t seed = 1;
+};
+
+/// Plausible showers for timing: non-negative cells concentrated on the axis, sum ~ 2 E/100.
+models::RealBatch synthetic_batch(const models::GanModel& m, std::int64_t n, Rng& rng) {
+  models::RealBatch b;
+  const Shape s = Shape::batch_of(n, m.image);
+  b.image = Tensor::empty(s);
+  b.energy = Tensor::empty({n, 1});
+  b.ecal = Tensor::empty({n, 1});
+  if (m.angle_model) b.angle = Tensor::empty({n, 1});
+  const std::int64_t X = s[2], Y = s[3], Z = s[4];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float e = rng.uniform(0.1f, 5.0f);
+    b.energy.data()[i] = e;
+    if (m.angle_model) b.angle.data()[i] = rng.uniform(1.047f, 2.094f);
+    double sum = 0;
+    float* img = b.image.data() + i * s.item_numel();
+    for (std::int64_t x = 0; x < X; ++x)
+      for (std::int64_t y = 0; y < Y; ++y)
+        for (std::int64_t z = 0; z < Z; ++z) {
+          const double r2 = (x - X / 2.0) * (x - X / 2.0) + (y - Y / 2.0) * (y - Y / 2.0);
+          const float v = static_cast<float>(e * std::exp(-r2 / 6.0 - (z - Z / 3.0) * (z - Z / 3.0) / 40.0) *
+                                             rng.uniform(0.5f, 1.5f));
+          img[(x * Y + y) * Z + z] = v;
+          sum += v;
+        }
+    b.ecal.data()[i] = static_cast<float>(sum);
+  }
+  return b;
 }
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+void bench_step(const BenchStepOptions& o) {
+  BackendOptions bo;
+  bo.threads = o.threads;
+  auto backend = make_backend(o.device, bo);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  auto model = models::make_gan({.name = o.model}, *backend, o.seed);
+  auto rms = nn::OptimizerConfig::defaults("rmsprop");
+  auto opt_g = nn::make_optimizer(rms, *backend, model->generator.weights());
+  auto opt_d = nn::make_optimizer(rms, *backend, model->discriminator.weights());
+  models::StepConfig sc;
+  sc.ecal_xscale = 1.0f;
+  models::GanStep step(*model, *backend, sc, o.seed);
+  Rng rng(o.seed, hash_string("bench-data"));
+  const models::RealBatch batch = synthetic_batch(*model, o.batch, rng);
+  auto apply = [&](models::Net n) {
+    if (n == models::Net::generator) opt_g->step(model->generator.weights(), model->generator.grads());
+    else opt_d->step(model->discriminator.weights(), model->discriminator.grads());
+  };
+  std::printf("model=%s batch=%lld steps=%d warmup=%d backend=%s\n", o.model.c_str(), static_cast<long long>(o.batch),
+              o.steps, o.warmup, backend->describe().c_str());
+  using clock = std::chrono::steady_clock;
+  for (int w = 0; w < o.warmup; ++w) {
+    const auto t0 = clock::now();
+    step.run(batch, static_cast<std::uint64_t>(w), apply);
+    backend->synchronize();
+    std::printf("warmup %d: %.3f s\n", w, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  double total = 0.0;
+  for (int s = 0; s < o.steps; ++s) {
+    const auto t0 = clock::now();
+    const auto l = step.run(batch, static_cast<std::uint64_t>(o.warmup + s), apply);
+    backend->synchronize();
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    total += dt;
+    std::printf("step %d: %.3f s  d_loss %.4f  g_loss %.4f\n", s, dt, l.d_loss(), l.g);
+    std::fflush(stdout);
+  }
+  const double activations =
+      static_cast<double>(model->generator.activation_bytes() + model->discriminator.activation_bytes()) / (1 << 20);
+  std::printf("step_time_s=%.4f\n", total / o.steps);
+  std::printf("activation_mb=%.1f\n", activations);
+  std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
+  std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (see docs/performance.md)");
+  bench->require_subcommand(1);
+  auto o = std::make_shared<BenchStepOptions>();
+  auto* step = bench->add_subcommand("step", "Time the full 3DGAN training step on synthetic showers");
+  step->add_option("--model", o->model, "3dgan-25, anglegan-51 or tiny-8")->capture_default_str();
+  step->add_option("--batch", o->batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
+  step->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  step->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
+  step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
+  step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
+  step->callback([o] { bench_step(*o); });
+}
+
 }  // namespace mpigan::apps

@@ -62,10 +62,18 @@ if(NOT MPIGAN_CUDA STREQUAL "OFF")
   endif()
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    # Default: Pascal (P100, Piz Daint), Volta, Ampere, Hopper. K20 (sm_35) is no longer supported
-    # by CUDA 12+; build with an older toolkit and -DCMAKE_CUDA_ARCHITECTURES=35 for Titan-class.
+    # Default architectures: Pascal (P100, Piz Daint), Volta, Ampere, Hopper -- "60;70;80;90" with
+    # CUDA <= 12. CUDA 13 dropped everything below sm_75, so there the default is "75;80;90" and
+    # P100/V100 need a CUDA 12 toolkit. K20 (sm_35, Titan-class) needs CUDA <= 11.8 and
+    # -DCMAKE_CUDA_ARCHITECTURES=35 (docs/cuda.md).
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "60;70;80;90" CACHE STRING "CUDA architectures to build for")
+      execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --version OUTPUT_VARIABLE _mpigan_nvcc_version ERROR_QUIET)
+      if(_mpigan_nvcc_version MATCHES "release ([0-9]+)\\." AND CMAKE_MATCH_1 GREATER_EQUAL 13)
+        set(_mpigan_archs "75;80;90")
+      else()
+        set(_mpigan_archs "60;70;80;90")
+      endif()
+      set(CMAKE_CUDA_ARCHITECTURES "${_mpigan_archs}" CACHE STRING "CUDA architectures to build for")
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 20)

@@ -1,22 +1,46 @@
 // oneDNN 3D convolution: forward, backward data, backward weights.
 //
-// Plans (setup): the forward primitive is created with format 'any' for src, weights and dst, so
-// oneDNN picks its blocked formats; the output keeps the chosen format (returned as a DnnlLayout)
-// and the next layer consumes it as is. When the incoming src format differs from the chosen
-// one, or the canonical OIDHW weights differ from it, a staging reorder runs at this edge.
-// Backward primitives are created on first use (a generator run only for inference never
-// creates them), with the forward primitive as hint.
+// Layouts: activations and their gradients are channels-last (ndhwc) around every convolution,
+// weights in whatever oneDNN prefers ('any', reordered from canonical OIDHW at this edge). Why:
+// the 3DGAN's convolutions have few channels (1, 6, 8), and oneDNN 2.6's blocked (nCdhw16c)
+// kernels pad 6 or 8 channels to 16 and fall back to slow gemm or reference kernels for several
+// backward passes, while its channels-last kernels (brgconv forward, jit backward) stay fast for
+// every shape of the model. Measured per shape and direction in docs/performance.md; the one
+// exception is a single input channel, whose backward-data runs as gemm on ncdhw (4x faster than
+// the channels-last kernel there). MPIGAN_CPU_CONV_LAYOUT=any restores oneDNN's own choice.
+// The output keeps the chosen layout (a DnnlLayout) and the next layers work in it; when the
+// incoming layout differs, a staging reorder runs at this edge. Backward primitives are created
+// on first use (a generator run only for inference never creates them), with the forward hint.
 #include "mpigan/core/backend/cpu/cpu_ops.hpp"
 
 #include "mpigan/core/backend/cpu/dnnl_common.hpp"
 
 #include <Eigen/Core>
 
+#include <cstdlib>
+#include <string>
+
 namespace mpigan::cpu {
 namespace {
 
 using dnnl::algorithm;
 using dnnl::prop_kind;
+using tag = dnnl::memory::format_tag;
+
+/// The activation layout convolutions ask for (see the header comment).
+tag activation_tag() {
+  static const tag t = [] {
+    const char* env = std::getenv("MPIGAN_CPU_CONV_LAYOUT");
+    if (env && std::string(env) == "any") return tag::any;
+    if (env && std::string(env) == "blocked") return tag::nCdhw16c;
+    return tag::ndhwc;
+  }();
+  return t;
+}
+
+dnnl::memory::desc act_md(const Shape& s, tag t = activation_tag()) {
+  return {to_dims(s), dnnl::memory::data_type::f32, t};
+}
 
 class CpuConv3d final : public Conv3dOp {
  public:
@@ -28,14 +52,12 @@ class CpuConv3d final : public Conv3dOp {
     m_plan = {};
     const std::string what = "conv3d " + m_desc.to_string() + " src " + src.to_string();
     dnnl_call(what, [&] {
-      auto src_any = any_md(src.shape);
       auto w_any = any_md(m_desc.weights_shape());
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
-      auto dst_any = any_md(dst_shape);
       m_plan.fwd_desc = std::make_unique<dnnl::convolution_forward::desc>(
-          prop_kind::forward_training, algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
+          prop_kind::forward_training, algorithm::convolution_direct, act_md(src.shape), w_any, b_md, act_md(dst_shape),
           to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
-      m_plan.fwd_pd = dnnl::convolution_forward::primitive_desc(*m_plan.fwd_desc, m_ctx.engine);
+      m_plan.fwd_pd = dnnl::convolution_forward::primitive_desc(*m_plan.fwd_desc, m_ctx.attr(), m_ctx.engine);
       m_plan.fwd = dnnl::convolution_forward(m_plan.fwd_pd);
       m_plan.src_fwd = Staging(md_of(src), m_plan.fwd_pd.src_desc(), m_ctx);
       m_plan.w_fwd = Staging(plain_md(m_desc.weights_shape()), m_plan.fwd_pd.weights_desc(), m_ctx);
@@ -51,7 +73,7 @@ class CpuConv3d final : public Conv3dOp {
     auto dst_m = make_memory(m_dst, m_ctx, dst.data());
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DST, dst_m}};
     if (m_desc.bias) args.insert({DNNL_ARG_BIAS, make_memory(plain_md({m_desc.oc}), m_ctx, bias.data())});
-    m_plan.fwd.execute(m_ctx.stream, args);
+    m_ctx.run(m_plan.fwd, args);
   }
 
   void backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override {
@@ -63,7 +85,7 @@ class CpuConv3d final : public Conv3dOp {
                            : p.w_bwd_data.in(weights.data(), m_ctx);
     auto dd_m = p.diff_dst_bwd_data.in(diff_dst.data(), m_ctx);
     auto ds_m = p.diff_src_bwd_data.out(diff_src.data(), m_ctx);
-    p.bwd_data.execute(m_ctx.stream, {{DNNL_ARG_DIFF_DST, dd_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, ds_m}});
+    m_ctx.run(p.bwd_data, {{DNNL_ARG_DIFF_DST, dd_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, ds_m}});
     p.diff_src_bwd_data.out_done(diff_src.data(), m_ctx);
   }
 
@@ -76,7 +98,7 @@ class CpuConv3d final : public Conv3dOp {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, dd_m}, {DNNL_ARG_DIFF_WEIGHTS, p.dw_buffer}};
     if (m_desc.bias) args.insert({DNNL_ARG_DIFF_BIAS, p.db_buffer});
-    p.bwd_weights.execute(m_ctx.stream, args);
+    m_ctx.run(p.bwd_weights, args);
     p.dw_accumulate.run(p.dw_buffer, diff_weights.data(), m_ctx);
     if (m_desc.bias && diff_bias.defined()) {
       Eigen::Map<Eigen::VectorXf>(diff_bias.data(), m_desc.oc) +=
@@ -95,10 +117,12 @@ class CpuConv3d final : public Conv3dOp {
     auto& p = m_plan;
     if (p.has_bwd_data) return;
     dnnl_call("conv3d backward data " + m_desc.to_string(), [&] {
-      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, any_md(m_src.shape),
-                                              any_md(m_desc.weights_shape()), any_md(m_dst.shape),
+      // A single input channel: gemm on ncdhw (see the header comment).
+      const tag t = m_desc.ic == 1 && activation_tag() != tag::any ? tag::ncdhw : activation_tag();
+      dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, act_md(m_src.shape, t),
+                                              any_md(m_desc.weights_shape()), act_md(m_dst.shape, t),
                                               to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
-      p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, m_ctx.engine, p.fwd_pd);
+      p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, m_ctx.attr(), m_ctx.engine, p.fwd_pd);
       p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
       p.w_bwd_data = Staging(plain_md(m_desc.weights_shape()), p.bwd_data_pd.weights_desc(), m_ctx);
       p.diff_dst_bwd_data = Staging(md_of(m_dst), p.bwd_data_pd.diff_dst_desc(), m_ctx);
@@ -112,10 +136,10 @@ class CpuConv3d final : public Conv3dOp {
     if (p.has_bwd_weights) return;
     dnnl_call("conv3d backward weights " + m_desc.to_string(), [&] {
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
-      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, any_md(m_src.shape),
-                                                 any_md(m_desc.weights_shape()), b_md, any_md(m_dst.shape),
+      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, act_md(m_src.shape),
+                                                 any_md(m_desc.weights_shape()), b_md, act_md(m_dst.shape),
                                                  to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
-      p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, m_ctx.engine, p.fwd_pd);
+      p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, m_ctx.attr(), m_ctx.engine, p.fwd_pd);
       p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
       p.src_bwd_weights = Staging(md_of(m_src), p.bwd_weights_pd.src_desc(), m_ctx);
       p.diff_dst_bwd_weights = Staging(md_of(m_dst), p.bwd_weights_pd.diff_dst_desc(), m_ctx);

@@ -2,6 +2,7 @@
 
 #include "mpigan/core/backend/cpu/cpu_ops.hpp"
 #include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 #include "mpigan/core/rng.hpp"
 
 #include <Eigen/Core>
@@ -105,10 +106,10 @@ void CpuBackend::reorder(const Tensor& src, Tensor& dst) {
   }
   dnnl_call("reorder " + src.desc().to_string() + " -> " + dst.desc().to_string(), [&] {
     // oneDNN's primitive cache makes re-creating the same reorder cheap.
-    dnnl::reorder r(dnnl::reorder::primitive_desc(m_ctx->engine, src_md, m_ctx->engine, dst_md));
+    dnnl::reorder r(dnnl::reorder::primitive_desc(m_ctx->engine, src_md, m_ctx->engine, dst_md, m_ctx->attr()));
     auto s = cpu::make_memory(src_md, *m_ctx, src.data());
     auto d = cpu::make_memory(dst_md, *m_ctx, dst.data());
-    r.execute(m_ctx->stream, s, d);
+    m_ctx->run_reorder(r, s, d);
   });
 }
 
@@ -157,21 +158,8 @@ std::size_t CpuBackend::count_nonfinite(const Tensor& x) {
 
 void CpuBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) {
   const float keep_scale = 1.0f / (1.0f - rate);
-  const float* x = src.data();
-  float* y = dst.data();
-  auto one = [&](std::size_t i, std::uint32_t word) { y[i] = u32_to_unit_float(word) >= rate ? x[i] * keep_scale : 0.0f; };
   parallel_chunks(same_size(src, dst, "dropout"), [&](std::size_t b, std::size_t e) {
-    std::size_t i = b;
-    // Whole Philox blocks where possible (4 words each): the same words philox_word() gives.
-    for (; i < e && i % 4 != 0; ++i) one(i, philox_word(seed, stream, i));
-    for (; i + 4 <= e; i += 4) {
-      const std::uint64_t blk = i / 4;
-      const auto w = philox4x32({static_cast<std::uint32_t>(blk), static_cast<std::uint32_t>(blk >> 32),
-                                 static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
-                                {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
-      for (int k = 0; k < 4; ++k) one(i + k, w[k]);
-    }
-    for (; i < e; ++i) one(i, philox_word(seed, stream, i));
+    cpu::dropout_range(src.data(), dst.data(), b, e, rate, keep_scale, seed, stream);
   });
 }
 

@@ -1,11 +1,42 @@
 #include "mpigan/core/backend/cpu/dnnl_common.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace mpigan::cpu {
 
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
+
+dnnl::primitive_attr DnnlContext::attr() const {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+void DnnlContext::run(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args) {
+  const_dnnl_primitive_desc_t pd = nullptr;
+  dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(p.get(), &pd), "could not query a primitive descriptor");
+  const dnnl_memory_desc_t* smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (smd != nullptr) {
+    const dnnl::memory::desc md(*smd);
+    const std::size_t bytes = md.get_size();
+    if (bytes > 0) {
+      if (bytes > m_scratch_bytes) {
+        void* q = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        MPIGAN_CHECK(q != nullptr, "oneDNN scratchpad allocation of {} bytes failed", bytes);
+        m_scratch.reset(q, [](void* x) { std::free(x); });
+        m_scratch_bytes = bytes;
+      }
+      args.insert({DNNL_ARG_SCRATCHPAD, dnnl::memory(md, engine, m_scratch.get())});
+    }
+  }
+  p.execute(stream, args);
+}
+
+void DnnlContext::run_reorder(const dnnl::reorder& r, const dnnl::memory& src, const dnnl::memory& dst) {
+  run(r, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
 
 dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
 dnnl::memory::dims to_dims(const Dims3& d) { return {d.d, d.h, d.w}; }
@@ -68,26 +99,26 @@ Staging::Staging(const dnnl::memory::desc& user, const dnnl::memory::desc& want,
   if (!m_needed) return;
   dnnl_call("staging reorder " + md_name(user) + " -> " + md_name(want), [&] {
     m_buffer = dnnl::memory(want, ctx.engine);
-    m_to_want = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, user, ctx.engine, want));
-    m_to_user = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, want, ctx.engine, user));
+    m_to_want = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, user, ctx.engine, want, ctx.attr()));
+    m_to_user = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, want, ctx.engine, user, ctx.attr()));
   });
 }
 
-dnnl::memory Staging::in(const float* user_data, const DnnlContext& ctx) {
+dnnl::memory Staging::in(const float* user_data, DnnlContext& ctx) {
   if (!m_needed) return make_memory(m_user, ctx, user_data);
   auto user = make_memory(m_user, ctx, user_data);
-  m_to_want.execute(ctx.stream, user, m_buffer);
+  ctx.run_reorder(m_to_want, user, m_buffer);
   return m_buffer;
 }
 
-dnnl::memory Staging::out(float* user_data, const DnnlContext& ctx) {
+dnnl::memory Staging::out(float* user_data, DnnlContext& ctx) {
   return m_needed ? m_buffer : make_memory(m_user, ctx, user_data);
 }
 
-void Staging::out_done(float* user_data, const DnnlContext& ctx) {
+void Staging::out_done(float* user_data, DnnlContext& ctx) {
   if (!m_needed) return;
   auto user = make_memory(m_user, ctx, user_data);
-  m_to_user.execute(ctx.stream, m_buffer, user);
+  ctx.run_reorder(m_to_user, m_buffer, user);
 }
 
 AccumulatingReorder::AccumulatingReorder(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
@@ -96,16 +127,15 @@ AccumulatingReorder::AccumulatingReorder(const dnnl::memory::desc& src, const dn
   dnnl_call("accumulating reorder " + md_name(src) + " -> " + md_name(dst), [&] {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = ctx.attr();
     attr.set_post_ops(ops);
     m_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, src, ctx.engine, dst, attr));
   });
 }
 
-void AccumulatingReorder::run(const dnnl::memory& src, float* dst_data, const DnnlContext& ctx) {
+void AccumulatingReorder::run(const dnnl::memory& src, float* dst_data, DnnlContext& ctx) {
   auto dst = make_memory(m_dst, ctx, dst_data);
-  dnnl::memory s = src;  // execute() takes non-const handles (shallow copy)
-  m_reorder.execute(ctx.stream, s, dst);
+  ctx.run_reorder(m_reorder, src, dst);
 }
 
 }  // namespace mpigan::cpu

@@ -17,10 +17,25 @@
 
 namespace mpigan::cpu {
 
-/// Engine and stream of one CpuBackend. oneDNN's OpenMP runtime executes synchronously.
+/// Engine, stream and scratchpad of one CpuBackend. oneDNN's OpenMP runtime executes
+/// synchronously, one primitive at a time, so every primitive can share one scratchpad buffer:
+/// primitives are created with the user scratchpad mode and run() hands them this buffer, grown
+/// to the largest request. (oneDNN's library mode would allocate, and the kernel zero, fresh pages
+/// for large scratchpads on every execution.)
 struct DnnlContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+
+  /// Attributes every primitive is created with.
+  dnnl::primitive_attr attr() const;
+  /// Execute @p p with @p args plus the shared scratchpad.
+  void run(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args);
+  /// Execute a reorder from @p src to @p dst.
+  void run_reorder(const dnnl::reorder& r, const dnnl::memory& src, const dnnl::memory& dst);
+
+ private:
+  std::shared_ptr<void> m_scratch;
+  std::size_t m_scratch_bytes = 0;
 };
 
 /// A oneDNN memory descriptor as an mpigan Layout.
@@ -60,10 +75,10 @@ class Staging {
   bool needed() const { return m_needed; }
   const dnnl::memory::desc& want() const { return m_want; }
   /// Memory to hand the primitive for input @p user_data: reorders into the buffer if needed.
-  dnnl::memory in(const float* user_data, const DnnlContext& ctx);
+  dnnl::memory in(const float* user_data, DnnlContext& ctx);
   /// Memory for the primitive to write; call out_done() after executing to copy back if needed.
-  dnnl::memory out(float* user_data, const DnnlContext& ctx);
-  void out_done(float* user_data, const DnnlContext& ctx);
+  dnnl::memory out(float* user_data, DnnlContext& ctx);
+  void out_done(float* user_data, DnnlContext& ctx);
   /// The staged buffer (valid when needed()).
   const dnnl::memory& buffer() const { return m_buffer; }
 
@@ -80,7 +95,7 @@ class AccumulatingReorder {
  public:
   AccumulatingReorder() = default;
   AccumulatingReorder(const dnnl::memory::desc& src, const dnnl::memory::desc& dst, const DnnlContext& ctx);
-  void run(const dnnl::memory& src, float* dst_data, const DnnlContext& ctx);
+  void run(const dnnl::memory& src, float* dst_data, DnnlContext& ctx);
 
  private:
   dnnl::memory::desc m_dst;

@@ -28,14 +28,14 @@ class CpuEltwise final : public EltwiseOp {
     m_has_bwd = false;
     dnnl_call("eltwise " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::eltwise_forward::desc d(prop_kind::forward_training, to_dnnl(m_desc.kind), m_md, m_desc.alpha, 0.0f);
-      m_fwd_pd = dnnl::eltwise_forward::primitive_desc(d, m_ctx.engine);
+      m_fwd_pd = dnnl::eltwise_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::eltwise_forward(m_fwd_pd);
     });
     return src;
   }
 
   void forward(const Tensor& src, Tensor& dst) override {
-    m_fwd.execute(m_ctx.stream, {{DNNL_ARG_SRC, make_memory(m_md, m_ctx, src.data())},
+    m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_md, m_ctx, src.data())},
                                  {DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())}});
   }
 
@@ -43,12 +43,12 @@ class CpuEltwise final : public EltwiseOp {
     if (!m_has_bwd) {
       dnnl_call("eltwise backward " + m_desc.to_string(), [&] {
         dnnl::eltwise_backward::desc d(to_dnnl(m_desc.kind), m_md, m_md, m_desc.alpha, 0.0f);
-        m_bwd_pd = dnnl::eltwise_backward::primitive_desc(d, m_ctx.engine, m_fwd_pd);
+        m_bwd_pd = dnnl::eltwise_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
         m_bwd = dnnl::eltwise_backward(m_bwd_pd);
       });
       m_has_bwd = true;
     }
-    m_bwd.execute(m_ctx.stream, {{DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())},
+    m_ctx.run(m_bwd, {{DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())},
                                  {DNNL_ARG_DIFF_DST, make_memory(m_md, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_md, m_ctx, diff_src.data())}});
   }
@@ -78,7 +78,7 @@ class CpuBatchNorm final : public BatchNormOp {
     dnnl_call("batch_norm " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::batch_normalization_forward::desc d(prop_kind::forward_training, m_md, m_desc.epsilon,
                                                 flags::use_scale | flags::use_shift);
-      m_train_pd = dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.engine);
+      m_train_pd = dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_train = dnnl::batch_normalization_forward(m_train_pd);
     });
     return src;
@@ -86,7 +86,7 @@ class CpuBatchNorm final : public BatchNormOp {
 
   void forward_training(const Tensor& src, const Tensor& gamma, const Tensor& beta, Tensor& dst, Tensor& mean,
                         Tensor& var) override {
-    m_train.execute(m_ctx.stream, {{DNNL_ARG_SRC, mem(src)},
+    m_ctx.run(m_train, {{DNNL_ARG_SRC, mem(src)},
                                    {DNNL_ARG_SCALE, vec(gamma)},
                                    {DNNL_ARG_SHIFT, vec(beta)},
                                    {DNNL_ARG_DST, mem(dst)},
@@ -100,12 +100,12 @@ class CpuBatchNorm final : public BatchNormOp {
       dnnl_call("batch_norm inference " + m_desc.to_string(), [&] {
         dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, m_md, m_desc.epsilon,
                                                   flags::use_global_stats | flags::use_scale | flags::use_shift);
-        m_infer_pd = dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.engine);
+        m_infer_pd = dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
         m_infer = dnnl::batch_normalization_forward(m_infer_pd);
       });
       m_has_infer = true;
     }
-    m_infer.execute(m_ctx.stream, {{DNNL_ARG_SRC, mem(src)},
+    m_ctx.run(m_infer, {{DNNL_ARG_SRC, mem(src)},
                                    {DNNL_ARG_SCALE, vec(gamma)},
                                    {DNNL_ARG_SHIFT, vec(beta)},
                                    {DNNL_ARG_MEAN, vec(mean)},
@@ -122,7 +122,7 @@ class CpuBatchNorm final : public BatchNormOp {
       dnnl_call("batch_norm backward " + m_desc.to_string(), [&] {
         dnnl::batch_normalization_backward::desc d(prop_kind::backward, m_md, m_md, m_desc.epsilon,
                                                    flags::use_scale | flags::use_shift);
-        m_bwd_pd = dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.engine, m_train_pd);
+        m_bwd_pd = dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_train_pd);
         m_bwd = dnnl::batch_normalization_backward(m_bwd_pd);
         m_dscale = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
         m_dshift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
@@ -131,7 +131,7 @@ class CpuBatchNorm final : public BatchNormOp {
       });
       m_has_bwd = true;
     }
-    m_bwd.execute(m_ctx.stream, {{DNNL_ARG_SRC, mem(src)},
+    m_ctx.run(m_bwd, {{DNNL_ARG_SRC, mem(src)},
                                  {DNNL_ARG_DIFF_DST, mem(diff_dst)},
                                  {DNNL_ARG_SCALE, vec(gamma)},
                                  {DNNL_ARG_SHIFT, m_zero_shift},

@@ -22,7 +22,7 @@ class CpuInnerProduct final : public InnerProductOp {
     m_has_bwd_data = m_has_bwd_weights = false;
     dnnl_call("inner_product " + m_desc.to_string(), [&] {
       dnnl::inner_product_forward::desc d(prop_kind::forward_training, src_md(), any_md(w_shape()), bias_md(), dst_md());
-      m_fwd_pd = dnnl::inner_product_forward::primitive_desc(d, m_ctx.engine);
+      m_fwd_pd = dnnl::inner_product_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::inner_product_forward(m_fwd_pd);
       m_w_fwd = Staging(plain_md(w_shape()), m_fwd_pd.weights_desc(), m_ctx);
     });
@@ -34,20 +34,20 @@ class CpuInnerProduct final : public InnerProductOp {
                                                {DNNL_ARG_WEIGHTS, m_w_fwd.in(w.data(), m_ctx)},
                                                {DNNL_ARG_DST, make_memory(dst_md(), m_ctx, dst.data())}};
     if (m_desc.bias) args.insert({DNNL_ARG_BIAS, make_memory(bias_md(), m_ctx, b.data())});
-    m_fwd.execute(m_ctx.stream, args);
+    m_ctx.run(m_fwd, args);
   }
 
   void backward_data(const Tensor& diff_dst, const Tensor& w, Tensor& diff_src) override {
     if (!m_has_bwd_data) {
       dnnl_call("inner_product backward data " + m_desc.to_string(), [&] {
         dnnl::inner_product_backward_data::desc d(src_md(), any_md(w_shape()), dst_md());
-        m_bwd_data_pd = dnnl::inner_product_backward_data::primitive_desc(d, m_ctx.engine, m_fwd_pd);
+        m_bwd_data_pd = dnnl::inner_product_backward_data::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
         m_bwd_data = dnnl::inner_product_backward_data(m_bwd_data_pd);
         m_w_bwd = Staging(plain_md(w_shape()), m_bwd_data_pd.weights_desc(), m_ctx);
       });
       m_has_bwd_data = true;
     }
-    m_bwd_data.execute(m_ctx.stream, {{DNNL_ARG_DIFF_DST, make_memory(dst_md(), m_ctx, diff_dst.data())},
+    m_ctx.run(m_bwd_data, {{DNNL_ARG_DIFF_DST, make_memory(dst_md(), m_ctx, diff_dst.data())},
                                       {DNNL_ARG_WEIGHTS, m_w_bwd.in(w.data(), m_ctx)},
                                       {DNNL_ARG_DIFF_SRC, make_memory(src_md(), m_ctx, diff_src.data())}});
   }
@@ -56,7 +56,7 @@ class CpuInnerProduct final : public InnerProductOp {
     if (!m_has_bwd_weights) {
       dnnl_call("inner_product backward weights " + m_desc.to_string(), [&] {
         dnnl::inner_product_backward_weights::desc d(src_md(), any_md(w_shape()), bias_md(), dst_md());
-        m_bwd_w_pd = dnnl::inner_product_backward_weights::primitive_desc(d, m_ctx.engine, m_fwd_pd);
+        m_bwd_w_pd = dnnl::inner_product_backward_weights::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
         m_bwd_w = dnnl::inner_product_backward_weights(m_bwd_w_pd);
         m_dw_buffer = dnnl::memory(m_bwd_w_pd.diff_weights_desc(), m_ctx.engine);
         m_dw_acc = AccumulatingReorder(m_bwd_w_pd.diff_weights_desc(), plain_md(w_shape()), m_ctx);
@@ -68,7 +68,7 @@ class CpuInnerProduct final : public InnerProductOp {
                                                {DNNL_ARG_DIFF_DST, make_memory(dst_md(), m_ctx, diff_dst.data())},
                                                {DNNL_ARG_DIFF_WEIGHTS, m_dw_buffer}};
     if (m_desc.bias) args.insert({DNNL_ARG_DIFF_BIAS, m_db_buffer});
-    m_bwd_w.execute(m_ctx.stream, args);
+    m_ctx.run(m_bwd_w, args);
     m_dw_acc.run(m_dw_buffer, dw.data(), m_ctx);
     if (m_desc.bias && db.defined()) {
       Eigen::Map<Eigen::VectorXf>(db.data(), m_desc.oc) +=

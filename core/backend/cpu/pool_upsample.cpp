@@ -25,7 +25,7 @@ class CpuAvgPool final : public AvgPoolOp {
     dnnl_call("avg_pool " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::pooling_forward::desc d(prop_kind::forward_training, algorithm::pooling_avg_include_padding, m_src_md,
                                     any_md(dst_shape), to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0}, m_pad_r);
-      m_fwd_pd = dnnl::pooling_forward::primitive_desc(d, m_ctx.engine);
+      m_fwd_pd = dnnl::pooling_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::pooling_forward(m_fwd_pd);
     });
     m_dst = desc_of(dst_shape, m_fwd_pd.dst_desc());
@@ -33,7 +33,7 @@ class CpuAvgPool final : public AvgPoolOp {
   }
 
   void forward(const Tensor& src, Tensor& dst) override {
-    m_fwd.execute(m_ctx.stream, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
+    m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
                                  {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
   }
 
@@ -42,12 +42,12 @@ class CpuAvgPool final : public AvgPoolOp {
       dnnl_call("avg_pool backward " + m_desc.to_string(), [&] {
         dnnl::pooling_backward::desc d(algorithm::pooling_avg_include_padding, m_src_md, md_of(m_dst),
                                        to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0}, m_pad_r);
-        m_bwd_pd = dnnl::pooling_backward::primitive_desc(d, m_ctx.engine, m_fwd_pd);
+        m_bwd_pd = dnnl::pooling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
         m_bwd = dnnl::pooling_backward(m_bwd_pd);
       });
       m_has_bwd = true;
     }
-    m_bwd.execute(m_ctx.stream, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
+    m_ctx.run(m_bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 
@@ -77,7 +77,7 @@ class CpuUpsample final : public UpsampleOp {
     dnnl_call("upsample " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::resampling_forward::desc d(prop_kind::forward_training, algorithm::resampling_nearest, m_src_md,
                                        any_md(dst_shape));
-      m_fwd_pd = dnnl::resampling_forward::primitive_desc(d, m_ctx.engine);
+      m_fwd_pd = dnnl::resampling_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::resampling_forward(m_fwd_pd);
     });
     m_dst = desc_of(dst_shape, m_fwd_pd.dst_desc());
@@ -85,7 +85,7 @@ class CpuUpsample final : public UpsampleOp {
   }
 
   void forward(const Tensor& src, Tensor& dst) override {
-    m_fwd.execute(m_ctx.stream, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
+    m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
                                  {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
   }
 
@@ -93,12 +93,12 @@ class CpuUpsample final : public UpsampleOp {
     if (!m_has_bwd) {
       dnnl_call("upsample backward " + m_desc.to_string(), [&] {
         dnnl::resampling_backward::desc d(algorithm::resampling_nearest, m_src_md, md_of(m_dst));
-        m_bwd_pd = dnnl::resampling_backward::primitive_desc(d, m_ctx.engine, m_fwd_pd);
+        m_bwd_pd = dnnl::resampling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
         m_bwd = dnnl::resampling_backward(m_bwd_pd);
       });
       m_has_bwd = true;
     }
-    m_bwd.execute(m_ctx.stream, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
+    m_ctx.run(m_bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 

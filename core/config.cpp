@@ -1,0 +1,309 @@
+#include "mpigan/core/config.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace mpigan {
+
+struct ConfigDocument::State {
+  std::string file;
+  YAML::Node root;
+  std::set<std::string> overridden;
+  std::vector<std::string> problems;
+};
+
+namespace {
+
+std::string show(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  std::ostringstream os;
+  os << YAML::Dump(n);
+  std::string s = os.str();
+  for (auto& c : s)
+    if (c == '\n') c = ' ';
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+void apply_override(ConfigDocument::State& st, const std::string& item) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    st.problems.push_back(fmt::format("--set '{}': expected key.path=value", item));
+    return;
+  }
+  const std::string path = item.substr(0, eq), value = item.substr(eq + 1);
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    st.problems.push_back(fmt::format("--set {}: value '{}' is not valid YAML: {}", path, value, e.msg));
+    return;
+  }
+  if (!st.root.IsDefined() || st.root.IsNull()) st.root = YAML::Node(YAML::NodeType::Map);
+  YAML::Node n;
+  n.reset(st.root);
+  std::size_t start = 0;
+  std::string done;
+  while (true) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) {
+      st.problems.push_back(fmt::format("--set {}: empty key in the path", path));
+      return;
+    }
+    if (!n.IsMap() && !n.IsNull()) {
+      st.problems.push_back(fmt::format("--set {}: '{}' is not a mapping", path, done.empty() ? "(root)" : done));
+      return;
+    }
+    done += (done.empty() ? "" : ".") + key;
+    if (dot == std::string::npos) {
+      n[key] = parsed;
+      st.overridden.insert(path);
+      return;
+    }
+    if (!n[key].IsDefined() || n[key].IsNull()) n[key] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node next = n[key];
+    n.reset(next);
+    start = dot + 1;
+  }
+}
+
+std::shared_ptr<ConfigDocument::State> make_state(const std::string& name) {
+  auto st = std::make_shared<ConfigDocument::State>();
+  st->file = name;
+  return st;
+}
+
+}  // namespace
+
+ConfigDocument ConfigDocument::parse(const std::string& text, const std::string& name,
+                                     const std::vector<std::string>& overrides) {
+  auto st = make_state(name);
+  try {
+    st->root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(name, {fmt::format("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1,
+                                         e.msg)});
+  }
+  if (st->root.IsNull() || !st->root.IsDefined()) st->root = YAML::Node(YAML::NodeType::Map);
+  if (!st->root.IsMap())
+    throw ConfigError(name, {fmt::format("{}: the document must be a mapping of sections, found {}", name, show(st->root))});
+  for (const auto& o : overrides) apply_override(*st, o);
+  return ConfigDocument(st);
+}
+
+ConfigDocument ConfigDocument::load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path, {fmt::format("cannot open experiment file '{}'", path)});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path, overrides);
+}
+
+ConfigNode ConfigDocument::root() { return ConfigNode(m_state->root, "", m_state); }
+void ConfigDocument::problem(const std::string& message) { m_state->problems.push_back(m_state->file + ": " + message); }
+bool ConfigDocument::ok() const { return m_state->problems.empty(); }
+const std::string& ConfigDocument::file() const { return m_state->file; }
+YAML::Node ConfigDocument::yaml() const { return m_state->root; }
+
+void ConfigDocument::finish() const {
+  if (!m_state->problems.empty()) throw ConfigError(m_state->file, m_state->problems);
+}
+
+ConfigNode::ConfigNode(YAML::Node node, std::string path, std::shared_ptr<ConfigDocument::State> state)
+    : m_node(std::move(node)), m_path(std::move(path)), m_state(std::move(state)) {}
+
+std::string ConfigNode::where(const YAML::Node& n) const {
+  const auto m = n.Mark();
+  if (m.is_null()) return m_state->file + " (--set)";
+  return fmt::format("{}:{}:{}", m_state->file, m.line + 1, m.column + 1);
+}
+
+bool ConfigNode::has(const std::string& key) const { return m_node.IsMap() && m_node[key].IsDefined(); }
+
+std::optional<YAML::Node> ConfigNode::lookup(const std::string& key) {
+  m_known.insert(key);
+  if (!m_node.IsMap()) return std::nullopt;
+  YAML::Node v = m_node[key];
+  if (!v.IsDefined() || v.IsNull()) return std::nullopt;
+  return v;
+}
+
+void ConfigNode::problem(const std::string& key, const std::string& message) {
+  if (!key.empty() && m_node.IsMap() && m_node[key].IsDefined()) {
+    m_state->problems.push_back(fmt::format("{}: {}: {}", where(m_node[key]), key_path(key), message));
+  } else {
+    m_state->problems.push_back(
+        fmt::format("{}: {}: {}", where(m_node), key.empty() ? (m_path.empty() ? "(root)" : m_path) : key_path(key), message));
+  }
+}
+
+void ConfigNode::accept(const std::string& key) { m_known.insert(key); }
+
+ConfigNode ConfigNode::section(const std::string& key) {
+  auto v = lookup(key);
+  if (!v) return ConfigNode(YAML::Node(YAML::NodeType::Map), key_path(key), m_state);
+  if (!v->IsMap()) {
+    problem(key, fmt::format("expected a mapping of keys, got {}", show(*v)));
+    return ConfigNode(YAML::Node(YAML::NodeType::Map), key_path(key), m_state);
+  }
+  return ConfigNode(*v, key_path(key), m_state);
+}
+
+std::vector<ConfigNode> ConfigNode::sections(const std::string& key) {
+  std::vector<ConfigNode> out;
+  auto v = lookup(key);
+  if (!v) return out;
+  if (!v->IsSequence()) {
+    problem(key, fmt::format("expected a list of mappings, got {}", show(*v)));
+    return out;
+  }
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", key_path(key), i);
+    if (!(*v)[i].IsMap()) {
+      m_state->problems.push_back(fmt::format("{}: {}: expected a mapping, got {}", where((*v)[i]), p, show((*v)[i])));
+      continue;
+    }
+    out.emplace_back((*v)[i], p, m_state);
+  }
+  return out;
+}
+
+std::int64_t ConfigNode::get_int(const std::string& key, std::int64_t fallback, std::int64_t min, std::int64_t max) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  std::int64_t x = 0;
+  const std::string s = v->IsScalar() ? v->Scalar() : "";
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (!v->IsScalar() || ec != std::errc() || end != s.data() + s.size()) {
+    problem(key, fmt::format("expected an integer, got {}", show(*v)));
+    return fallback;
+  }
+  if (x < min || x > max) {
+    const std::string range = max == std::numeric_limits<std::int64_t>::max() ? fmt::format(">= {}", min)
+                                                                               : fmt::format("in [{}, {}]", min, max);
+    problem(key, fmt::format("value {} is out of range: expected an integer {}", x, range));
+    return fallback;
+  }
+  return x;
+}
+
+double ConfigNode::get_real(const std::string& key, double fallback, double min, double max, bool min_exclusive) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  const std::string s = v->IsScalar() ? v->Scalar() : "";
+  char* end = nullptr;
+  const double x = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+  if (!v->IsScalar() || s.empty() || end != s.c_str() + s.size() || !std::isfinite(x)) {
+    problem(key, fmt::format("expected a finite number, got {}", show(*v)));
+    return fallback;
+  }
+  const bool below = min_exclusive ? x <= min : x < min;
+  if (below || x > max) {
+    std::string range;
+    if (std::isinf(max)) range = fmt::format("{} {}", min_exclusive ? ">" : ">=", min);
+    else range = fmt::format("in {}{}, {}]", min_exclusive ? "(" : "[", min, max);
+    problem(key, fmt::format("value {} is out of range: expected a number {}", s, range));
+    return fallback;
+  }
+  return x;
+}
+
+bool ConfigNode::get_bool(const std::string& key, bool fallback) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  bool b = fallback;
+  if (!v->IsScalar() || !YAML::convert<bool>::decode(*v, b)) {
+    problem(key, fmt::format("expected true or false, got {}", show(*v)));
+    return fallback;
+  }
+  return b;
+}
+
+std::string ConfigNode::get_string(const std::string& key, const std::string& fallback) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  if (!v->IsScalar()) {
+    problem(key, fmt::format("expected a string, got {}", show(*v)));
+    return fallback;
+  }
+  return v->Scalar();
+}
+
+std::string ConfigNode::get_choice(const std::string& key, const std::string& fallback,
+                                   const std::vector<std::string>& allowed) {
+  const std::string s = get_string(key, fallback);
+  for (const auto& a : allowed)
+    if (a == s) return s;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  problem(key, fmt::format("value '{}' is not allowed: expected one of {}", s, list));
+  return fallback;
+}
+
+std::vector<std::string> ConfigNode::get_strings(const std::string& key, const std::vector<std::string>& fallback) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  if (v->IsScalar()) return {v->Scalar()};
+  std::vector<std::string> out;
+  if (!v->IsSequence()) {
+    problem(key, fmt::format("expected a string or a list of strings, got {}", show(*v)));
+    return fallback;
+  }
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].IsScalar()) {
+      problem(key, fmt::format("item {} must be a string, got {}", i, show((*v)[i])));
+      return fallback;
+    }
+    out.push_back((*v)[i].Scalar());
+  }
+  return out;
+}
+
+std::vector<double> ConfigNode::get_reals(const std::string& key, const std::vector<double>& fallback, std::size_t count) {
+  auto v = lookup(key);
+  if (!v) return fallback;
+  if (!v->IsSequence() || (count > 0 && v->size() != count)) {
+    problem(key, count ? fmt::format("expected a list of {} numbers, got {}", count, show(*v))
+                       : fmt::format("expected a list of numbers, got {}", show(*v)));
+    return fallback;
+  }
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const YAML::Node item = (*v)[i];
+    const std::string s = item.IsScalar() ? item.Scalar() : "";
+    char* end = nullptr;
+    const double x = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(x)) {
+      problem(key, fmt::format("item {} must be a finite number, got {}", i, show(item)));
+      return fallback;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::vector<std::string> ConfigNode::keys() const {
+  std::vector<std::string> k;
+  if (!m_node.IsMap()) return k;
+  for (const auto& kv : m_node) k.push_back(kv.first.Scalar());
+  return k;
+}
+
+void ConfigNode::reject_unknown() {
+  if (!m_node.IsMap()) return;
+  for (const auto& kv : m_node) {
+    const std::string k = kv.first.Scalar();
+    if (m_known.count(k)) continue;
+    std::string known;
+    for (const auto& a : m_known) known += (known.empty() ? "" : ", ") + a;
+    m_state->problems.push_back(fmt::format("{}: {}: unknown key{}", where(kv.first), key_path(k),
+                                            known.empty() ? "" : " (known here: " + known + ")"));
+  }
+}
+
+}  // namespace mpigan
