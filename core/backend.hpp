@@ -211,11 +211,15 @@ class Backend {
   virtual void mul(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual double sum_squares(const Tensor& x) = 0;
   virtual std::size_t count_nonfinite(const Tensor& x) = 0;
-  /// Inverted dropout: dst[i] = src[i] * m_i, m_i = (u_i >= rate) / (1 - rate), u_i the i-th
-  /// uniform of Philox stream (seed, stream). The mask is never stored: backward calls this again
-  /// with the same (seed, stream) on the gradients. dst may alias src. Identical on every backend
-  /// for the same physical layout.
-  virtual void dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) = 0;
+  /// Inverted dropout, forward: dst[i] = src[i] * m_i / (1 - rate), m_i = (u_i >= rate), with u_i
+  /// = dropout_uniform(i) of Philox stream (seed, stream) (core/rng.hpp). dst may alias src. The
+  /// keep bits go to @p mask: bit i % 32 of 32-bit word i / 32, stored in the tensor's bytes (it
+  /// needs dropout_mask_floats(n) elements, n = physical size). Identical on every backend for the
+  /// same physical layout.
+  virtual void dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream,
+                       Tensor& mask) = 0;
+  /// Backward from the forward's mask: diff_src = diff_dst * m / (1 - rate); may alias.
+  virtual void dropout_backward(const Tensor& diff_dst, Tensor& diff_src, float rate, const Tensor& mask) = 0;
   /// dst(N,1) = sum over all other dims of src (canonical src).
   virtual void sum_per_item(const Tensor& src, Tensor& dst) = 0;
   /// diff_src(N,...) += diff_dst(N,1) broadcast over each item (canonical).
@@ -233,6 +237,9 @@ class Backend {
   /// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr_t*m/(sqrt(v)+eps)
   virtual void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) = 0;
 };
+
+/// Floats a dropout mask of @p n elements occupies (one bit per element, 32 per word).
+inline std::size_t dropout_mask_floats(std::size_t n) { return (n + 31) / 32; }
 
 struct BackendOptions {
   int threads = 0;  ///< CPU threads for op execution; 0 = the runtime default (OMP_NUM_THREADS)

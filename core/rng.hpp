@@ -19,6 +19,14 @@ std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> counter, st
 /// Uniform float in [0, 1) from 24 random bits.
 inline float u32_to_unit_float(std::uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 
+/// The dropout uniform of element @p i: the 16-bit half (low half for even i) of Philox word i / 2,
+/// scaled to [0, 1). Two elements per word halve the generator's work; the keep probability is
+/// then exact to 2^-16.
+inline float dropout_uniform(std::uint32_t word_of_i_half, std::uint64_t i) {
+  const std::uint32_t h = (i & 1) ? word_of_i_half >> 16 : word_of_i_half & 0xFFFFu;
+  return static_cast<float>(h) * (1.0f / 65536.0f);
+}
+
 /// The @p index-th 32-bit word of stream (seed, stream): what Rng(seed, stream) would return as its
 /// index-th next_u32(). For element-wise parallel generation.
 std::uint32_t philox_word(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);

@@ -44,6 +44,7 @@ Dropout::Dropout(std::string name, float rate) : Layer(std::move(name)), m_rate(
 TensorDesc Dropout::setup(const TensorDesc& src) {
   m_src_desc = src;
   if (!inplace()) ensure(m_dst, src);
+  ensure(m_mask, {{static_cast<std::int64_t>(dropout_mask_floats(src.physical_elems()))}, nullptr});
   return src;
 }
 
@@ -55,16 +56,14 @@ const Tensor& Dropout::forward(const Tensor& src, const ForwardContext& ctx) {
     if (!inplace()) backend().copy(src, m_dst);
     return m_dst;
   }
-  m_seed = ctx.seed;
-  m_stream = mix64(hash_string(name()) ^ mix64(ctx.pass));
-  backend().dropout(src, m_dst, m_rate, m_seed, m_stream);
+  backend().dropout(src, m_dst, m_rate, ctx.seed, mix64(hash_string(name()) ^ mix64(ctx.pass)), m_mask);
   return m_dst;
 }
 
 void Dropout::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
   if (!ctx.need_diff_src) return;
   if (m_last_was_train)
-    backend().dropout(diff_dst, diff_src, m_rate, m_seed, m_stream);
+    backend().dropout_backward(diff_dst, diff_src, m_rate, m_mask);
   else
     backend().copy(diff_dst, diff_src);
 }

@@ -36,7 +36,7 @@ class Activation final : public Layer {
 
 /// @brief Inverted dropout (Keras): train phase keeps each element with probability 1-rate and
 /// scales it by 1/(1-rate); infer phase is the identity. The mask is a function of (seed, layer,
-/// pass) through Philox and is recomputed in backward, never stored.
+/// pass) through Philox, kept for backward as one bit per element.
 class Dropout final : public Layer {
  public:
   Dropout(std::string name, float rate);
@@ -54,9 +54,8 @@ class Dropout final : public Layer {
  private:
   float m_rate;
   TensorDesc m_src_desc;
-  Tensor m_dst;
+  Tensor m_dst, m_mask;
   bool m_last_was_train = false;
-  std::uint64_t m_seed = 0, m_stream = 0;
 };
 
 }  // namespace mpigan::nn

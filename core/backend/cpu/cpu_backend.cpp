@@ -156,10 +156,24 @@ std::size_t CpuBackend::count_nonfinite(const Tensor& x) {
   }));
 }
 
-void CpuBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) {
+void CpuBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream,
+                         Tensor& mask) {
+  const std::size_t n = same_size(src, dst, "dropout");
+  MPIGAN_CHECK(mask.physical_elems() >= dropout_mask_floats(n), "cpu dropout: mask of {} floats for {} elements",
+               mask.physical_elems(), n);
   const float keep_scale = 1.0f / (1.0f - rate);
-  parallel_chunks(same_size(src, dst, "dropout"), [&](std::size_t b, std::size_t e) {
-    cpu::dropout_range(src.data(), dst.data(), b, e, rate, keep_scale, seed, stream);
+  auto* bits = reinterpret_cast<std::uint32_t*>(mask.data());
+  // Chunks in whole mask words (32 elements), so no two threads write one word.
+  parallel_chunks(dropout_mask_floats(n), [&](std::size_t b, std::size_t e) {
+    cpu::dropout_range(src.data(), dst.data(), bits, 32 * b, std::min(n, 32 * e), rate, keep_scale, seed, stream);
+  });
+}
+
+void CpuBackend::dropout_backward(const Tensor& diff_dst, Tensor& diff_src, float rate, const Tensor& mask) {
+  const float keep_scale = 1.0f / (1.0f - rate);
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(mask.data());
+  parallel_chunks(same_size(diff_dst, diff_src, "dropout_backward"), [&](std::size_t b, std::size_t e) {
+    cpu::dropout_backward_range(diff_dst.data(), diff_src.data(), bits, b, e, keep_scale);
   });
 }
 

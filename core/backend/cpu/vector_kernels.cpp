@@ -54,26 +54,52 @@ inline void philox_lanes(std::uint64_t first_block, std::uint64_t seed, std::uin
 }  // namespace
 
 MPIGAN_MULTIVERSION
-void dropout_range(const float* x, float* y, std::size_t begin, std::size_t end, float rate, float scale,
-                   std::uint64_t seed, std::uint64_t stream) {
-  constexpr std::size_t kGroup = 4 * kLanes;  // elements per 16 blocks
-  auto one = [&](std::size_t i) {
-    y[i] = u32_to_unit_float(philox_word(seed, stream, i)) >= rate ? x[i] * scale : 0.0f;
-  };
+void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t begin, std::size_t end, float rate,
+                   float scale, std::uint64_t seed, std::uint64_t stream) {
+  // 16 blocks = 64 words = 128 elements = 4 mask words per group.
+  constexpr std::size_t kGroup = 8 * kLanes;
   std::size_t i = begin;
-  for (; i < end && i % kGroup != 0; ++i) one(i);
   std::uint32_t w[4][kLanes];
   for (; i + kGroup <= end; i += kGroup) {
-    philox_lanes(i / 4, seed, stream, w);
-    // Element i + 4l + k takes word k of block (i/4 + l).
+    philox_lanes(i / 8, seed, stream, w);
+    // Word k of block (i/8 + l) is word 4l + k of the group; it covers elements 2(4l + k) and +1.
+    std::uint32_t keep[kGroup];
     for (int k = 0; k < 4; ++k)
 #pragma GCC ivdep
       for (int l = 0; l < kLanes; ++l) {
-        const std::size_t e = i + 4 * static_cast<std::size_t>(l) + static_cast<std::size_t>(k);
-        y[e] = u32_to_unit_float(w[k][l]) >= rate ? x[e] * scale : 0.0f;
+        const std::size_t e = 2 * (4 * static_cast<std::size_t>(l) + static_cast<std::size_t>(k));
+        const std::uint32_t word = w[k][l];
+        const bool k0 = static_cast<float>(word & 0xFFFFu) * (1.0f / 65536.0f) >= rate;
+        const bool k1 = static_cast<float>(word >> 16) * (1.0f / 65536.0f) >= rate;
+        keep[e] = k0;
+        keep[e + 1] = k1;
+        y[i + e] = k0 ? x[i + e] * scale : 0.0f;
+        y[i + e + 1] = k1 ? x[i + e + 1] * scale : 0.0f;
       }
+    for (std::size_t m = 0; m < kGroup / 32; ++m) {
+      std::uint32_t b = 0;
+      for (std::size_t j = 0; j < 32; ++j) b |= keep[32 * m + j] << j;
+      bits[i / 32 + m] = b;
+    }
   }
-  for (; i < end; ++i) one(i);
+  // Tail (fewer than 128 elements left): one word at a time.
+  for (; i < end; i += 32) {
+    std::uint32_t b = 0;
+    for (std::size_t j = 0; j < 32 && i + j < end; ++j) {
+      const std::size_t e = i + j;
+      const bool k = dropout_uniform(philox_word(seed, stream, e / 2), e) >= rate;
+      b |= static_cast<std::uint32_t>(k) << j;
+      y[e] = k ? x[e] * scale : 0.0f;
+    }
+    bits[i / 32] = b;
+  }
+}
+
+MPIGAN_MULTIVERSION
+void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
+                            float scale) {
+#pragma GCC ivdep
+  for (std::size_t i = begin; i < end; ++i) dx[i] = (bits[i / 32] >> (i % 32)) & 1u ? dy[i] * scale : 0.0f;
 }
 
 }  // namespace mpigan::cpu

@@ -8,9 +8,12 @@
 
 namespace mpigan::cpu {
 
-/// y[i] = x[i] * (u_i >= rate ? scale : 0) for i in [begin, end), u_i the i-th uniform of Philox
-/// stream (seed, stream) exactly as philox_word()/u32_to_unit_float() define it. y may alias x.
-void dropout_range(const float* x, float* y, std::size_t begin, std::size_t end, float rate, float scale,
-                   std::uint64_t seed, std::uint64_t stream);
+/// Dropout forward over elements [begin, end), begin a multiple of 32: y[i] = x[i] * scale when
+/// dropout_uniform(i) >= rate (core/rng.hpp), else 0; keep bits into bits[begin/32 ...]. y may alias x.
+void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t begin, std::size_t end, float rate,
+                   float scale, std::uint64_t seed, std::uint64_t stream);
+/// Dropout backward over [begin, end) from the keep bits.
+void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
+                            float scale);
 
 }  // namespace mpigan::cpu

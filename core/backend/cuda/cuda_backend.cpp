@@ -292,13 +292,27 @@ std::size_t CudaBackend::count_nonfinite(const Tensor& x) {
   return static_cast<std::size_t>(value);
 }
 
-void CudaBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) {
+void CudaBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream,
+                          Tensor& mask) {
   const std::size_t n = same_size(src, dst, "dropout");
   MPIGAN_CHECK(rate >= 0.0f && rate < 1.0f, "cuda dropout: rate must be in [0, 1), got {}", rate);
+  MPIGAN_CHECK(mask.physical_elems() >= dropout_mask_floats(n), "cuda dropout: mask of {} floats for {} elements",
+               mask.physical_elems(), n);
+  cuda::require_device(mask, "dropout", "mask");
   m_ctx->activate();
   // The scale is computed here, in float, exactly as the reference computes it.
   const float keep_scale = 1.0f / (1.0f - rate);
-  kernels::dropout(m_ctx->stream(), src.data(), dst.data(), n, rate, keep_scale, seed, stream);
+  kernels::dropout(m_ctx->stream(), src.data(), dst.data(), reinterpret_cast<std::uint32_t*>(mask.data()), n, rate,
+                   keep_scale, seed, stream);
+}
+
+void CudaBackend::dropout_backward(const Tensor& diff_dst, Tensor& diff_src, float rate, const Tensor& mask) {
+  const std::size_t n = same_size(diff_dst, diff_src, "dropout_backward");
+  cuda::require_device(mask, "dropout_backward", "mask");
+  m_ctx->activate();
+  const float keep_scale = 1.0f / (1.0f - rate);
+  kernels::dropout_backward(m_ctx->stream(), diff_dst.data(), diff_src.data(),
+                            reinterpret_cast<const std::uint32_t*>(mask.data()), n, keep_scale);
 }
 
 void CudaBackend::sum_per_item(const Tensor& src, Tensor& dst) {

@@ -70,9 +70,11 @@ MPIGAN_HD float pow_backward_add(float x, float p, float diff_dst, float diff_sr
   return x > 0.0f ? diff_src + p * powf(x, p - 1.0f) * diff_dst : diff_src;
 }
 
-/// Inverted dropout of one element given its Philox word.
-MPIGAN_HD float dropout_value(float x, std::uint32_t word, float rate, float keep_scale) {
-  return unit_float(word) >= rate ? x * keep_scale : 0.0f;
+/// Whether dropout keeps element i given Philox word i / 2 (core/rng.hpp dropout_uniform: the
+/// 16-bit half, low half for even i, scaled by 2^-16).
+MPIGAN_HD bool dropout_keep(std::uint32_t word_of_i_half, std::uint64_t i, float rate) {
+  const std::uint32_t h = (i & 1) ? word_of_i_half >> 16 : word_of_i_half & 0xFFFFu;
+  return static_cast<float>(h) * (1.0f / 65536.0f) >= rate;
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // Invariants: formulas come from device_math.hpp (shared with the host tests); grid-stride loops
 // over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
 // fixed two-stage tree whose shape depends only on n, so results are reproducible bit for bit.
-// dropout draws Philox word i for element i, as the reference does (philox.hpp).
+// dropout draws Philox word i/2 for element i, as the reference does (philox.hpp, core/rng.hpp).
 #include "mpigan/core/backend/cuda/kernel_utils.cuh"
 #include "mpigan/core/backend/cuda/launchers.hpp"
 
@@ -33,19 +33,33 @@ __global__ void pow_backward_add_kernel(const float* src, float p, const float* 
     diff_src[i] = mpigan::cuda::pow_backward_add(src[i], p, diff_dst[i], diff_src[i]);
 }
 
-/// One Philox block (4 words) per thread and step: elements 4b .. 4b+3 use the words of block b.
-__global__ void dropout_kernel(const float* src, float* dst, std::size_t n, float rate, float keep_scale,
-                               std::uint64_t seed, std::uint64_t stream_id) {
-  const std::size_t blocks = (n + 3) / 4;
-  for (std::size_t b = global_thread(); b < blocks; b += grid_threads()) {
-    const PhiloxWords words = philox_block(seed, stream_id, b);
-    const std::size_t base = 4 * b;
+/// One mask word per thread and step: elements 32w .. 32w+31 use Philox words 16w .. 16w+15, i.e.
+/// blocks 4w .. 4w+3 (two elements per word, core/rng.hpp dropout_uniform).
+__global__ void dropout_kernel(const float* src, float* dst, std::uint32_t* bits, std::size_t n, float rate,
+                               float keep_scale, std::uint64_t seed, std::uint64_t stream_id) {
+  const std::size_t words = (n + 31) / 32;
+  for (std::size_t w = global_thread(); w < words; w += grid_threads()) {
+    std::uint32_t mask = 0;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const std::size_t i = base + k;
-      if (i < n) dst[i] = dropout_value(src[i], words.v[k], rate, keep_scale);
+    for (int b = 0; b < 4; ++b) {
+      const PhiloxWords pw = philox_block(seed, stream_id, 4 * w + b);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const std::size_t i = 32 * w + 8 * b + k;
+        if (i >= n) break;
+        const bool keep = dropout_keep(pw.v[k / 2], i, rate);
+        mask |= static_cast<std::uint32_t>(keep) << (8 * b + k);
+        dst[i] = keep ? src[i] * keep_scale : 0.0f;
+      }
     }
+    bits[w] = mask;
   }
+}
+
+__global__ void dropout_backward_kernel(const float* diff_dst, float* diff_src, const std::uint32_t* bits,
+                                        std::size_t n, float keep_scale) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads())
+    diff_src[i] = (bits[i / 32] >> (i % 32)) & 1u ? diff_dst[i] * keep_scale : 0.0f;
 }
 
 __global__ void sum_per_item_kernel(const float* src, std::int64_t item_numel, float* dst) {
@@ -133,10 +147,17 @@ void pow_backward_add(cudaStream_t stream, const float* src, float p, const floa
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 
-void dropout(cudaStream_t stream, const float* src, float* dst, std::size_t n, float rate, float keep_scale,
-             std::uint64_t seed, std::uint64_t stream_id) {
+void dropout(cudaStream_t stream, const float* src, float* dst, std::uint32_t* bits, std::size_t n, float rate,
+             float keep_scale, std::uint64_t seed, std::uint64_t stream_id) {
   if (n == 0) return;
-  dropout_kernel<<<blocks_for(n, 4), kThreads, 0, stream>>>(src, dst, n, rate, keep_scale, seed, stream_id);
+  dropout_kernel<<<blocks_for(n, 32), kThreads, 0, stream>>>(src, dst, bits, n, rate, keep_scale, seed, stream_id);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void dropout_backward(cudaStream_t stream, const float* diff_dst, float* diff_src, const std::uint32_t* bits,
+                      std::size_t n, float keep_scale) {
+  if (n == 0) return;
+  dropout_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(diff_dst, diff_src, bits, n, keep_scale);
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 

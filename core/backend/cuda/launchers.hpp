@@ -23,8 +23,11 @@ void mul(cudaStream_t stream, const float* a, const float* b, float* out, std::s
 void pow(cudaStream_t stream, const float* src, float p, float* dst, std::size_t n);
 void pow_backward_add(cudaStream_t stream, const float* src, float p, const float* diff_dst, float* diff_src,
                       std::size_t n);
-void dropout(cudaStream_t stream, const float* src, float* dst, std::size_t n, float rate, float keep_scale,
-             std::uint64_t seed, std::uint64_t stream_id);
+/// Dropout forward with keep bits (one 32-bit word per 32 elements) and its backward.
+void dropout(cudaStream_t stream, const float* src, float* dst, std::uint32_t* bits, std::size_t n, float rate,
+             float keep_scale, std::uint64_t seed, std::uint64_t stream_id);
+void dropout_backward(cudaStream_t stream, const float* diff_dst, float* diff_src, const std::uint32_t* bits,
+                      std::size_t n, float keep_scale);
 /// dst[item] = sum of the item's values (double accumulation), one block per item.
 void sum_per_item(cudaStream_t stream, const float* src, std::int64_t items, std::int64_t item_numel, float* dst);
 /// diff_src[item, :] += diff_dst[item].

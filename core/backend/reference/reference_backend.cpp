@@ -4,6 +4,7 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -243,11 +244,27 @@ std::size_t ReferenceBackend::count_nonfinite(const Tensor& x) {
   return n;
 }
 
-void ReferenceBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) {
+void ReferenceBackend::dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream,
+                               Tensor& mask) {
   const std::size_t n = same_size(src, dst, "dropout");
+  MPIGAN_CHECK(mask.physical_elems() >= dropout_mask_floats(n), "reference dropout: mask of {} floats for {} elements",
+               mask.physical_elems(), n);
+  auto* bits = reinterpret_cast<std::uint32_t*>(mask.data());
+  std::fill_n(bits, dropout_mask_floats(n), 0u);
+  const float keep_scale = 1.0f / (1.0f - rate);
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool keep = dropout_uniform(philox_word(seed, stream, i / 2), i) >= rate;
+    if (keep) bits[i / 32] |= 1u << (i % 32);
+    dst.data()[i] = keep ? src.data()[i] * keep_scale : 0.0f;
+  }
+}
+
+void ReferenceBackend::dropout_backward(const Tensor& diff_dst, Tensor& diff_src, float rate, const Tensor& mask) {
+  const std::size_t n = same_size(diff_dst, diff_src, "dropout_backward");
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(mask.data());
   const float keep_scale = 1.0f / (1.0f - rate);
   for (std::size_t i = 0; i < n; ++i)
-    dst.data()[i] = u32_to_unit_float(philox_word(seed, stream, i)) >= rate ? src.data()[i] * keep_scale : 0.0f;
+    diff_src.data()[i] = (bits[i / 32] >> (i % 32)) & 1u ? diff_dst.data()[i] * keep_scale : 0.0f;
 }
 
 void ReferenceBackend::sum_per_item(const Tensor& src, Tensor& dst) {

@@ -28,7 +28,9 @@ class ReferenceBackend final : public Backend {
   void mul(const Tensor& a, const Tensor& b, Tensor& out) override;
   double sum_squares(const Tensor& x) override;
   std::size_t count_nonfinite(const Tensor& x) override;
-  void dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream) override;
+  void dropout(const Tensor& src, Tensor& dst, float rate, std::uint64_t seed, std::uint64_t stream,
+               Tensor& mask) override;
+  void dropout_backward(const Tensor& diff_dst, Tensor& diff_src, float rate, const Tensor& mask) override;
   void sum_per_item(const Tensor& src, Tensor& dst) override;
   void add_per_item(const Tensor& diff_dst, Tensor& diff_src) override;
   void pow(const Tensor& src, float p, Tensor& dst) override;

@@ -219,17 +219,20 @@ TEST_CASE("cuda: the Philox port is bit-identical to core/rng.cpp") {
 TEST_CASE("cuda: dropout emulated with the kernel's functions equals the reference mask") {
   auto ref = make_backend("reference");
   Rng rng(11);
-  const std::size_t n = 1001;  // not a multiple of 4: the kernel's tail block
+  const std::size_t n = 1001;  // not a multiple of 32: the kernel's partial last mask word
   Tensor src = random_host({static_cast<std::int64_t>(n)}, rng);
+  Tensor mask = Tensor::empty({static_cast<std::int64_t>(dropout_mask_floats(n))});
   for (float rate : {0.0f, 0.2f, 0.5f, 0.9f}) {
     Tensor want = Tensor::empty(src.shape());
-    ref->dropout(src, want, rate, 1234, 56);
+    ref->dropout(src, want, rate, 1234, 56, mask);
     Tensor got = Tensor::empty(src.shape());
     const float keep = 1.0f / (1.0f - rate);
-    for (std::size_t b = 0; b < (n + 3) / 4; ++b) {
+    for (std::size_t b = 0; b < (n + 7) / 8; ++b) {
       const auto words = cuda::philox_block(1234, 56, b);
-      for (std::size_t k = 0; k < 4 && 4 * b + k < n; ++k)
-        got.data()[4 * b + k] = cuda::dropout_value(src.data()[4 * b + k], words.v[k], rate, keep);
+      for (std::size_t k = 0; k < 8 && 8 * b + k < n; ++k) {
+        const std::size_t i = 8 * b + k;
+        got.data()[i] = cuda::dropout_keep(words.v[k / 2], i, rate) ? src.data()[i] * keep : 0.0f;
+      }
     }
     CHECK(close(fmt::format("dropout rate {}", rate), got, want, kExact));
   }
@@ -760,14 +763,23 @@ TEST_CASE("cuda: flat math matches the reference") {
     Tensor empty_gpu = b.gpu->allocate(Shape{0});
     CHECK(b.gpu->sum_squares(empty_gpu) == 0.0);
   }
-  SUBCASE("dropout: the same mask as the reference, bit for bit") {
+  SUBCASE("dropout: the same mask as the reference, bit for bit; backward from the mask") {
+    const Shape ms{static_cast<std::int64_t>(dropout_mask_floats(static_cast<std::size_t>(flat.numel())))};
     for (float rate : {0.0f, 0.2f, 0.5f}) {
       CAPTURE(rate);
-      Tensor want = Tensor::empty(flat);
-      b.ref->dropout(x, want, rate, 777, 3);
+      Tensor want = Tensor::empty(flat), rmask = Tensor::empty(ms);
+      b.ref->dropout(x, want, rate, 777, 3, rmask);
       Tensor g = to_gpu(*b.gpu, x);
-      b.gpu->dropout(g, g, rate, 777, 3);  // in place
+      Tensor gmask = b.gpu->allocate(ms);
+      b.gpu->dropout(g, g, rate, 777, 3, gmask);  // in place
       CHECK(close("dropout", b.gpu->to_host(g), want, kExact));
+      const Tensor hm = b.gpu->to_host(gmask);
+      CHECK(std::memcmp(hm.data(), rmask.data(), static_cast<std::size_t>(ms.numel()) * sizeof(float)) == 0);
+      Tensor dref = Tensor::empty(flat);
+      b.ref->dropout_backward(x, dref, rate, rmask);
+      Tensor dg = to_gpu(*b.gpu, x);
+      b.gpu->dropout_backward(dg, dg, rate, gmask);
+      CHECK(close("dropout backward", b.gpu->to_host(dg), dref, kExact));
     }
   }
   SUBCASE("per-item sums and broadcasts") {

@@ -13,6 +13,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <cmath>
+#include <cstring>
 
 using namespace mpigan;
 using namespace mpigan::test;
@@ -305,21 +306,30 @@ TEST_CASE_TEMPLATE("flat math matches the reference", T, MPIGAN_TEST_BACKENDS) {
   CHECK(be->count_nonfinite(upload(*be, bad, {s, nullptr})) == 3);
   CHECK(ref.count_nonfinite(bad) == 3);
 
-  // Dropout: the same mask on every backend, in place too, and about the right keep rate.
+  // Dropout: the same mask on every backend, in place too, about the right keep rate, and a
+  // backward that uses the forward's mask.
   Tensor ones = Tensor::full(s, 1.0f);
-  Tensor bd = be->allocate(s), rd = Tensor::empty(s);
-  be->dropout(upload(*be, ones, {s, nullptr}), bd, 0.2f, 42, 7);
-  ref.dropout(ones, rd, 0.2f, 42, 7);
+  const Shape ms{static_cast<std::int64_t>(dropout_mask_floats(static_cast<std::size_t>(s.numel())))};
+  Tensor bd = be->allocate(s), rd = Tensor::empty(s), bmask = be->allocate(ms), rmask = Tensor::empty(ms);
+  be->dropout(upload(*be, ones, {s, nullptr}), bd, 0.2f, 42, 7, bmask);
+  ref.dropout(ones, rd, 0.2f, 42, 7, rmask);
   check_close("dropout mask", host(*be, bd), rd, {0, 0});
   std::size_t kept = 0;
   for (float v : rd.values()) kept += v != 0.0f;
   CHECK(static_cast<double>(kept) / s.numel() == doctest::Approx(0.8).epsilon(0.01));
   for (float v : rd.values()) REQUIRE((v == 0.0f || std::abs(v - 1.25f) < 1e-6f));
+  const Tensor hmask = host(*be, bmask);
+  CHECK(std::memcmp(hmask.data(), rmask.data(), ms.numel() * sizeof(float)) == 0);
   Tensor inplace = upload(*be, x, {s, nullptr});
-  be->dropout(inplace, inplace, 0.2f, 42, 7);
+  be->dropout(inplace, inplace, 0.2f, 42, 7, bmask);
   Tensor rdx = Tensor::empty(s);
-  ref.dropout(x, rdx, 0.2f, 42, 7);
+  ref.dropout(x, rdx, 0.2f, 42, 7, rmask);
   check_close("dropout in place", host(*be, inplace), rdx, {0, 0});
+  Tensor g = random_tensor(s, rng), bg = be->allocate(s), rg = Tensor::empty(s);
+  be->dropout_backward(upload(*be, g, {s, nullptr}), bg, 0.2f, bmask);
+  ref.dropout_backward(g, rg, 0.2f, rmask);
+  check_close("dropout backward", host(*be, bg), rg, {0, 0});
+  for (std::int64_t i = 0; i < s.numel(); ++i) REQUIRE((rg.data()[i] == 0.0f) == (rdx.data()[i] == 0.0f || x.data()[i] == 0.0f));
 
   const Shape img{3, 1, 5, 6, 7};
   Tensor im = random_tensor(img, rng, 0.0f, 2.0f);
@@ -327,7 +337,7 @@ TEST_CASE_TEMPLATE("flat math matches the reference", T, MPIGAN_TEST_BACKENDS) {
   be->sum_per_item(upload(*be, im, {img, nullptr}), bs);
   ref.sum_per_item(im, rs);
   check_close("sum_per_item", host(*be, bs), rs, {1e-4, 1e-6});
-  Tensor g = random_tensor({3, 1}, rng);
+  g = random_tensor({3, 1}, rng);
   Tensor bacc = upload(*be, im, {img, nullptr}), racc = im.clone();
   be->add_per_item(upload(*be, g, {{3, 1}, nullptr}), bacc);
   ref.add_per_item(g, racc);
