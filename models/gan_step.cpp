@@ -187,6 +187,41 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   return L;
 }
 
+StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
+  const std::int64_t n = batch.image.shape()[0];
+  MPIGAN_CHECK_SHAPE(batch.image.shape() == Shape::batch_of(n, m_model.image),
+                     "gan evaluate: real images expected (N,{}), found {}", m_model.image, batch.image.shape());
+  Rng rng(seed, hash_string("evaluate"));
+  const Shape col{n, 1};
+  StepLosses L;
+  L.heads = m_heads;
+  Tensor fake_energy = batch.energy, fake_ecal = batch.ecal;
+  if (!m_model.angle_model) {
+    fake_energy = Tensor::empty(col);
+    fake_ecal = Tensor::empty(col);
+    for (std::int64_t i = 0; i < n; ++i) {
+      fake_energy.data()[i] = rng.uniform(m_config.fake_energy_lo, m_config.fake_energy_hi);
+      fake_ecal.data()[i] = ecal_fit(fake_energy.data()[i], m_config.ecal_xscale);
+    }
+  }
+  auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
+    std::vector<Tensor> t(m_heads.size());
+    for (std::size_t h = 0; h < m_heads.size(); ++h)
+      t[h] = m_head_kind[h] == kFake ? labels : m_head_kind[h] == kEnergy ? energy : m_head_kind[h] == kEcal ? ecal : batch.angle;
+    return t;
+  };
+  const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
+  std::vector<Tensor> diffs;
+  const Tensor ones = Tensor::full(col, 1.0f), zeros = Tensor::zeros(col);
+  L.d_real = head_losses(m_model.discriminator.forward(to_device(batch.image), infer),
+                         targets_for(ones, batch.energy, batch.ecal), L.d_real_heads, diffs);
+  const Tensor fake = m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0];
+  const auto& out = m_model.discriminator.forward(fake, infer);
+  L.d_fake = head_losses(out, targets_for(zeros, fake_energy, fake_ecal), L.d_fake_heads, diffs);
+  L.g = head_losses(out, targets_for(ones, fake_energy, fake_ecal), L.g_heads, diffs);
+  return L;
+}
+
 Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed) {
   Rng rng(seed, hash_string("generate"));
   const Tensor z = to_device(generator_input(energy, angle, rng));

@@ -56,6 +56,10 @@ class GanStep {
 
   StepLosses run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply);
 
+  /// The step's losses on @p batch without any update: G and D in inference mode (BatchNorm
+  /// running statistics, no dropout), as Keras' test_on_batch computes them; no label flips.
+  StepLosses evaluate(const RealBatch& batch, std::uint64_t seed);
+
   /// Generate showers for conditions energy (N,1) E/100 (and angle (N,1) rad for the angle
   /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
   Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);

@@ -1,0 +1,66 @@
+// Checkpoints: HDF5 files written atomically (to NAME.tmp, then renamed over NAME), holding flat
+// float arrays, integers and strings by slash-separated path ("generator/weights"). A crash or a
+// kill while writing leaves the previous checkpoint intact; a reader never sees a partial file.
+// What goes in (weights, BatchNorm state, optimizer slots, update-rule state, RNG and data
+// position) is decided by the trainer and the master; ParameterSets carry their segment layout so
+// that loading into a different model is an error naming the first mismatch.
+#pragma once
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/parameter_set.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mpigan::train {
+
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(std::string path);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  void put(const std::string& name, std::span<const float> values);
+  void put(const std::string& name, std::span<const double> values);
+  void put_int(const std::string& name, std::int64_t value);
+  void put_string(const std::string& name, const std::string& value);
+  /// Flush, close and rename into place. Without commit() the temporary file is removed.
+  void commit();
+  const std::string& path() const { return m_path; }
+
+ private:
+  struct Impl;
+  std::string m_path;
+  std::unique_ptr<Impl> m_impl;
+};
+
+class CheckpointReader {
+ public:
+  /// Throws DataError naming the file when it is missing, truncated or not HDF5.
+  explicit CheckpointReader(std::string path);
+  ~CheckpointReader();
+  bool has(const std::string& name) const;
+  std::vector<float> floats(const std::string& name) const;
+  std::vector<double> doubles(const std::string& name) const;
+  std::int64_t get_int(const std::string& name) const;
+  std::string get_string(const std::string& name) const;
+  const std::string& path() const { return m_path; }
+
+ private:
+  struct Impl;
+  std::string m_path;
+  std::unique_ptr<Impl> m_impl;
+};
+
+/// ParameterSet <-> checkpoint: NAME/values (the flat buffer, host copy) and NAME/layout (segment
+/// names and shapes). load_parameters throws DataError when the layout differs, naming the first
+/// differing segment.
+void save_parameters(CheckpointWriter& w, const std::string& name, const ParameterSet& p, Backend& backend);
+void load_parameters(const CheckpointReader& r, const std::string& name, ParameterSet& p, Backend& backend);
+std::string layout_string(const ParameterSet& p);
+
+}  // namespace mpigan::train

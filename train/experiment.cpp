@@ -1,0 +1,278 @@
+#include "mpigan/train/experiment.hpp"
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/error.hpp"
+
+#include <algorithm>
+
+namespace mpigan::train {
+
+void data_defaults_for_model(const std::string& model, data::Geometry& geometry, data::Preprocess& preprocess) {
+  if (model == "anglegan-51") {
+    geometry = data::Geometry::ecal51;
+    preprocess = data::preprocess_anglegan();
+  } else {
+    geometry = data::Geometry::ecal25;
+    preprocess = data::preprocess_3dgan();
+  }
+}
+
+namespace {
+
+nn::OptimizerConfig parse_optimizer(ConfigNode& n, const nn::OptimizerConfig& base) {
+  nn::OptimizerConfig c = base;
+  const std::string name = n.get_choice("name", base.name, {"sgd", "rmsprop", "adam"});
+  if (name != base.name) {
+    const auto d = nn::OptimizerConfig::defaults(name);
+    c.name = name;
+    c.lr = d.lr;
+  }
+  c.lr = n.get_real("lr", c.lr, 0.0, 1e3, true);
+  c.momentum = n.get_real("momentum", c.momentum, 0.0, 0.999999);
+  c.nesterov = n.get_bool("nesterov", c.nesterov);
+  c.rho = n.get_real("rho", c.rho, 0.0, 0.999999);
+  c.beta1 = n.get_real("beta1", c.beta1, 0.0, 0.999999);
+  c.beta2 = n.get_real("beta2", c.beta2, 0.0, 0.999999);
+  c.epsilon = n.get_real("epsilon", c.epsilon, 0.0, 1.0, true);
+  return c;
+}
+
+YAML::Node optimizer_yaml(const nn::OptimizerConfig& c) {
+  YAML::Node n;
+  n["name"] = c.name;
+  n["lr"] = c.lr;
+  if (c.name == "sgd") {
+    n["momentum"] = c.momentum;
+    n["nesterov"] = c.nesterov;
+  }
+  if (c.name == "rmsprop") n["rho"] = c.rho;
+  if (c.name == "adam") {
+    n["beta1"] = c.beta1;
+    n["beta2"] = c.beta2;
+  }
+  n["epsilon"] = c.epsilon;
+  return n;
+}
+
+const char* units_name(data::Units u) {
+  switch (u) {
+    case data::Units::automatic: return "auto";
+    case data::Units::gev: return "gev";
+    case data::Units::gev_x50: return "gev_x50";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections) {
+  ExperimentConfig e;
+  ConfigNode root = doc.root();
+  e.name = root.get_string("name", e.name);
+  if (e.name.empty() || e.name.find('/') != std::string::npos)
+    root.problem("name", "must be a non-empty name without '/' (it names the run directory)");
+  e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
+  e.backend = root.get_choice("backend", e.backend, backend_names());
+  e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
+  for (const auto& s : extra_sections) root.accept(s);
+
+  // model
+  ConfigNode m = root.section("model");
+  e.model.name = m.get_choice("name", "3dgan-25", models::model_names());
+  e.model.latent = m.get_int("latent", 0, 0, 1 << 16);
+  e.model.dropout = static_cast<float>(m.get_real("dropout", 0.2, 0.0, 0.95));
+  e.model.leaky_alpha = static_cast<float>(m.get_real("leaky_alpha", 0.3, 0.0, 1.0));
+  e.model.bn_momentum = static_cast<float>(m.get_real("bn_momentum", 0.99, 0.0, 1.0));
+  const models::LossWeights ref = models::reference_loss_weights(e.model.name);
+  if (m.has("loss_weights")) {
+    ConfigNode w = m.section("loss_weights");
+    e.model.loss_weights.bce = static_cast<float>(w.get_real("bce", ref.bce, 0.0, 1e6));
+    e.model.loss_weights.energy = static_cast<float>(w.get_real("energy", ref.energy, 0.0, 1e6));
+    e.model.loss_weights.ecal = static_cast<float>(w.get_real("ecal", ref.ecal, 0.0, 1e6));
+    e.model.loss_weights.angle = static_cast<float>(w.get_real("angle", ref.angle, 0.0, 1e6));
+    w.reject_unknown();
+  } else {
+    m.accept("loss_weights");
+    e.model.loss_weights = ref;
+  }
+  m.reject_unknown();
+
+  // data
+  ConfigNode d = root.section("data");
+  data_defaults_for_model(e.model.name, e.data.geometry, e.data.preprocess);
+  e.data.train_files = d.get_strings("train", {});
+  e.data.validation_files = d.get_strings("validation", {});
+  e.data.validation_fraction = d.get_real("validation_fraction", 0.0, 0.0, 0.9);
+  if (!e.data.validation_files.empty() && d.has("validation_fraction"))
+    d.problem("validation_fraction", "give either data.validation (files) or data.validation_fraction, not both");
+  e.data.split = d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files
+                                                                                 : data::SplitMode::events;
+  const std::string units = d.get_choice("units", "auto", {"auto", "gev", "gev_x50"});
+  e.data.units = units == "auto" ? data::Units::automatic : units == "gev" ? data::Units::gev : data::Units::gev_x50;
+  e.data.max_events = d.get_int("max_events", 0, 0);
+  e.prefetch = static_cast<int>(d.get_int("prefetch", 4, 1, 1024));
+  e.read_threads = static_cast<int>(d.get_int("read_threads", 1, 1, 64));
+  if (d.has("preprocess")) {
+    ConfigNode p = d.section("preprocess");
+    auto& pp = e.data.preprocess;
+    pp.threshold = static_cast<float>(p.get_real("threshold", pp.threshold, 0.0, 1e6));
+    pp.xscale = static_cast<float>(p.get_real("xscale", pp.xscale, 0.0, 1e9, true));
+    pp.power = static_cast<float>(p.get_real("power", pp.power, 0.0, 10.0, true));
+    pp.min_ecal_sum = static_cast<float>(p.get_real("min_ecal_sum", pp.min_ecal_sum, 0.0, 1e12));
+    pp.angle_key = p.get_choice("angle_key", pp.angle_key, {"mtheta", "theta"});
+    p.reject_unknown();
+  } else {
+    d.accept("preprocess");
+  }
+  if (d.has("simulate")) {
+    ConfigNode s = d.section("simulate");
+    auto& sim = e.simulate;
+    sim.enabled = true;
+    sim.events = s.get_int("events", sim.events, 1, 100000000);
+    const auto energy = s.get_reals("energy", {sim.energy_lo, sim.energy_hi}, 2);
+    sim.energy_lo = energy[0];
+    sim.energy_hi = energy[1];
+    if (!(0 < sim.energy_lo && sim.energy_lo <= sim.energy_hi))
+      s.problem("energy", fmt::format("expected [lo, hi] GeV with 0 < lo <= hi, got [{}, {}]", sim.energy_lo, sim.energy_hi));
+    const bool angle_model = e.data.geometry == data::Geometry::ecal51;
+    const auto angle = s.get_reals("angle", angle_model ? std::vector<double>{60, 120} : std::vector<double>{90, 90}, 2);
+    sim.angle_lo = angle[0];
+    sim.angle_hi = angle[1];
+    if (!(0 < sim.angle_lo && sim.angle_lo <= sim.angle_hi && sim.angle_hi < 180))
+      s.problem("angle", fmt::format("expected [lo, hi] degrees in (0, 180), got [{}, {}]", sim.angle_lo, sim.angle_hi));
+    sim.events_per_file = s.get_int("events_per_file", sim.events_per_file, 1, 100000000);
+    sim.seed = static_cast<std::uint64_t>(s.get_int("seed", 1, 0));
+    sim.dir = s.get_string("dir", "");
+    if (sim.dir.empty()) s.problem("dir", "the directory the simulated files go to is required");
+    s.reject_unknown();
+  } else {
+    d.accept("simulate");
+  }
+  if (e.data.train_files.empty()) d.problem("train", "at least one training file, glob or @list file is required");
+  d.reject_unknown();
+
+  // optimizer
+  ConfigNode o = root.section("optimizer");
+  const nn::OptimizerConfig common = parse_optimizer(o, nn::OptimizerConfig::defaults("rmsprop"));
+  for (const auto& [key, target] : {std::pair{"generator", &e.opt_generator}, std::pair{"discriminator", &e.opt_discriminator}}) {
+    if (!o.has(key)) {
+      o.accept(key);
+      *target = common;
+      continue;
+    }
+    ConfigNode sub = o.section(key);
+    *target = parse_optimizer(sub, common);
+    sub.reject_unknown();
+  }
+  o.reject_unknown();
+
+  // training
+  ConfigNode t = root.section("training");
+  e.epochs = t.get_int("epochs", e.epochs, 1, 1000000);
+  e.max_updates = t.get_int("max_updates", 0, 0);
+  e.batch = t.get_int("batch", e.batch, 1, 1 << 16);
+  e.step.label_flip = static_cast<float>(t.get_real("label_flip", 0.05, 0.0, 0.49));
+  const auto fe = t.get_reals("fake_energy", {0.1, 5.0}, 2);
+  if (!(0 < fe[0] && fe[0] <= fe[1]))
+    t.problem("fake_energy", fmt::format("expected [lo, hi] in E/100 with 0 < lo <= hi, got [{}, {}]", fe[0], fe[1]));
+  e.step.fake_energy_lo = static_cast<float>(fe[0]);
+  e.step.fake_energy_hi = static_cast<float>(fe[1]);
+  e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
+  e.step.ecal_xscale = e.data.preprocess.xscale;
+  t.accept("sync_every");  // read by the distributed layers
+  t.reject_unknown();
+
+  // validation, checkpoint, output, logging
+  ConfigNode v = root.section("validation");
+  e.validate_every = v.get_int("every", 0, 0);
+  e.validation_batches = v.get_int("batches", 4, 0);
+  for (const char* k : {"metrics", "early_stopping", "events"}) v.accept(k);  // distributed validation
+  v.reject_unknown();
+  ConfigNode c = root.section("checkpoint");
+  e.checkpoint_every = c.get_int("every", 0, 0);
+  e.checkpoint_keep = c.get_int("keep", 3, 1, 1000);
+  c.reject_unknown();
+  ConfigNode out = root.section("output");
+  e.output_dir = out.get_string("dir", "");
+  out.reject_unknown();
+  ConfigNode lg = root.section("logging");
+  e.log_level = lg.get_choice("level", "info", {"trace", "debug", "info", "warn", "error", "critical", "off"});
+  e.log_every = lg.get_int("every", 10, 1);
+  lg.accept("trace");
+  lg.reject_unknown();
+  root.reject_unknown();
+
+  if (e.model.name == "tiny-8")
+    root.problem("model", "model 'tiny-8' is a test sandbox without a data geometry; use 3dgan-25 or anglegan-51");
+  if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
+
+  // The resolved configuration: what was given, with every default filled in.
+  YAML::Node r;
+  r["name"] = e.name;
+  r["seed"] = e.seed;
+  r["backend"] = e.backend;
+  r["threads"] = e.threads;
+  r["model"]["name"] = e.model.name;
+  r["model"]["latent"] = e.model.latent;
+  r["model"]["dropout"] = e.model.dropout;
+  r["model"]["leaky_alpha"] = e.model.leaky_alpha;
+  r["model"]["bn_momentum"] = e.model.bn_momentum;
+  r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
+  r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
+  r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;
+  r["model"]["loss_weights"]["angle"] = e.model.loss_weights.angle;
+  for (const auto& f : e.data.train_files) r["data"]["train"].push_back(f);
+  for (const auto& f : e.data.validation_files) r["data"]["validation"].push_back(f);
+  if (e.data.validation_files.empty()) r["data"]["validation_fraction"] = e.data.validation_fraction;
+  r["data"]["split"] = e.data.split == data::SplitMode::files ? "files" : "events";
+  r["data"]["units"] = units_name(e.data.units);
+  r["data"]["max_events"] = e.data.max_events;
+  r["data"]["prefetch"] = e.prefetch;
+  r["data"]["read_threads"] = e.read_threads;
+  r["data"]["preprocess"]["threshold"] = e.data.preprocess.threshold;
+  r["data"]["preprocess"]["xscale"] = e.data.preprocess.xscale;
+  r["data"]["preprocess"]["power"] = e.data.preprocess.power;
+  r["data"]["preprocess"]["min_ecal_sum"] = e.data.preprocess.min_ecal_sum;
+  r["data"]["preprocess"]["angle_key"] = e.data.preprocess.angle_key;
+  if (e.simulate.enabled) {
+    auto s = r["data"]["simulate"];
+    s["events"] = e.simulate.events;
+    s["energy"].push_back(e.simulate.energy_lo);
+    s["energy"].push_back(e.simulate.energy_hi);
+    s["angle"].push_back(e.simulate.angle_lo);
+    s["angle"].push_back(e.simulate.angle_hi);
+    s["events_per_file"] = e.simulate.events_per_file;
+    s["seed"] = e.simulate.seed;
+    s["dir"] = e.simulate.dir;
+  }
+  r["optimizer"]["generator"] = optimizer_yaml(e.opt_generator);
+  r["optimizer"]["discriminator"] = optimizer_yaml(e.opt_discriminator);
+  r["training"]["epochs"] = e.epochs;
+  r["training"]["max_updates"] = e.max_updates;
+  r["training"]["batch"] = e.batch;
+  r["training"]["label_flip"] = e.step.label_flip;
+  r["training"]["fake_energy"].push_back(e.step.fake_energy_lo);
+  r["training"]["fake_energy"].push_back(e.step.fake_energy_hi);
+  r["training"]["generator_passes"] = e.step.generator_passes;
+  r["validation"]["every"] = e.validate_every;
+  r["validation"]["batches"] = e.validation_batches;
+  r["checkpoint"]["every"] = e.checkpoint_every;
+  r["checkpoint"]["keep"] = e.checkpoint_keep;
+  r["output"]["dir"] = e.output_dir;
+  r["logging"]["level"] = e.log_level;
+  r["logging"]["every"] = e.log_every;
+  // Sections read by other layers are carried over as given.
+  for (const auto& s : extra_sections)
+    if (doc.yaml()[s]) r[s] = doc.yaml()[s];
+  e.resolved = r;
+  return e;
+}
+
+ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+  ConfigDocument doc = ConfigDocument::load(path, overrides);
+  ExperimentConfig e = parse(doc);
+  doc.finish();
+  return e;
+}
+
+}  // namespace mpigan::train

@@ -1,0 +1,89 @@
+// The experiment: one YAML file, parsed into typed sections, validated as a whole before any work
+// (or MPI traffic) starts, then frozen. Every problem is reported at once with file:line:column,
+// the key path, the value and what is allowed (core/config.hpp). docs/experiments.md documents
+// every key; examples/ holds working files.
+//
+//   name, seed, backend, threads
+//   model:      name, latent, dropout, leaky_alpha, bn_momentum, loss_weights{bce,energy,ecal,angle}
+//   data:       train, validation, validation_fraction, split, units, max_events, prefetch,
+//               read_threads, preprocess{threshold,xscale,power,min_ecal_sum,angle_key},
+//               simulate{events,energy,angle,events_per_file,seed,dir}
+//   optimizer:  name, lr, momentum, nesterov, rho, beta1, beta2, epsilon, generator{..}, discriminator{..}
+//   training:   epochs, max_updates, batch, label_flip, fake_energy, generator_passes
+//   validation: every, batches
+//   checkpoint: every, keep
+//   output:     dir
+//   logging:    level, every
+// Sections of the distributed run (topology, algorithm) are read by their own layers from the
+// same document (ExperimentConfig::document) so that unknown keys there are errors too.
+#pragma once
+
+#include "mpigan/core/config.hpp"
+#include "mpigan/data/dataset.hpp"
+#include "mpigan/data/loader.hpp"
+#include "mpigan/models/gan_model.hpp"
+#include "mpigan/models/gan_step.hpp"
+#include "mpigan/nn/optimizer.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mpigan::train {
+
+/// Generate the training files with the built-in simulator when none exist yet (quick starts).
+struct SimulateSpec {
+  bool enabled = false;
+  std::int64_t events = 2000;
+  double energy_lo = 10.0, energy_hi = 500.0;  ///< GeV
+  double angle_lo = 90.0, angle_hi = 90.0;     ///< degrees
+  std::int64_t events_per_file = 1000;
+  std::uint64_t seed = 1;
+  std::string dir;  ///< where the files go; the train pattern must match them
+};
+
+struct ExperimentConfig {
+  std::string name = "experiment";
+  std::uint64_t seed = 1;
+  std::string backend = "cpu";
+  int threads = 0;
+
+  models::ModelOptions model;
+  data::DatasetSpec data;
+  int prefetch = 4;
+  int read_threads = 1;
+  SimulateSpec simulate;
+
+  nn::OptimizerConfig opt_generator = nn::OptimizerConfig::defaults("rmsprop");
+  nn::OptimizerConfig opt_discriminator = nn::OptimizerConfig::defaults("rmsprop");
+
+  std::int64_t epochs = 1;
+  std::int64_t max_updates = 0;  ///< training steps; 0 = no limit (epochs decide)
+  std::int64_t batch = 128;
+  models::StepConfig step;
+
+  std::int64_t validate_every = 0;       ///< steps; 0 = at the end of each epoch only
+  std::int64_t validation_batches = 4;   ///< batches of the validation set per validation (0 = all)
+  std::int64_t checkpoint_every = 0;     ///< steps; 0 = at the end of each epoch and of the run
+  std::int64_t checkpoint_keep = 3;
+
+  std::string output_dir;  ///< empty: runs/<name>
+  std::string log_level = "info";
+  std::int64_t log_every = 10;
+
+  /// Parse and validate the common sections of @p doc; @p extra_sections lists the top-level keys
+  /// other layers read (e.g. "topology", "algorithm") so they are not reported as unknown.
+  /// Records problems in @p doc; the caller calls doc.finish().
+  static ExperimentConfig parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections = {});
+  /// Load, parse, validate, finish: throws ConfigError listing every problem.
+  static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+  /// The resolved document (overrides applied, defaults filled in), for config.yaml and rank 0's log.
+  YAML::Node resolved;
+};
+
+/// The data geometry and preprocessing a model needs ("3dgan-25" -> ecal25 + preprocess_3dgan()).
+void data_defaults_for_model(const std::string& model, data::Geometry& geometry, data::Preprocess& preprocess);
+
+}  // namespace mpigan::train

@@ -1,0 +1,97 @@
+#include "mpigan/train/run_dir.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace mpigan::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+void write_atomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    MPIGAN_CHECK(out.good(), "cannot write '{}'", tmp);
+    out << content;
+    out.flush();
+    MPIGAN_CHECK(out.good(), "writing '{}' failed (disk full?)", tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  MPIGAN_CHECK(!ec, "renaming '{}' to '{}' failed: {}", tmp, path, ec.message());
+}
+}  // namespace
+
+RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir)) {
+  std::error_code ec;
+  fs::create_directories(m_dir + "/checkpoints", ec);
+  MPIGAN_CHECK(!ec, "cannot create the run directory '{}': {}", m_dir, ec.message());
+  if (resume)
+    MPIGAN_CHECK(latest_checkpoint().has_value(), "--resume {}: no checkpoint found (expected {}/checkpoints/latest)",
+                 m_dir, m_dir);
+}
+
+void RunDirectory::write_config(const YAML::Node& resolved) const {
+  YAML::Emitter out;
+  out << resolved;
+  write_atomically(file("config.yaml"), std::string("# Resolved configuration of this run (defaults filled in).\n") +
+                                            out.c_str() + "\n");
+}
+
+std::string RunDirectory::checkpoint_path(std::int64_t step) const {
+  return fmt::format("{}/checkpoints/step-{:08d}.h5", m_dir, step);
+}
+
+void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep) const {
+  write_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n");
+  std::vector<fs::path> all;
+  for (const auto& e : fs::directory_iterator(m_dir + "/checkpoints")) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("step-") && e.path().extension() == ".h5") all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());
+  const std::string current = fs::path(path).filename().string();
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i)
+    if (all[i].filename().string() != current) fs::remove(all[i]);
+}
+
+std::optional<std::string> RunDirectory::latest_checkpoint() const {
+  std::ifstream in(m_dir + "/checkpoints/latest");
+  std::string name;
+  if (!(in >> name)) return std::nullopt;
+  const std::string path = m_dir + "/checkpoints/" + name;
+  MPIGAN_CHECK(fs::exists(path), "run directory '{}': checkpoints/latest names '{}', which does not exist", m_dir, name);
+  return path;
+}
+
+CsvLog::CsvLog(std::string path, std::vector<std::string> columns, bool append)
+    : m_path(std::move(path)), m_columns(std::move(columns)) {
+  std::string header;
+  for (std::size_t i = 0; i < m_columns.size(); ++i) header += (i ? "," : "") + m_columns[i];
+  bool exists = append && fs::exists(m_path) && fs::file_size(m_path) > 0;
+  if (exists) {
+    std::ifstream in(m_path);
+    std::string first;
+    std::getline(in, first);
+    MPIGAN_CHECK(first == header, "'{}': cannot append, its columns differ from this run's:\n  file: {}\n  run:  {}", m_path,
+                 first, header);
+  }
+  m_out.open(m_path, exists ? std::ios::app : std::ios::trunc);
+  MPIGAN_CHECK(m_out.good(), "cannot write '{}'", m_path);
+  if (!exists) m_out << header << '\n';
+}
+
+void CsvLog::row(const std::vector<std::string>& values) {
+  MPIGAN_CHECK(values.size() == m_columns.size(), "'{}': row of {} values for {} columns", m_path, values.size(),
+               m_columns.size());
+  for (std::size_t i = 0; i < values.size(); ++i) m_out << (i ? "," : "") << values[i];
+  m_out << '\n';
+}
+
+std::string csv_number(double v) { return fmt::format("{}", v); }
+
+}  // namespace mpigan::train

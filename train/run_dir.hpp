@@ -1,0 +1,55 @@
+// A run directory: the resolved config.yaml, metrics.csv, updates.csv (distributed runs), and
+// checkpoints/ with a 'latest' pointer. Every file that is replaced is written to a temporary name
+// and renamed, so an interrupted run never leaves a half-written config, pointer or checkpoint.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mpigan::train {
+
+class RunDirectory {
+ public:
+  /// Creates @p dir and dir/checkpoints when missing. With @p resume the directory must hold a
+  /// checkpoint (Error naming the directory otherwise).
+  RunDirectory(std::string dir, bool resume);
+
+  const std::string& path() const { return m_dir; }
+  std::string file(const std::string& name) const { return m_dir + "/" + name; }
+  void write_config(const YAML::Node& resolved) const;
+
+  /// checkpoints/step-00000123.h5
+  std::string checkpoint_path(std::int64_t step) const;
+  /// Point 'latest' at @p path (atomically) and delete all but the newest @p keep checkpoints.
+  void commit_checkpoint(const std::string& path, std::int64_t keep) const;
+  /// The checkpoint 'latest' names, if any.
+  std::optional<std::string> latest_checkpoint() const;
+
+ private:
+  std::string m_dir;
+};
+
+/// Appends rows to a CSV file with a fixed header. Opening an existing file (a resumed run) checks
+/// that its header matches and appends; a mismatch is an Error naming the file.
+class CsvLog {
+ public:
+  CsvLog(std::string path, std::vector<std::string> columns, bool append);
+  void row(const std::vector<std::string>& values);
+  const std::vector<std::string>& columns() const { return m_columns; }
+  void flush() { m_out.flush(); }
+
+ private:
+  std::string m_path;
+  std::vector<std::string> m_columns;
+  std::ofstream m_out;
+};
+
+/// Formats a number for CSV (shortest round-trip form).
+std::string csv_number(double v);
+
+}  // namespace mpigan::train

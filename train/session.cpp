@@ -1,0 +1,85 @@
+#include "mpigan/train/session.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/train/run_dir.hpp"
+
+namespace mpigan::train {
+
+Session Session::create(const ExperimentConfig& e, std::uint64_t step_seed, int device_id) {
+  Session s;
+  BackendOptions bo;
+  bo.threads = e.threads;
+  bo.device_id = device_id;
+  s.backend = make_backend(e.backend, bo);
+  s.model = models::make_gan(e.model, *s.backend, e.seed);
+  s.opt_g = nn::make_optimizer(e.opt_generator, *s.backend, s.model->generator.weights());
+  s.opt_d = nn::make_optimizer(e.opt_discriminator, *s.backend, s.model->discriminator.weights());
+  s.step = std::make_unique<models::GanStep>(*s.model, *s.backend, e.step, step_seed);
+  return s;
+}
+
+void Session::apply_local(models::Net net) {
+  if (net == models::Net::generator)
+    opt_g->step(model->generator.weights(), model->generator.grads());
+  else
+    opt_d->step(model->discriminator.weights(), model->discriminator.grads());
+}
+
+void Session::save(CheckpointWriter& w) const {
+  save_parameters(w, "model/generator/weights", model->generator.weights(), *backend);
+  save_parameters(w, "model/generator/state", model->generator.state(), *backend);
+  save_parameters(w, "model/discriminator/weights", model->discriminator.weights(), *backend);
+  save_parameters(w, "model/discriminator/state", model->discriminator.state(), *backend);
+  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}}) {
+    const std::string base = std::string("optimizer/") + name;
+    w.put_string(base + "/name", opt->name());
+    w.put_int(base + "/iterations", opt->iterations());
+    for (const auto& [slot, p] : opt->slots()) save_parameters(w, base + "/" + slot, *p, *backend);
+  }
+}
+
+void Session::load(const CheckpointReader& r) {
+  load_parameters(r, "model/generator/weights", model->generator.weights(), *backend);
+  load_parameters(r, "model/generator/state", model->generator.state(), *backend);
+  load_parameters(r, "model/discriminator/weights", model->discriminator.weights(), *backend);
+  load_parameters(r, "model/discriminator/state", model->discriminator.state(), *backend);
+  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}}) {
+    const std::string base = std::string("optimizer/") + name;
+    const std::string saved = r.get_string(base + "/name");
+    if (saved != opt->name())
+      MPIGAN_THROW(DataError, "checkpoint '{}': the {} optimizer was '{}', this experiment uses '{}'", r.path(), name, saved,
+                   opt->name());
+    opt->set_iterations(r.get_int(base + "/iterations"));
+    for (const auto& [slot, p] : opt->slots()) load_parameters(r, base + "/" + slot, *p, *backend);
+  }
+}
+
+models::RealBatch real_batch(const data::Batch& b) { return {b.image, b.energy, b.ecal, b.angle}; }
+
+std::vector<std::string> metrics_columns(const std::vector<std::string>& heads) {
+  std::vector<std::string> c{"kind", "epoch", "step", "samples", "elapsed_s", "samples_per_s",
+                             "d_loss", "d_real", "d_fake", "g_loss"};
+  for (const char* part : {"d_real_", "d_fake_", "g_"})
+    for (const auto& h : heads) c.push_back(part + h);
+  return c;
+}
+
+std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step, std::int64_t samples,
+                                     double elapsed_s, double samples_per_s, const models::StepLosses& l) {
+  std::vector<std::string> r{kind,
+                             std::to_string(epoch),
+                             std::to_string(step),
+                             std::to_string(samples),
+                             csv_number(elapsed_s),
+                             csv_number(samples_per_s),
+                             csv_number(l.d_loss()),
+                             csv_number(l.d_real),
+                             csv_number(l.d_fake),
+                             csv_number(l.g)};
+  for (const auto* v : {&l.d_real_heads, &l.d_fake_heads, &l.g_heads})
+    for (double x : *v) r.push_back(csv_number(x));
+  return r;
+}
+
+}  // namespace mpigan::train
