@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from nothing: installs what is missing (MPICH, Slurm for the srun tests),
+# builds everything (the CUDA backend too when a CUDA toolkit is present), and runs ctest.
+# GPU tests print "SKIPPED: no GPU" where no device is visible; Slurm tests need root to start
+# munged/slurmctld/slurmd on this host and are skipped (with a message) otherwise.
+#
+#   scripts/test.sh [ctest arguments, e.g. -L unit or -R data]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+scripts/setup.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+ctest --test-dir build --output-on-failure --timeout 1500 "$@"
