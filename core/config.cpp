@@ -134,7 +134,9 @@ std::optional<YAML::Node> ConfigNode::lookup(const std::string& key) {
 }
 
 void ConfigNode::problem(const std::string& key, const std::string& message) {
-  if (!key.empty() && m_node.IsMap() && m_node[key].IsDefined()) {
+  if (!key.empty() && m_state->overridden.count(key_path(key))) {
+    m_state->problems.push_back(fmt::format("{} (--set): {}: {}", m_state->file, key_path(key), message));
+  } else if (!key.empty() && m_node.IsMap() && m_node[key].IsDefined()) {
     m_state->problems.push_back(fmt::format("{}: {}: {}", where(m_node[key]), key_path(key), message));
   } else {
     m_state->problems.push_back(

@@ -7,12 +7,12 @@
 namespace mpigan {
 
 spdlog::level::level_enum parse_log_level(const std::string& level) {
-  for (int l = spdlog::level::trace; l <= spdlog::level::off; ++l) {
-    const auto lvl = static_cast<spdlog::level::level_enum>(l);
-    if (level == spdlog::level::to_string_view(lvl)) return lvl;
-  }
-  if (level == "warning") return spdlog::level::warn;
-  if (level == "error") return spdlog::level::err;
+  using L = spdlog::level::level_enum;
+  static const std::pair<const char*, L> kLevels[] = {{"trace", L::trace}, {"debug", L::debug},  {"info", L::info},
+                                                      {"warn", L::warn},   {"warning", L::warn}, {"error", L::err},
+                                                      {"critical", L::critical}, {"off", L::off}};
+  for (const auto& [name, l] : kLevels)
+    if (level == name) return l;
   MPIGAN_FATAL("unknown log level '{}': expected one of trace, debug, info, warn, error, critical, off", level);
 }
 

@@ -1,0 +1,100 @@
+// Experiment files: strict validation that reports every problem at once with file:line:column,
+// the key path, the value and what is allowed; --set overrides; the resolved configuration.
+#include "test_utils.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/train/experiment.hpp"
+
+using namespace mpigan;
+using namespace mpigan::train;
+
+namespace {
+ExperimentConfig parse(const std::string& text, const std::vector<std::string>& set = {}) {
+  ConfigDocument doc = ConfigDocument::parse(text, "exp.yaml", set);
+  ExperimentConfig e = ExperimentConfig::parse(doc);
+  doc.finish();
+  return e;
+}
+
+std::vector<std::string> problems_of(const std::string& text, const std::vector<std::string>& set = {}) {
+  try {
+    parse(text, set);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& needle) {
+  for (const auto& s : v)
+    if (s.find(needle) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("a valid experiment parses, with defaults filled in") {
+  const auto e = parse(R"(
+name: t
+model: {name: 3dgan-25}
+data: {train: "data/*.h5"}
+training: {batch: 32, max_updates: 10}
+)");
+  CHECK(e.batch == 32);
+  CHECK(e.max_updates == 10);
+  CHECK(e.opt_generator.name == "rmsprop");
+  CHECK(e.opt_generator.lr == doctest::Approx(1e-3));
+  CHECK(e.data.geometry == data::Geometry::ecal25);
+  CHECK(e.step.ecal_xscale == doctest::Approx(100.0));  // the data's xscale reaches the ECAL fit
+  CHECK(e.model.loss_weights.bce == doctest::Approx(2.0));
+  CHECK(e.output_dir == "runs/t");
+  CHECK(e.resolved["training"]["batch"].as<int>() == 32);
+  CHECK(e.resolved["optimizer"]["discriminator"]["lr"].as<double>() == doctest::Approx(1e-3));
+}
+
+TEST_CASE("every problem is reported at once, with line:column, key path, value and what is allowed") {
+  const auto p = problems_of(R"(name: t
+model:
+  name: stylegan
+  dropout: 2
+data:
+  train: "x/*.h5"
+training:
+  batch: abc
+  epochs: 0
+traning: {batch: 3}
+optimizer:
+  name: adam
+  beta1: 1.5
+)");
+  INFO(fmt::format("{}", fmt::join(p, "\n")));
+  CHECK(p.size() == 6);
+  CHECK(contains(p, "exp.yaml:3:9: model.name: value 'stylegan' is not allowed: expected one of 3dgan-25, anglegan-51, tiny-8"));
+  CHECK(contains(p, "exp.yaml:4:12: model.dropout: value 2 is out of range: expected a number in [0, 0.95]"));
+  CHECK(contains(p, "exp.yaml:8:10: training.batch: expected an integer, got 'abc'"));
+  CHECK(contains(p, "exp.yaml:9:11: training.epochs: value 0 is out of range: expected an integer in [1, 1000000]"));
+  CHECK(contains(p, "exp.yaml:10:1: traning: unknown key"));
+  CHECK(contains(p, "exp.yaml:13:10: optimizer.beta1: value 1.5 is out of range"));
+}
+
+TEST_CASE("--set overrides any key, and bad overrides are reported") {
+  const std::string base = "name: t\ndata: {train: a.h5}\n";
+  const auto e = parse(base, {"training.max_updates=40", "model.name=anglegan-51", "optimizer.generator.lr=0.0005"});
+  CHECK(e.max_updates == 40);
+  CHECK(e.model.name == "anglegan-51");
+  CHECK(e.data.geometry == data::Geometry::ecal51);
+  CHECK(e.opt_generator.lr == doctest::Approx(5e-4));
+  CHECK(e.opt_discriminator.lr == doctest::Approx(1e-3));
+  const auto p = problems_of(base, {"training.batch=-4", "training.bogus=1", "nodot"});
+  INFO(fmt::format("{}", fmt::join(p, "\n")));
+  CHECK(contains(p, "(--set): training.batch: value -4 is out of range"));
+  CHECK(contains(p, "(--set): training.bogus: unknown key"));
+  CHECK(contains(p, "--set 'nodot': expected key.path=value"));
+}
+
+TEST_CASE("syntax errors and missing files are named") {
+  CHECK_THROWS_WITH_AS(parse("name: [unclosed\n"), doctest::Contains("exp.yaml:2:1: YAML syntax error"), ConfigError);
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load("/nonexistent/exp.yaml"), doctest::Contains("cannot open experiment file"),
+                       ConfigError);
+  const auto p = problems_of("name: t\n");
+  CHECK(contains(p, "data.train: at least one training file"));
+}
