@@ -5,6 +5,9 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/mpi/comm.hpp"
+#include "mpigan/master/run.hpp"
+#include "mpigan/worker/dist_config.hpp"
 #include "mpigan/train/experiment.hpp"
 #include "mpigan/train/trainer.hpp"
 
@@ -22,25 +25,63 @@ struct TrainArgs {
   std::vector<std::string> set;
 };
 
+void print_config(const std::string& path, const YAML::Node& resolved) {
+  YAML::Emitter out;
+  out << resolved;
+  std::printf("# mpigan train %s: resolved configuration\n%s\n", path.c_str(), out.c_str());
+  std::fflush(stdout);
+}
+
+void train_distributed(const TrainArgs& a, int size, int rank) {
+  // Every rank validates the experiment (cheap, no communication) and fails alike on a bad file;
+  // only rank 0 prints, so the problems appear once.
+  worker::DistExperiment d;
+  try {
+    d = worker::load_distributed(a.experiment, a.set, size);
+  } catch (const ConfigError&) {
+    if (rank != 0) {
+      MPI_Finalize();
+      std::exit(1);  // rank 0 reports and ends the job
+    }
+    throw;
+  }
+  if (rank == 0) print_config(a.experiment, d.experiment.resolved);
+  const Comm world = Comm::world();
+  const auto s = master::run_distributed(d, world, {a.out, a.resume});
+  if (rank == 0) {
+    const auto& m = s.master;
+    std::printf("\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s).\n",
+                static_cast<long long>(m.version), static_cast<long long>(s.workers), static_cast<long long>(m.samples),
+                m.wall_s, m.wall_s > 0 ? static_cast<double>(m.samples) / m.wall_s : 0.0);
+    std::printf("Master: %lld updates applied, %lld rejected; CPU time %.2f s over %.1f s wall (%.1f%% of a core)%s.\n",
+                static_cast<long long>(m.applied), static_cast<long long>(m.rejected), m.cpu_s, m.wall_s,
+                m.wall_s > 0 ? 100.0 * m.cpu_s / m.wall_s : 0.0, m.stopped_early ? "; stopped early" : "");
+    std::printf("Last validation: D %.4f, G %.4f.\n", m.last_val_d, m.last_val_g);
+    std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
+                s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
+  }
+  MPI_Finalize();
+}
+
 void train(const TrainArgs& a) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (size > 1) set_process_label(fmt::format("rank {}", rank));
 
-  const train::ExperimentConfig e = train::ExperimentConfig::load(a.experiment, a.set);
-  init_logging(e.log_level);
-  if (rank == 0) {
-    YAML::Emitter out;
-    out << e.resolved;
-    std::printf("# mpigan train %s: resolved configuration\n%s\n", a.experiment.c_str(), out.c_str());
-    std::fflush(stdout);
-  }
   if (size > 1) {
-    MPIGAN_FATAL("{} ranks: distributed training needs the topology and algorithm sections (not in this build)", size);
+    train_distributed(a, size, rank);
+    return;
   }
+  // One process: the local optimizer trains; a topology or algorithm section is for runs under
+  // mpiexec/srun and is not used here.
+  const train::ExperimentConfig e = train::ExperimentConfig::load(a.experiment, a.set, {"topology", "algorithm"});
+  init_logging(e.log_level);
+  print_config(a.experiment, e.resolved);
+  if (e.resolved["algorithm"] || e.resolved["topology"])
+    spdlog::warn("one process: the experiment's topology/algorithm sections apply to runs with several ranks "
+                 "(mpiexec -n N / srun); training with the local optimizer");
   train::RunOptions ro{a.out, a.resume};
   const train::TrainSummary s = train::run_single_process(e, ro);
   std::printf("\nTrained %lld steps (%lld samples, %.2f epochs) in %.1f s: %.2f samples/s.\n",

@@ -250,6 +250,8 @@ struct BackendOptions {
 std::vector<std::string> backend_names();
 /// Create a backend by name; throws Error listing the available ones for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
+/// Devices the backend can use here (GPUs for "cuda"; 0 for host backends).
+int device_count(const std::string& name);
 /// Whether a backend can run here (e.g. "cuda": built with CUDA and a GPU is present).
 bool backend_available(const std::string& name, std::string* why_not = nullptr);
 

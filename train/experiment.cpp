@@ -268,9 +268,10 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   return e;
 }
 
-ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides,
+                                        const std::vector<std::string>& extra_sections) {
   ConfigDocument doc = ConfigDocument::load(path, overrides);
-  ExperimentConfig e = parse(doc);
+  ExperimentConfig e = parse(doc, extra_sections);
   doc.finish();
   return e;
 }

@@ -77,7 +77,8 @@ struct ExperimentConfig {
   /// Records problems in @p doc; the caller calls doc.finish().
   static ExperimentConfig parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections = {});
   /// Load, parse, validate, finish: throws ConfigError listing every problem.
-  static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {},
+                               const std::vector<std::string>& extra_sections = {});
 
   /// The resolved document (overrides applied, defaults filled in), for config.yaml and rank 0's log.
   YAML::Node resolved;

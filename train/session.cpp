@@ -10,7 +10,9 @@ Session Session::create(const ExperimentConfig& e, std::uint64_t step_seed, int 
   Session s;
   BackendOptions bo;
   bo.threads = e.threads;
-  bo.device_id = device_id;
+  // One GPU per rank, by node-local rank (the caller's device_id), wrapped over the visible GPUs.
+  const int gpus = device_count(e.backend);
+  bo.device_id = device_id >= 0 && gpus > 0 ? device_id % gpus : device_id;
   s.backend = make_backend(e.backend, bo);
   s.model = models::make_gan(e.model, *s.backend, e.seed);
   s.opt_g = nn::make_optimizer(e.opt_generator, *s.backend, s.model->generator.weights());

@@ -18,6 +18,14 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
+int device_count(const std::string& name) {
+#if MPIGAN_HAVE_CUDA
+  if (name == "cuda") return cuda_device_count();
+#endif
+  (void)name;
+  return 0;
+}
+
 bool backend_available(const std::string& name, std::string* why_not) {
   auto set = [&](std::string s) {
     if (why_not) *why_not = std::move(s);

@@ -1,0 +1,98 @@
+// dc_asgd: delay-compensated asynchronous SGD (Zheng et al. 2017), adaptive variant (DC-ASGD-a).
+// The master keeps, per worker, the weights it last sent that worker (w_bak); a gradient computed
+// on those stale weights is corrected by a first-order Taylor term with the diagonal outer-product
+// approximation of the Hessian, then applied with the experiment's optimizer:
+//   MS <- rho MS + (1 - rho) g^2;   lambda = lambda0 / sqrt(MS + eps)         (element-wise)
+//   g~ = g + lambda g * g * (theta - w_bak(i));   theta <- Opt(theta, g~);   w_bak(i) <- theta
+// lambda0 defaults to 0.04 (MXNet's default), rho to 0.95 (the paper's). adaptive: false uses a
+// constant lambda = lambda0 (DC-ASGD-c).
+#include "mpigan/algos/optimizer_apply.hpp"
+#include "mpigan/algos/rules.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <cmath>
+#include <map>
+
+namespace mpigan::algos {
+namespace {
+
+struct DcParams {
+  float lambda = 0.04f, rho = 0.95f, epsilon = 1e-7f;
+  bool adaptive = true;
+};
+
+class DcAsgdMaster final : public MasterRule {
+ public:
+  DcAsgdMaster(ParameterSet& w, const RuleContext& ctx, const DcParams& p)
+      : MasterRule(w, ctx.backend), m_p(p), m_opt(w, ctx), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
+
+  Verdict submit(const UpdateMeta& meta, std::span<const float> g, std::span<float> reply, RuleStats& stats) override {
+    float* w = m_weights.data();
+    auto it = m_backup.find(meta.worker);
+    // First update of a worker: it computed on the weights everyone started from.
+    if (it == m_backup.end()) it = m_backup.emplace(meta.worker, std::vector<float>(w, w + m_weights.size())).first;
+    const std::vector<float>& bak = it->second;
+    double lambda_sum = 0.0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      m_ms[i] = m_p.rho * m_ms[i] + (1.0f - m_p.rho) * g[i] * g[i];
+      const float lambda = m_p.adaptive ? m_p.lambda / std::sqrt(m_ms[i] + m_p.epsilon) : m_p.lambda;
+      lambda_sum += lambda;
+      m_corrected[i] = g[i] + lambda * g[i] * g[i] * (w[i] - bak[i]);
+    }
+    m_opt.apply(m_corrected);
+    it->second.assign(w, w + m_weights.size());
+    pull(meta.worker, reply);
+    stats.scale = g.empty() ? 0.0 : lambda_sum / static_cast<double>(g.size());  // mean lambda
+    return Verdict::applied;
+  }
+  void save(train::CheckpointWriter& wr, const std::string& p) const override {
+    m_opt.save(wr, p + "/optimizer");
+    wr.put(p + "/ms", m_ms);
+    for (const auto& [worker, bak] : m_backup) wr.put(fmt::format("{}/backup/{}", p, worker), bak);
+  }
+  void load(const train::CheckpointReader& r, const std::string& p) override {
+    m_opt.load(r, p + "/optimizer");
+    m_ms = r.floats(p + "/ms");
+    m_backup.clear();
+    for (int worker = 0; r.has(fmt::format("{}/backup/{}", p, worker)); ++worker)
+      m_backup.emplace(worker, r.floats(fmt::format("{}/backup/{}", p, worker)));
+  }
+
+ private:
+  DcParams m_p;
+  OptimizerApply m_opt;
+  std::vector<float> m_ms, m_corrected;
+  std::map<int, std::vector<float>> m_backup;
+};
+
+class DcAsgd final : public Algorithm {
+ public:
+  explicit DcAsgd(const DcParams& p) : m_p(p) {}
+  std::string name() const override { return "dc_asgd"; }
+  WorkerMode worker_mode() const override { return WorkerMode::gradients; }
+  Payload payload() const override { return Payload::gradient; }
+  std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
+  std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
+    return std::make_unique<DcAsgdMaster>(w, ctx, m_p);
+  }
+  std::string describe() const override {
+    return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer", m_p.lambda,
+                       m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string());
+  }
+
+ private:
+  DcParams m_p;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_dc_asgd(ConfigNode& c) {
+  DcParams p;
+  p.lambda = static_cast<float>(c.get_real("lambda", 0.04, 0.0, 100.0));
+  p.adaptive = c.get_bool("adaptive", true);
+  p.rho = static_cast<float>(c.get_real("rho", 0.95, 0.0, 0.999999));
+  return std::make_unique<DcAsgd>(p);
+}
+
+}  // namespace mpigan::algos

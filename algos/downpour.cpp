@@ -1,0 +1,77 @@
+// downpour: asynchronous SGD with a parameter server (Dean et al. 2012; mpi-learn's default).
+// Every arriving update is applied at once, whatever its staleness, and the worker gets the
+// current weights back.
+//   worker: gradients (default)  theta <- Opt(theta, s(tau) g)      (the experiment's optimizer)
+//   worker: local                theta <- theta + s(tau) (w_i - w_pulled)   (worker trains locally)
+// s(tau) = 1, or 1/max(1, tau) with staleness_scale: inverse (staleness-aware ASGD, Zhang et al. 2016).
+#include "mpigan/algos/optimizer_apply.hpp"
+#include "mpigan/algos/rules.hpp"
+
+#include <algorithm>
+
+namespace mpigan::algos {
+namespace {
+
+float staleness_factor(bool inverse, std::int64_t tau) {
+  return inverse ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, tau)) : 1.0f;
+}
+
+class DownpourMaster final : public MasterRule {
+ public:
+  DownpourMaster(ParameterSet& w, const RuleContext& ctx, bool local, bool inverse)
+      : MasterRule(w, ctx.backend), m_local(local), m_inverse(inverse) {
+    if (!m_local) m_opt = std::make_unique<OptimizerApply>(w, ctx);
+  }
+  Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
+                 RuleStats& stats) override {
+    const float s = staleness_factor(m_inverse, meta.staleness());
+    stats.scale = s;
+    if (m_local) {
+      float* w = m_weights.data();
+      for (std::size_t i = 0; i < update.size(); ++i) w[i] += s * update[i];
+    } else {
+      m_opt->apply(update, s);
+    }
+    pull(meta.worker, reply);
+    return Verdict::applied;
+  }
+  void save(train::CheckpointWriter& w, const std::string& p) const override {
+    if (m_opt) m_opt->save(w, p);
+  }
+  void load(const train::CheckpointReader& r, const std::string& p) override {
+    if (m_opt) m_opt->load(r, p);
+  }
+
+ private:
+  bool m_local, m_inverse;
+  std::unique_ptr<OptimizerApply> m_opt;
+};
+
+class Downpour final : public Algorithm {
+ public:
+  Downpour(bool local, bool inverse) : m_local(local), m_inverse(inverse) {}
+  std::string name() const override { return "downpour"; }
+  WorkerMode worker_mode() const override { return m_local ? WorkerMode::local : WorkerMode::gradients; }
+  Payload payload() const override { return m_local ? Payload::delta : Payload::gradient; }
+  std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
+  std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
+    return std::make_unique<DownpourMaster>(w, ctx, m_local, m_inverse);
+  }
+  std::string describe() const override {
+    return fmt::format("downpour: asynchronous, worker {}, {}", m_local ? "trains locally and sends its delta" : "sends gradients to the master optimizer",
+                       m_inverse ? "updates scaled by 1/staleness" : "no staleness scaling");
+  }
+
+ private:
+  bool m_local, m_inverse;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_downpour(ConfigNode& c) {
+  const bool local = c.get_choice("worker", "gradients", {"gradients", "local"}) == "local";
+  const bool inverse = c.get_choice("staleness_scale", "none", {"none", "inverse"}) == "inverse";
+  return std::make_unique<Downpour>(local, inverse);
+}
+
+}  // namespace mpigan::algos

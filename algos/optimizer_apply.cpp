@@ -1,0 +1,39 @@
+#include "mpigan/algos/optimizer_apply.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <algorithm>
+
+namespace mpigan::algos {
+
+OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
+    : m_weights(weights), m_backend(ctx.backend), m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
+      m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)) {}
+
+void OptimizerApply::apply(std::span<const float> gradient, float scale) {
+  MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
+               gradient.size(), m_grad.size());
+  float* g = m_grad.data();
+  if (scale == 1.0f) std::copy(gradient.begin(), gradient.end(), g);
+  else
+    for (std::size_t i = 0; i < gradient.size(); ++i) g[i] = scale * gradient[i];
+  m_opt->step(m_weights, m_grad);
+}
+
+void OptimizerApply::save(train::CheckpointWriter& w, const std::string& prefix) const {
+  w.put_string(prefix + "/optimizer", m_opt->name());
+  w.put_int(prefix + "/iterations", m_opt->iterations());
+  for (const auto& [name, p] : const_cast<nn::Optimizer&>(*m_opt).slots())
+    train::save_parameters(w, prefix + "/" + name, *p, m_backend);
+}
+
+void OptimizerApply::load(const train::CheckpointReader& r, const std::string& prefix) {
+  const std::string saved = r.get_string(prefix + "/optimizer");
+  if (saved != m_opt->name())
+    MPIGAN_THROW(DataError, "checkpoint '{}': the master optimizer was '{}', this experiment uses '{}'", r.path(), saved,
+                 m_opt->name());
+  m_opt->set_iterations(r.get_int(prefix + "/iterations"));
+  for (const auto& [name, p] : m_opt->slots()) train::load_parameters(r, prefix + "/" + name, *p, m_backend);
+}
+
+}  // namespace mpigan::algos

@@ -1,0 +1,133 @@
+// Update rules as plugins (research/algorithms.md). A rule decides, for each network (G and D
+// separately, each a flat parameter vector):
+//   - what a worker computes between exchanges (WorkerMode): gradients at fixed weights, or local
+//     training with its own optimizer;
+//   - what it sends (Payload): the gradient, the change of its weights, or the weights;
+//   - the order of one exchange (Exchange): push then pull (the master replies after applying),
+//     or pull then push (GEM: the worker first fetches the current weights);
+//   - the worker-side transform before sending and merge after the reply (WorkerRule);
+//   - the master-side acceptance and application, with rounds for synchronous rules (MasterRule).
+// Rules see host float spans and a Backend for vector math, so their formulas are pure functions
+// of (weights, update, staleness, state) and are unit-tested without MPI (tests/unit/algos).
+// Each rule's state (optimizer slots, momenta, backups) is saved and restored with checkpoints.
+//
+// Adding a rule: one .cpp in algos/ defining an Algorithm subclass and a registration line in
+// algos/registry.cpp (docs/algorithms.md walks through an example).
+#pragma once
+
+#include "mpigan/core/backend.hpp"
+#include "mpigan/core/config.hpp"
+#include "mpigan/nn/optimizer.hpp"
+#include "mpigan/train/checkpoint.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mpigan::algos {
+
+enum class WorkerMode { gradients, local };
+enum class Payload { gradient, delta, weights };
+enum class Exchange { push_pull, pull_push };
+enum class Verdict { applied, held, rejected };
+
+const char* to_string(WorkerMode m);
+const char* to_string(Payload p);
+
+/// What the master knows about an arriving update.
+struct UpdateMeta {
+  int worker = 0;              ///< worker (group) id, 0..workers-1
+  std::int64_t pulled = 0;     ///< master version the worker's weights came from
+  std::int64_t version = 0;    ///< master version when the update is served
+  std::int64_t samples = 0;    ///< samples the update was computed on
+  std::int64_t staleness() const { return version - pulled; }
+};
+
+/// Per-update figures a rule reports for the per-update log (e.g. GEM's median scale).
+struct RuleStats {
+  double scale = 1.0;  ///< the effective scale applied (GEM: median pi; DC-ASGD: 1)
+};
+
+/// Worker side, one per network per worker. Spans are host buffers of the network's flat size.
+class WorkerRule {
+ public:
+  virtual ~WorkerRule() = default;
+  /// Transform @p update in place before sending. @p master_now is the master's current weights
+  /// for pull-then-push rules (empty otherwise).
+  virtual RuleStats before_send(std::span<float> update, std::span<const float> master_now) {
+    (void)update;
+    (void)master_now;
+    return {};
+  }
+  /// The worker's weights after the exchange: @p local holds its weights (after local training,
+  /// if any) and receives the result; @p reply is what the master sent; @p sent what was sent.
+  virtual void after_reply(std::span<float> local, std::span<const float> reply, std::span<const float> sent);
+  virtual void save(train::CheckpointWriter&, const std::string&) const {}
+  virtual void load(const train::CheckpointReader&, const std::string&) {}
+};
+
+/// Master side, one per network, owning the canonical weights' update logic. The weights live in
+/// @p weights (a host ParameterSet owned by the master) and are changed in place.
+class MasterRule {
+ public:
+  explicit MasterRule(ParameterSet& weights, Backend& backend) : m_weights(weights), m_backend(backend) {}
+  virtual ~MasterRule() = default;
+  /// Serve one (finite) update. For applied/rejected verdicts @p reply is filled with what the
+  /// worker gets back (default: the weights after applying). Held updates wait for close_round().
+  virtual Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
+                         RuleStats& stats) = 0;
+  /// Synchronous rules: whether the held updates complete a round (of @p expected workers).
+  virtual bool round_ready(int expected) const {
+    (void)expected;
+    return false;
+  }
+  /// Apply the round (in worker-id order, so results are bitwise reproducible).
+  virtual void close_round() {}
+  /// What a worker gets back after a round (default: the weights).
+  virtual void reply_after_round(int worker, std::span<float> reply) const;
+  /// Pull-then-push rules: what a worker pulls (default: the weights).
+  virtual void pull(int worker, std::span<float> out) const;
+  virtual void save(train::CheckpointWriter&, const std::string&) const {}
+  virtual void load(const train::CheckpointReader&, const std::string&) {}
+
+ protected:
+  std::span<float> weights() { return {m_weights.data(), m_weights.size()}; }
+  std::span<const float> weights() const { return {m_weights.data(), m_weights.size()}; }
+  ParameterSet& m_weights;
+  Backend& m_backend;
+};
+
+/// Context for building a rule's sides.
+struct RuleContext {
+  Backend& backend;                ///< host backend for vector math
+  const ParameterSet& layout;      ///< the network's parameter layout
+  nn::OptimizerConfig optimizer;   ///< the experiment's optimizer (master optimizer in gradient mode)
+  int workers = 1;                 ///< workers served by this master
+  std::string network;             ///< "generator" or "discriminator" (for messages)
+};
+
+/// An update rule: its fixed properties and factories for its two sides.
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual std::string name() const = 0;
+  virtual WorkerMode worker_mode() const = 0;
+  virtual Payload payload() const = 0;
+  virtual Exchange exchange() const { return Exchange::push_pull; }
+  /// Synchronous rounds (all workers each round)?
+  virtual bool synchronous() const { return false; }
+  virtual std::unique_ptr<WorkerRule> make_worker(const RuleContext& ctx) const = 0;
+  virtual std::unique_ptr<MasterRule> make_master(ParameterSet& weights, const RuleContext& ctx) const = 0;
+  /// One line of its parameters, for logs.
+  virtual std::string describe() const = 0;
+};
+
+/// Names of the registered rules.
+std::vector<std::string> algorithm_names();
+/// Build a rule from the experiment's `algorithm` section (problems recorded in the document;
+/// unknown keys rejected). Returns nullptr only when the name is unknown (also recorded).
+std::unique_ptr<Algorithm> make_algorithm(ConfigNode& section);
+
+}  // namespace mpigan::algos

@@ -1,0 +1,73 @@
+// sync: synchronous rounds. Every worker computes a gradient at the same weights; the master
+// waits for all of them, averages them in worker-id order (so a run is bitwise reproducible for a
+// seed and a rank count), applies the experiment's optimizer once, and sends every worker the new
+// weights. theta <- Opt(theta, (1/N) sum_i g_i). Staleness is 0 by construction.
+#include "mpigan/algos/optimizer_apply.hpp"
+#include "mpigan/algos/rules.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace mpigan::algos {
+namespace {
+
+class SyncMaster final : public MasterRule {
+ public:
+  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average)
+      : MasterRule(w, ctx.backend), m_opt(w, ctx), m_average(average), m_sum(w.size()) {}
+
+  Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
+    MPIGAN_CHECK(!m_held.count(meta.worker), "sync: worker {} sent two updates in one round", meta.worker);
+    m_held.emplace(meta.worker, std::vector<float>(update.begin(), update.end()));
+    return Verdict::held;
+  }
+  bool round_ready(int expected) const override { return static_cast<int>(m_held.size()) >= expected; }
+  void close_round() override {
+    // std::map iterates in worker-id order: the same sum whatever the arrival order.
+    std::fill(m_sum.begin(), m_sum.end(), 0.0f);
+    for (const auto& [w, g] : m_held)
+      for (std::size_t i = 0; i < g.size(); ++i) m_sum[i] += g[i];
+    const float scale = m_average ? 1.0f / static_cast<float>(m_held.size()) : 1.0f;
+    m_opt.apply(m_sum, scale);
+    m_held.clear();
+  }
+  void save(train::CheckpointWriter& w, const std::string& p) const override { m_opt.save(w, p); }
+  void load(const train::CheckpointReader& r, const std::string& p) override { m_opt.load(r, p); }
+
+ private:
+  OptimizerApply m_opt;
+  bool m_average;
+  std::map<int, std::vector<float>> m_held;
+  std::vector<float> m_sum;
+};
+
+class Sync final : public Algorithm {
+ public:
+  explicit Sync(bool average) : m_average(average) {}
+  std::string name() const override { return "sync"; }
+  WorkerMode worker_mode() const override { return WorkerMode::gradients; }
+  Payload payload() const override { return Payload::gradient; }
+  bool synchronous() const override { return true; }
+  std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
+  std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
+    return std::make_unique<SyncMaster>(w, ctx, m_average);
+  }
+  std::string describe() const override {
+    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer",
+                       m_average ? "averaged" : "summed");
+  }
+
+ private:
+  bool m_average;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_sync(ConfigNode& c) {
+  const bool average = c.get_choice("reduce", "mean", {"mean", "sum"}) == "mean";
+  return std::make_unique<Sync>(average);
+}
+
+}  // namespace mpigan::algos

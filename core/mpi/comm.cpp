@@ -1,0 +1,226 @@
+#include "mpigan/core/mpi/comm.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace mpigan {
+
+namespace detail {
+void raise_mpi_error(int code, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw Error(source_location(file, line), fmt::format("MPI call failed: {}: {}", call, std::string(text, len)));
+}
+}  // namespace detail
+
+Comm Comm::world() {
+  MPIGAN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  return Comm(MPI_COMM_WORLD, false);
+}
+
+Comm::Comm(MPI_Comm c, bool owned) : m_comm(c), m_owned(owned) {
+  if (c != MPI_COMM_NULL) MPIGAN_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+}
+
+Comm::~Comm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (m_owned && m_comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m_comm);
+}
+
+Comm::Comm(Comm&& o) noexcept : m_comm(o.m_comm), m_owned(o.m_owned) {
+  o.m_comm = MPI_COMM_NULL;
+  o.m_owned = false;
+}
+
+Comm& Comm::operator=(Comm&& o) noexcept {
+  if (this != &o) {
+    this->~Comm();
+    m_comm = o.m_comm;
+    m_owned = o.m_owned;
+    o.m_comm = MPI_COMM_NULL;
+    o.m_owned = false;
+  }
+  return *this;
+}
+
+int Comm::rank() const {
+  int r = 0;
+  MPIGAN_MPI_CHECK(MPI_Comm_rank(m_comm, &r));
+  return r;
+}
+
+int Comm::size() const {
+  int s = 0;
+  MPIGAN_MPI_CHECK(MPI_Comm_size(m_comm, &s));
+  return s;
+}
+
+Comm Comm::split(int color, int key) const {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPIGAN_MPI_CHECK(MPI_Comm_split(m_comm, color, key, &c));
+  return Comm(c, c != MPI_COMM_NULL);
+}
+
+Comm Comm::split_shared() const {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPIGAN_MPI_CHECK(MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &c));
+  return Comm(c, true);
+}
+
+void Comm::barrier() const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Ibarrier(m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::broadcast(std::span<float> data, int root) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_FLOAT, root, m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::broadcast_bytes(void* data, std::size_t bytes, int root) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::allreduce_sum(std::span<float> data) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::allreduce_sum(std::span<double> data) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM, m_comm, &req));
+  wait_quietly(req);
+}
+
+double Comm::allreduce_max(double v) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, m_comm, &req));
+  wait_quietly(req);
+  return v;
+}
+
+std::int64_t Comm::allreduce_sum(std::int64_t v) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, m_comm, &req));
+  wait_quietly(req);
+  return v;
+}
+
+std::vector<std::string> Comm::gather_strings(const std::string& mine, int root) const {
+  const int n = size();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(n));
+  MPIGAN_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, m_comm));
+  std::vector<int> displs(static_cast<std::size_t>(n), 0);
+  std::string all;
+  if (rank() == root) {
+    for (int i = 1; i < n; ++i) displs[i] = displs[i - 1] + lens[i - 1];
+    all.resize(static_cast<std::size_t>(displs[n - 1] + lens[n - 1]));
+  }
+  MPIGAN_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, m_comm));
+  std::vector<std::string> out;
+  if (rank() == root)
+    for (int i = 0; i < n; ++i) out.push_back(all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
+  return out;
+}
+
+void Comm::send_bytes(const void* data, std::size_t bytes, int dest, int tag) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::send(std::span<const float> data, int dest, int tag) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, dest, tag, m_comm, &req));
+  wait_quietly(req);
+}
+
+void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag) const {
+  MPI_Request req = irecv_bytes(data, bytes, source, tag);
+  const MPI_Status st = wait_quietly(req);
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  MPIGAN_CHECK(static_cast<std::size_t>(count) == bytes, "MPI receive from rank {} (tag {}): expected {} bytes, got {}",
+               source, tag, bytes, count);
+}
+
+void Comm::recv(std::span<float> data, int source, int tag) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, source, tag, m_comm, &req));
+  const MPI_Status st = wait_quietly(req);
+  int count = 0;
+  MPI_Get_count(&st, MPI_FLOAT, &count);
+  MPIGAN_CHECK(static_cast<std::size_t>(count) == data.size(),
+               "MPI receive from rank {} (tag {}): expected {} floats, got {} (do both sides run the same model?)",
+               source, tag, data.size(), count);
+}
+
+MPI_Request Comm::irecv_bytes(void* data, std::size_t bytes, int source, int tag) const {
+  MPI_Request req;
+  MPIGAN_MPI_CHECK(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, m_comm, &req));
+  return req;
+}
+
+namespace {
+/// Sleeps that start short and back off, so a quick reply costs little latency and a long wait
+/// costs little CPU.
+class Backoff {
+ public:
+  void pause() {
+    std::this_thread::sleep_for(std::chrono::microseconds(m_us));
+    m_us = std::min(m_us * 2, 1000);
+  }
+
+ private:
+  int m_us = 50;
+};
+}  // namespace
+
+MPI_Status wait_quietly(MPI_Request& req) {
+  MPI_Status st{};
+  Backoff b;
+  // A few immediate tests first: short messages and collectives often complete at once.
+  for (int spin = 0;; ++spin) {
+    int done = 0;
+    MPIGAN_MPI_CHECK(MPI_Test(&req, &done, &st));
+    if (done) return st;
+    if (spin >= 16) b.pause();
+  }
+}
+
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs) {
+  std::vector<int> idx(reqs.size());
+  std::vector<MPI_Status> st(reqs.size());
+  Backoff b;
+  for (int spin = 0;; ++spin) {
+    int n = 0;
+    MPIGAN_MPI_CHECK(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
+    if (n == MPI_UNDEFINED) return {};
+    if (n > 0) return {idx.begin(), idx.begin() + n};
+    if (spin >= 16) b.pause();
+  }
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace mpigan

@@ -1,0 +1,61 @@
+#include "mpigan/master/run.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/train/run_dir.hpp"
+#include "mpigan/worker/worker.hpp"
+
+#include <filesystem>
+
+namespace mpigan::master {
+
+std::int64_t latest_checkpoint_id(const std::string& run_dir) {
+  train::RunDirectory run(run_dir, true);
+  const std::string name = std::filesystem::path(*run.latest_checkpoint()).filename().string();
+  // step-00000123.h5
+  MPIGAN_CHECK(name.starts_with("step-") && name.ends_with(".h5"), "run directory '{}': unexpected checkpoint name '{}'",
+               run_dir, name);
+  return std::stoll(name.substr(5, name.size() - 8));
+}
+
+DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& comm, const train::RunOptions& options) {
+  const auto& e = d.experiment;
+  worker::Topology t = worker::Topology::build(comm, d.dist.topology);
+  set_process_label(t.label());
+  init_logging(e.log_level);
+  const bool resume = !options.resume_dir.empty();
+  const std::string dir = resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir);
+
+  // Rank 0 prepares the directory and the data; everyone else waits for it. An error there must
+  // still reach the others: the flag is broadcast, and the thrower's exception aborts the job.
+  std::int32_t ok = 1;
+  if (t.rank == 0) {
+    train::RunDirectory run(dir, resume);
+    YAML::Node resolved = YAML::Clone(e.resolved);
+    resolved["output"]["dir"] = dir;
+    run.write_config(resolved);
+    train::prepare_datasets(e);  // simulates when asked, validates every file once
+    spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size,
+                 t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
+  }
+  t.links.broadcast_bytes(&ok, sizeof ok, 0);
+  const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
+
+  t.links.barrier();
+  worker::Trace trace(d.dist.trace, t.rank, t.label(), MPI_Wtime());
+  DistributedSummary s;
+  s.run_dir = dir;
+  s.workers = t.groups;
+  if (t.role == worker::Role::worker) {
+    const auto r = worker::run_worker(d, t, dir, resume_id, trace);
+    spdlog::debug("{}: {} steps, {} exchanges, {:.1f} s computing, {:.1f} s waiting", t.label(), r.steps, r.exchanges,
+                  r.compute_s, r.wait_s);
+    t.links.barrier();  // matches the masters' closing barrier
+  } else {
+    s.master = run_master(d, t, dir, resume_id, trace);
+  }
+  if (d.dist.trace) trace.write(t.links, dir + "/trace.json");
+  return s;
+}
+
+}  // namespace mpigan::master

@@ -1,0 +1,47 @@
+#include "mpigan/worker/dist_config.hpp"
+
+#include "mpigan/core/error.hpp"
+
+namespace mpigan::worker {
+
+DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
+  ConfigDocument doc = ConfigDocument::load(path, overrides);
+  DistExperiment d;
+  d.experiment = train::ExperimentConfig::parse(doc, {"topology", "algorithm"});
+  ConfigNode root = doc.root();
+  ConfigNode topo = root.section("topology");
+  d.dist.topology = TopologyConfig::parse(topo);
+  ConfigNode alg = root.section("algorithm");
+  d.dist.algorithm = algos::make_algorithm(alg);
+  ConfigNode training = root.section("training");
+  d.dist.sync_every = training.get_int("sync_every", 1, 1, 1 << 20);
+  ConfigNode validation = root.section("validation");
+  if (validation.has("early_stopping")) {
+    ConfigNode es = validation.section("early_stopping");
+    d.dist.early.enabled = true;
+    d.dist.early.metric = es.get_choice("metric", "val_g_loss", {"val_d_loss", "val_g_loss", "val_d_real", "val_d_fake"});
+    d.dist.early.minimize = es.get_choice("mode", "min", {"min", "max"}) == "min";
+    if (es.has("threshold")) d.dist.early.threshold = es.get_real("threshold", 0.0);
+    d.dist.early.patience = es.get_int("patience", 0, 0);
+    if (!d.dist.early.threshold && d.dist.early.patience == 0)
+      es.problem("", "give a threshold, a patience, or both");
+    es.reject_unknown();
+  }
+  ConfigNode logging = root.section("logging");
+  d.dist.trace = logging.get_bool("trace", false);
+
+  std::vector<std::string> problems;
+  Topology::validate(d.dist.topology, ranks, d.experiment.batch, problems);
+  for (const auto& p : problems) doc.problem(p);
+  if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.epochs == 0) doc.problem("training: no stopping rule");
+  doc.finish();
+  // The resolved view also records what the distributed layers read.
+  d.experiment.resolved["training"]["sync_every"] = d.dist.sync_every;
+  d.experiment.resolved["topology"]["masters"] = d.dist.topology.masters;
+  d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
+  d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;
+  if (d.dist.algorithm) d.experiment.resolved["algorithm"]["rule"] = d.dist.algorithm->describe();
+  return d;
+}
+
+}  // namespace mpigan::worker

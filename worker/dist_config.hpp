@@ -1,0 +1,46 @@
+// The distributed part of an experiment: topology, update rule, synchronisation period, early
+// stopping and tracing, parsed from the same document as the rest (train/experiment.hpp), so an
+// experiment is validated as a whole, before any MPI traffic, with every problem reported.
+//
+//   topology:    masters, group_size, ranks_per_node, submaster_every
+//   algorithm:   name (sync | downpour | easgd | gem | dc_asgd) and the rule's parameters
+//   training:    sync_every (steps between exchanges)
+//   validation:  early_stopping {metric, mode, threshold, patience}
+//   logging:     trace (write a Chrome-trace timeline)
+#pragma once
+
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/train/experiment.hpp"
+#include "mpigan/worker/topology.hpp"
+
+#include <memory>
+#include <optional>
+
+namespace mpigan::worker {
+
+struct EarlyStopping {
+  bool enabled = false;
+  std::string metric = "val_g_loss";  ///< val_d_loss | val_g_loss | val_d_real | val_d_fake
+  bool minimize = true;
+  std::optional<double> threshold;    ///< stop when the metric reaches it
+  std::int64_t patience = 0;          ///< stop after this many validations without improvement (0: off)
+};
+
+struct DistConfig {
+  TopologyConfig topology;
+  std::unique_ptr<algos::Algorithm> algorithm;
+  std::int64_t sync_every = 1;
+  EarlyStopping early;
+  bool trace = false;
+};
+
+struct DistExperiment {
+  train::ExperimentConfig experiment;
+  DistConfig dist;
+};
+
+/// Load and validate everything (throws ConfigError listing every problem, including the
+/// topology's fit to @p ranks).
+DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks);
+
+}  // namespace mpigan::worker

@@ -1,0 +1,13 @@
+#include "mpigan/worker/protocol.hpp"
+
+namespace mpigan::worker {
+
+void send_header(const Comm& c, const Header& h, int dest, int tag) { c.send_bytes(&h, sizeof(Header), dest, tag); }
+
+Header recv_header(const Comm& c, int source, int tag) {
+  Header h;
+  c.recv_bytes(&h, sizeof(Header), source, tag);
+  return h;
+}
+
+}  // namespace mpigan::worker

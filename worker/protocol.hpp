@@ -1,0 +1,67 @@
+// The master-worker protocol. Every message is a fixed header, optionally followed by one float
+// payload holding, in this order: the generator's block, the discriminator's block, the
+// generator's BatchNorm state, the discriminator's BatchNorm state (so a push, a pull or a
+// broadcast is one contiguous message).
+//
+//   worker -> master   kUpdate  + payload (the update of both networks + the worker's BN state)
+//                      kPull    (pull-then-push rules: asks for the current weights first)
+//                      kDone    (its data is exhausted)
+//   master -> worker   kWeights + payload (weights or the rule's reply + the canonical BN state)
+//                      kStop    (training is over; no payload)
+// Headers carry the versions (staleness), sample counts, the worker's data position (for
+// resuming), the losses of its last step, its compute and wait times, and checkpoint flags.
+#pragma once
+
+#include "mpigan/core/mpi/comm.hpp"
+#include "mpigan/core/parameter_set.hpp"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mpigan::worker {
+
+constexpr int kTagHeader = 101;
+constexpr int kTagPayload = 102;
+constexpr int kTagReply = 103;
+constexpr int kTagReplyPayload = 104;
+
+enum class Kind : std::int32_t { update = 1, pull = 2, done = 3, weights = 10, stop = 11 };
+
+constexpr int kMaxLosses = 16;
+constexpr std::int32_t kFlagCheckpoint = 1;  ///< master -> worker: write your part of checkpoint `checkpoint`
+
+struct Header {
+  Kind kind = Kind::update;
+  std::int32_t child = -1;         ///< sender's id at its master (worker -> master)
+  std::int64_t version = 0;        ///< worker: master version its weights came from; master: version now
+  std::int64_t samples = 0;        ///< samples behind this update
+  std::int64_t steps = 0;          ///< the worker's training steps so far
+  std::int64_t epoch = 0, cursor = 0;  ///< the worker's data position after this update
+  std::int32_t flags = 0;
+  std::int32_t n_losses = 0;
+  std::int64_t checkpoint = -1;    ///< master: checkpoint id to write; worker: last checkpoint id written
+  double compute_s = 0;            ///< worker: seconds computing this update
+  double wait_s = 0;               ///< worker: seconds waiting for the previous reply
+  std::array<double, kMaxLosses> losses{};
+};
+
+/// Sizes of the four payload blocks.
+struct PayloadLayout {
+  std::size_t g = 0, d = 0, g_state = 0, d_state = 0;
+  std::size_t total() const { return g + d + g_state + d_state; }
+  std::span<float> gen(std::span<float> p) const { return p.subspan(0, g); }
+  std::span<float> dis(std::span<float> p) const { return p.subspan(g, d); }
+  std::span<float> gen_state(std::span<float> p) const { return p.subspan(g + d, g_state); }
+  std::span<float> dis_state(std::span<float> p) const { return p.subspan(g + d + g_state, d_state); }
+  std::span<const float> gen(std::span<const float> p) const { return p.subspan(0, g); }
+  std::span<const float> dis(std::span<const float> p) const { return p.subspan(g, d); }
+  std::span<const float> gen_state(std::span<const float> p) const { return p.subspan(g + d, g_state); }
+  std::span<const float> dis_state(std::span<const float> p) const { return p.subspan(g + d + g_state, d_state); }
+};
+
+void send_header(const Comm& c, const Header& h, int dest, int tag);
+Header recv_header(const Comm& c, int source, int tag);
+
+}  // namespace mpigan::worker

@@ -1,0 +1,101 @@
+#include "mpigan/worker/topology.hpp"
+
+#include "mpigan/core/error.hpp"
+
+namespace mpigan::worker {
+
+TopologyConfig TopologyConfig::parse(ConfigNode& s) {
+  TopologyConfig t;
+  t.masters = static_cast<int>(s.get_int("masters", 1, 1, 4096));
+  t.group_size = static_cast<int>(s.get_int("group_size", 1, 1, 4096));
+  t.ranks_per_node = static_cast<int>(s.get_int("ranks_per_node", 0, 0, 1024));
+  t.submaster_every = s.get_int("submaster_every", 1, 1, 1 << 20);
+  s.reject_unknown();
+  return t;
+}
+
+const char* to_string(Role r) {
+  switch (r) {
+    case Role::top_master: return "master";
+    case Role::sub_master: return "sub-master";
+    case Role::worker: return "worker";
+  }
+  return "?";
+}
+
+std::string Topology::label() const {
+  switch (role) {
+    case Role::top_master: return fmt::format("rank {} master", rank);
+    case Role::sub_master: return fmt::format("rank {} sub-master {}", rank, rank);
+    case Role::worker:
+      return group_size > 1 ? fmt::format("rank {} worker (group {}{})", rank, group, group_rank == 0 ? " leader" : "")
+                            : fmt::format("rank {} worker {}", rank, group);
+  }
+  return fmt::format("rank {}", rank);
+}
+
+void Topology::validate(const TopologyConfig& c, int size, std::int64_t batch, std::vector<std::string>& problems) {
+  const int workers = size - c.masters;
+  if (workers < 1) {
+    problems.push_back(fmt::format("topology: {} ranks leave no worker for {} master(s): run at least {} ranks", size,
+                                   c.masters, c.masters + c.group_size));
+    return;
+  }
+  if (workers % c.group_size != 0)
+    problems.push_back(fmt::format("topology: {} worker ranks ({} ranks - {} masters) do not form groups of {}", workers,
+                                   size, c.masters, c.group_size));
+  const int groups = workers / c.group_size;
+  if (c.masters > 1 && groups < c.masters - 1)
+    problems.push_back(fmt::format("topology: {} worker groups for {} sub-masters: each sub-master needs at least one group",
+                                   groups, c.masters - 1));
+  if (batch % c.group_size != 0)
+    problems.push_back(fmt::format("topology: training.batch {} is not divisible by group_size {} (each group rank "
+                                   "computes batch/group_size events)",
+                                   batch, c.group_size));
+}
+
+Topology Topology::build(const Comm& comm, const TopologyConfig& c) {
+  Topology t;
+  t.size = comm.size();
+  t.rank = comm.rank();
+  t.masters = c.masters;
+  t.group_size = c.group_size;
+  t.groups = (t.size - c.masters) / c.group_size;
+  const int subs = c.masters - 1;
+  auto master_of_group = [&](int g) { return subs == 0 ? 0 : 1 + g % subs; };
+  if (t.rank == 0) {
+    t.role = Role::top_master;
+    if (subs == 0)
+      for (int g = 0; g < t.groups; ++g) t.children.push_back(c.masters + g * c.group_size);
+    else
+      for (int s = 1; s < c.masters; ++s) t.children.push_back(s);
+  } else if (t.rank < c.masters) {
+    t.role = Role::sub_master;
+    t.parent = 0;
+    t.child_id = t.rank - 1;
+    for (int g = 0; g < t.groups; ++g)
+      if (master_of_group(g) == t.rank) t.children.push_back(c.masters + g * c.group_size);
+  } else {
+    t.role = Role::worker;
+    t.group = (t.rank - c.masters) / c.group_size;
+    t.group_rank = (t.rank - c.masters) % c.group_size;
+    t.parent = master_of_group(t.group);
+    t.shard = t.rank - c.masters;
+    t.shards = t.size - c.masters;
+    // The group's id at its master: its position among that master's groups.
+    int id = 0;
+    for (int g = 0; g < t.group; ++g) id += master_of_group(g) == t.parent;
+    t.child_id = id;
+  }
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPIGAN_MPI_CHECK(MPI_Comm_dup(comm.get(), &dup));
+  t.links = Comm(dup, true);
+  t.group_comm = comm.split(t.role == Role::worker ? t.group : MPI_UNDEFINED, t.group_rank);
+  Comm node = comm.split_shared();
+  t.local_rank = node.rank();
+  t.local_size = c.ranks_per_node > 0 ? c.ranks_per_node : node.size();
+  t.device_id = t.local_rank;  // the CUDA backend takes it modulo the visible devices
+  return t;
+}
+
+}  // namespace mpigan::worker

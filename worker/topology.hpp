@@ -1,0 +1,59 @@
+// Who does what in a distributed run. Ranks of the communicator the application passes in:
+//
+//   rank 0                      the top master (canonical G and D, validation, checkpoints)
+//   ranks 1 .. masters-1        sub-masters (a tree of depth 2): each serves its own worker groups
+//                               and passes its accumulated change up to the top master
+//   ranks masters .. size-1     workers, in groups of group_size consecutive ranks; the ranks of a
+//                               group split one batch and average their gradients (allreduce);
+//                               only the group's first rank (its leader) talks to its master.
+//
+// Group g is served by the top master when masters == 1, else by sub-master 1 + g % (masters-1).
+// Every worker rank reads its own data shard (shard = rank - masters, of size - masters shards),
+// batch / group_size events per step. Communicators: a duplicate of the given one for the
+// master-worker messages (no traffic on the application's communicator), and one per group.
+#pragma once
+
+#include "mpigan/core/config.hpp"
+#include "mpigan/core/mpi/comm.hpp"
+
+#include <string>
+#include <vector>
+
+namespace mpigan::worker {
+
+struct TopologyConfig {
+  int masters = 1;
+  int group_size = 1;
+  int ranks_per_node = 0;           ///< for GPU binding; 0 = detect (MPI_COMM_TYPE_SHARED)
+  std::int64_t submaster_every = 1; ///< sub-master updates between exchanges with the top master
+  /// Reads the `topology` section; problems go to the document.
+  static TopologyConfig parse(ConfigNode& section);
+};
+
+enum class Role { top_master, sub_master, worker };
+const char* to_string(Role r);
+
+struct Topology {
+  int size = 1, rank = 0;
+  int masters = 1, group_size = 1, groups = 0;
+  Role role = Role::worker;
+  int parent = -1;               ///< the master this rank talks to (workers, sub-masters); -1 for the top
+  std::vector<int> children;     ///< masters: ranks they serve (group leaders or sub-masters), in id order
+  int child_id = -1;             ///< this rank's id at its parent (leaders and sub-masters)
+  int group = -1, group_rank = -1;
+  int shard = -1, shards = 0;    ///< worker data shard
+  int local_rank = 0, local_size = 1;  ///< among the ranks of this node
+  int device_id = -1;            ///< GPU for this rank (node-local rank), -1 = none chosen
+  Comm links;                    ///< duplicate of the run communicator, for master-worker messages
+  Comm group_comm;               ///< the ranks of this worker group (workers only)
+
+  bool leader() const { return role == Role::worker && group_rank == 0; }
+  /// The label for logs and errors: "rank 3 worker (group 1 leader)".
+  std::string label() const;
+  /// Validate @p cfg for a communicator of @p size ranks and a batch; every problem to @p problems.
+  static void validate(const TopologyConfig& cfg, int size, std::int64_t batch, std::vector<std::string>& problems);
+  /// Collective over @p comm: roles, communicators, device binding.
+  static Topology build(const Comm& comm, const TopologyConfig& cfg);
+};
+
+}  // namespace mpigan::worker
