@@ -30,8 +30,7 @@ class DcAsgdMaster final : public MasterRule {
   Verdict submit(const UpdateMeta& meta, std::span<const float> g, std::span<float> reply, RuleStats& stats) override {
     float* w = m_weights.data();
     auto it = m_backup.find(meta.worker);
-    // First update of a worker: it computed on the weights everyone started from.
-    if (it == m_backup.end()) it = m_backup.emplace(meta.worker, std::vector<float>(w, w + m_weights.size())).first;
+    MPIGAN_CHECK(it != m_backup.end(), "dc_asgd: worker {} sent an update before it was given weights", meta.worker);
     const std::vector<float>& bak = it->second;
     double lambda_sum = 0.0;
     for (std::size_t i = 0; i < g.size(); ++i) {
@@ -41,10 +40,14 @@ class DcAsgdMaster final : public MasterRule {
       m_corrected[i] = g[i] + lambda * g[i] * g[i] * (w[i] - bak[i]);
     }
     m_opt.apply(m_corrected);
-    it->second.assign(w, w + m_weights.size());
-    pull(meta.worker, reply);
+    pull(meta.worker, reply);  // records the new backup
     stats.scale = g.empty() ? 0.0 : lambda_sum / static_cast<double>(g.size());  // mean lambda
     return Verdict::applied;
+  }
+  /// w_bak(i) <- theta whenever worker i is given the weights.
+  void pull(int worker, std::span<float> out) override {
+    MasterRule::pull(worker, out);
+    m_backup[worker].assign(m_weights.data(), m_weights.data() + m_weights.size());
   }
   void save(train::CheckpointWriter& wr, const std::string& p) const override {
     m_opt.save(wr, p + "/optimizer");

@@ -34,6 +34,7 @@ class GemWorker final : public WorkerRule {
       std::copy(theta.begin(), theta.end(), m_stale.begin());  // the weights the first gradient used
       m_initialised = true;
     }
+    std::size_t n = 0;
     for (std::size_t i = 0; i < update.size(); ++i) {
       const float delta = -m_p.lr * update[i];
       m_m[i] = m_p.momentum * m_m[i] + delta;
@@ -41,13 +42,14 @@ class GemWorker final : public WorkerRule {
       m_stale[i] = theta[i];
       const float pi = std::clamp((m_p.kappa * std::abs(m_m[i]) - std::abs(cvm)) / (std::abs(delta) + m_p.epsilon), m_p.lo,
                                   m_p.hi);
-      m_pi[i] = pi;
       update[i] = pi * delta;
+      // The median is over parameters that had a gradient (padding and unused weights have none).
+      if (delta != 0.0f) m_pi[n++] = pi;
     }
     RuleStats s;
-    auto mid = m_pi.begin() + static_cast<std::ptrdiff_t>(m_pi.size() / 2);
-    std::nth_element(m_pi.begin(), mid, m_pi.end());
-    s.scale = m_pi.empty() ? 0.0 : *mid;
+    auto mid = m_pi.begin() + static_cast<std::ptrdiff_t>(n / 2);
+    std::nth_element(m_pi.begin(), mid, m_pi.begin() + static_cast<std::ptrdiff_t>(n));
+    s.scale = n == 0 ? 0.0 : *mid;
     return s;
   }
   void after_reply(std::span<float> local, std::span<const float> theta, std::span<const float> sent) override {

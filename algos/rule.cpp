@@ -23,6 +23,6 @@ void MasterRule::reply_after_round(int, std::span<float> reply) const {
   std::copy(weights().begin(), weights().end(), reply.begin());
 }
 
-void MasterRule::pull(int, std::span<float> out) const { std::copy(weights().begin(), weights().end(), out.begin()); }
+void MasterRule::pull(int, std::span<float> out) { std::copy(weights().begin(), weights().end(), out.begin()); }
 
 }  // namespace mpigan::algos

@@ -87,8 +87,9 @@ class MasterRule {
   virtual void close_round() {}
   /// What a worker gets back after a round (default: the weights).
   virtual void reply_after_round(int worker, std::span<float> reply) const;
-  /// Pull-then-push rules: what a worker pulls (default: the weights).
-  virtual void pull(int worker, std::span<float> out) const;
+  /// The weights a worker is given (its initial weights, a pull, or a reply): by default the
+  /// current weights. Rules that remember what each worker has (DC-ASGD) record it here.
+  virtual void pull(int worker, std::span<float> out);
   virtual void save(train::CheckpointWriter&, const std::string&) const {}
   virtual void load(const train::CheckpointReader&, const std::string&) {}
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "mpigan/core/tensor.hpp"
+#include "mpigan/data/batch_source.hpp"
 #include "mpigan/data/dataset.hpp"
 #include "mpigan/data/sharding.hpp"
 
@@ -28,15 +29,6 @@
 
 namespace mpigan::data {
 
-struct Batch {
-  Tensor image;   ///< (n,1,X,Y,Z) preprocessed, canonical host float32; D=x, H=y, W=depth
-  Tensor energy;  ///< (n,1) E * energy_scale (E/100)
-  Tensor ecal;    ///< (n,1) ECAL-sum target (after threshold/xscale, before the power)
-  Tensor angle;   ///< (n,1) radians (ecal51 only; undefined otherwise)
-  std::vector<std::uint64_t> event_ids;  ///< Dataset::event_id of each item
-  std::int64_t size() const { return static_cast<std::int64_t>(event_ids.size()); }
-};
-
 struct LoaderOptions {
   std::int64_t batch = 128;
   int shard = 0;
@@ -48,13 +40,9 @@ struct LoaderOptions {
   int read_threads = 1;      ///< threads that read/decode one batch (the prefetch thread is one of them)
 };
 
-class Loader {
+class Loader final : public BatchSource {
  public:
-  struct Position {
-    std::int64_t epoch = 0;
-    std::int64_t cursor = 0;  ///< batches of that epoch already returned
-    friend bool operator==(const Position&, const Position&) = default;
-  };
+  using Position = BatchSource::Position;
 
   /// Throws ConfigError for bad options (shard out of range, too few events for the shards).
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options);
@@ -63,15 +51,14 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   /// The next batch of this shard; false at the end of an epoch (the call after starts the next).
-  bool next(Batch& out);
-  std::int64_t epoch() const { return m_position.epoch; }
-  std::int64_t batches_per_epoch() const { return m_plan.batches_per_epoch(); }
+  bool next(Batch& out) override;
+  std::int64_t batches_per_epoch() const override { return m_plan.batches_per_epoch(); }
   const ShardPlan& plan() const { return m_plan; }
   const Dataset& dataset() const { return *m_dataset; }
   const LoaderOptions& options() const { return m_options; }
-  Position position() const { return m_position; }
+  Position position() const override { return m_position; }
   /// Restart from @p p (0 <= cursor <= batches_per_epoch()).
-  void seek(const Position& p);
+  void seek(const Position& p) override;
 
   /// Builds batch @p k of @p epoch synchronously (what the thread does); for tests and tools.
   Batch make_batch(std::int64_t epoch, std::int64_t k, const std::vector<std::uint32_t>& permutation) const;

@@ -5,6 +5,7 @@
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/session.hpp"
+#include "mpigan/train/sources.hpp"
 #include "mpigan/train/trainer.hpp"
 #include "mpigan/worker/protocol.hpp"
 #include "mpigan/worker/worker.hpp"
@@ -663,16 +664,9 @@ class Master {
     auto span = m_trace.span("validate", "compute");
     m_validated_at = m_version;
     if (!m_val_loader) {
-      if (!m_datasets.train) m_datasets = data::open_datasets(m_e.data);
-      data::LoaderOptions vo;
-      vo.batch = m_e.batch;
-      vo.seed = m_e.seed;
-      vo.shuffle = false;
-      vo.prefetch_batches = 1;
-      vo.drop_last = true;
-      const auto& vset = m_datasets.validation ? m_datasets.validation : m_datasets.train;
-      if (vset->size() < m_e.batch) return false;
-      m_val_loader = std::make_unique<data::Loader>(vset, vo);
+      if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(m_e, false));
+      m_val_loader = m_plan->validation(m_e.batch);
+      if (!m_val_loader) return false;
     }
     auto& m = *m_session->model;
     auto& be = *m_session->backend;
@@ -740,8 +734,8 @@ class Master {
   std::unique_ptr<train::CsvLog> m_updates, m_metrics;
   double m_t0 = 0, m_staleness_sum = 0, m_d_sum = 0, m_g_sum = 0;
   std::int64_t m_logged = 0;
-  data::Datasets m_datasets;
-  std::unique_ptr<data::Loader> m_val_loader;
+  std::unique_ptr<train::DataPlan> m_plan;
+  std::unique_ptr<data::BatchSource> m_val_loader;
   std::optional<double> m_best;
   std::int64_t m_since_best = 0;
   std::int64_t m_validated_at = -1;

@@ -3,6 +3,7 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/train/run_dir.hpp"
+#include "mpigan/train/sources.hpp"
 #include "mpigan/worker/worker.hpp"
 
 #include <filesystem>
@@ -34,7 +35,7 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
     YAML::Node resolved = YAML::Clone(e.resolved);
     resolved["output"]["dir"] = dir;
     run.write_config(resolved);
-    train::prepare_datasets(e);  // simulates when asked, validates every file once
+    train::DataPlan::open(e, true);  // simulates when asked, validates every file once
     spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size,
                  t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
   }

@@ -89,6 +89,10 @@ void GanStep::check_grads(Net net, std::uint64_t step, const char* phase) const 
                  n.grads().size(), to_string(net), phase);
 }
 
+float GanStep::fake_ecal_target(float x) const {
+  return m_config.ecal_linear > 0.0f ? m_config.ecal_linear * x : ecal_fit(x, m_config.ecal_xscale);
+}
+
 StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply) {
   const std::int64_t n = batch.image.shape()[0];
   MPIGAN_CHECK_SHAPE(batch.image.shape() == Shape::batch_of(n, m_model.image),
@@ -114,7 +118,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   } else {
     for (std::int64_t i = 0; i < n; ++i) {
       fake_energy.data()[i] = rng.uniform(m_config.fake_energy_lo, m_config.fake_energy_hi);
-      fake_ecal.data()[i] = ecal_fit(fake_energy.data()[i], m_config.ecal_xscale);
+      fake_ecal.data()[i] = fake_ecal_target(fake_energy.data()[i]);
     }
   }
   auto flipped = [&](float value) {
@@ -201,7 +205,7 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
     fake_ecal = Tensor::empty(col);
     for (std::int64_t i = 0; i < n; ++i) {
       fake_energy.data()[i] = rng.uniform(m_config.fake_energy_lo, m_config.fake_energy_hi);
-      fake_ecal.data()[i] = ecal_fit(fake_energy.data()[i], m_config.ecal_xscale);
+      fake_ecal.data()[i] = fake_ecal_target(fake_energy.data()[i]);
     }
   }
   auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {

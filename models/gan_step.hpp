@@ -33,6 +33,7 @@ struct StepConfig {
   float label_flip = 0.05f;
   float fake_energy_lo = 0.1f, fake_energy_hi = 5.0f;  ///< E/100 of the fixed-angle model's fake showers
   float ecal_xscale = 1.0f;                            ///< the data's xscale, for the ECAL fit of fakes
+  float ecal_linear = 0.0f;  ///< > 0: fake ECAL target = ecal_linear * E/100 (toy data), instead of the fit
   int generator_passes = 2;
   bool check_finite = true;
 };
@@ -74,6 +75,7 @@ class GanStep {
 
  private:
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
+  float fake_ecal_target(float x) const;
   /// Loss of D's outputs against targets; fills host gradients; returns the weighted total.
   double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;

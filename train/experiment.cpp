@@ -148,7 +148,22 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   } else {
     d.accept("simulate");
   }
-  if (e.data.train_files.empty()) d.problem("train", "at least one training file, glob or @list file is required");
+  if (d.has("synthetic")) {
+    ConfigNode s = d.section("synthetic");
+    e.synthetic.enabled = true;
+    e.synthetic.events = s.get_int("events", e.synthetic.events, 1, 1 << 28);
+    e.synthetic.validation_events = s.get_int("validation_events", e.synthetic.validation_events, 0, 1 << 28);
+    e.synthetic.seed = static_cast<std::uint64_t>(s.get_int("seed", 1, 0));
+    s.reject_unknown();
+    if (e.model.name != "tiny-8")
+      d.problem("synthetic", fmt::format("synthetic toy showers are 8x8x8, for model tiny-8 (model.name is '{}')", e.model.name));
+    if (!e.data.train_files.empty()) d.problem("synthetic", "give either data.train files or data.synthetic, not both");
+  } else {
+    d.accept("synthetic");
+    if (e.data.train_files.empty()) d.problem("train", "at least one training file, glob or @list file is required");
+    if (e.model.name == "tiny-8")
+      d.problem("", "model 'tiny-8' is a sandbox without a file geometry: set data.synthetic (in-memory toy showers)");
+  }
   d.reject_unknown();
 
   // optimizer
@@ -172,13 +187,15 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.max_updates = t.get_int("max_updates", 0, 0);
   e.batch = t.get_int("batch", e.batch, 1, 1 << 16);
   e.step.label_flip = static_cast<float>(t.get_real("label_flip", 0.05, 0.0, 0.49));
-  const auto fe = t.get_reals("fake_energy", {0.1, 5.0}, 2);
+  const bool toy = e.synthetic.enabled;
+  const auto fe = t.get_reals("fake_energy", toy ? std::vector<double>{0.5, 3.0} : std::vector<double>{0.1, 5.0}, 2);
   if (!(0 < fe[0] && fe[0] <= fe[1]))
     t.problem("fake_energy", fmt::format("expected [lo, hi] in E/100 with 0 < lo <= hi, got [{}, {}]", fe[0], fe[1]));
   e.step.fake_energy_lo = static_cast<float>(fe[0]);
   e.step.fake_energy_hi = static_cast<float>(fe[1]);
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
   e.step.ecal_xscale = e.data.preprocess.xscale;
+  if (toy) e.step.ecal_linear = 2.0f;  // data/synthetic.hpp: sum = 2 E/100
   t.accept("sync_every");  // read by the distributed layers
   t.reject_unknown();
 
@@ -202,8 +219,6 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   lg.reject_unknown();
   root.reject_unknown();
 
-  if (e.model.name == "tiny-8")
-    root.problem("model", "model 'tiny-8' is a test sandbox without a data geometry; use 3dgan-25 or anglegan-51");
   if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
 
   // The resolved configuration: what was given, with every default filled in.
@@ -234,6 +249,11 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   r["data"]["preprocess"]["power"] = e.data.preprocess.power;
   r["data"]["preprocess"]["min_ecal_sum"] = e.data.preprocess.min_ecal_sum;
   r["data"]["preprocess"]["angle_key"] = e.data.preprocess.angle_key;
+  if (e.synthetic.enabled) {
+    r["data"]["synthetic"]["events"] = e.synthetic.events;
+    r["data"]["synthetic"]["validation_events"] = e.synthetic.validation_events;
+    r["data"]["synthetic"]["seed"] = e.synthetic.seed;
+  }
   if (e.simulate.enabled) {
     auto s = r["data"]["simulate"];
     s["events"] = e.simulate.events;

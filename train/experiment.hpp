@@ -7,7 +7,8 @@
 //   model:      name, latent, dropout, leaky_alpha, bn_momentum, loss_weights{bce,energy,ecal,angle}
 //   data:       train, validation, validation_fraction, split, units, max_events, prefetch,
 //               read_threads, preprocess{threshold,xscale,power,min_ecal_sum,angle_key},
-//               simulate{events,energy,angle,events_per_file,seed,dir}
+//               simulate{events,energy,angle,events_per_file,seed,dir},
+//               synthetic{events,validation_events,seed} (tiny-8 sandbox: in-memory toy showers)
 //   optimizer:  name, lr, momentum, nesterov, rho, beta1, beta2, epsilon, generator{..}, discriminator{..}
 //   training:   epochs, max_updates, batch, label_flip, fake_energy, generator_passes
 //   validation: every, batches
@@ -43,6 +44,14 @@ struct SimulateSpec {
   std::string dir;  ///< where the files go; the train pattern must match them
 };
 
+/// In-memory toy showers for the tiny-8 sandbox (data/synthetic.hpp).
+struct SyntheticSpec {
+  bool enabled = false;
+  std::int64_t events = 4096;             ///< training events
+  std::int64_t validation_events = 512;   ///< held-out events
+  std::uint64_t seed = 1;
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::uint64_t seed = 1;
@@ -54,6 +63,7 @@ struct ExperimentConfig {
   int prefetch = 4;
   int read_threads = 1;
   SimulateSpec simulate;
+  SyntheticSpec synthetic;
 
   nn::OptimizerConfig opt_generator = nn::OptimizerConfig::defaults("rmsprop");
   nn::OptimizerConfig opt_discriminator = nn::OptimizerConfig::defaults("rmsprop");

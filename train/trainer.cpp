@@ -6,6 +6,7 @@
 #include "mpigan/data/simulator/simulate_dataset.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/session.hpp"
+#include "mpigan/train/sources.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -95,20 +96,13 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
   resolved["output"]["dir"] = dir;
   run.write_config(resolved);
 
-  data::Datasets ds = prepare_datasets(e);
+  const DataPlan plan = DataPlan::open(e, true);
   Session s = Session::create(e, mix64(e.seed ^ 0x51A6E5ull));
   spdlog::info("backend: {}", s.backend->describe());
-  spdlog::info("model {}: generator {} parameters, discriminator {}", e.model.name, s.model->generator.weights().count(),
-               s.model->discriminator.weights().count());
-
-  data::LoaderOptions lo;
-  lo.batch = e.batch;
-  lo.seed = e.seed;
-  lo.prefetch_batches = e.prefetch;
-  lo.read_threads = e.read_threads;
-  lo.drop_last = true;  // one batch shape: the networks are planned once
-  data::Loader loader(ds.train, lo);
-  MPIGAN_CHECK(loader.batches_per_epoch() > 0, "data: {} training events give no full batch of {}", ds.train->size(), e.batch);
+  spdlog::info("model {}: generator {} parameters, discriminator {}; data: {}", e.model.name,
+               s.model->generator.weights().count(), s.model->discriminator.weights().count(), plan.describe());
+  std::unique_ptr<data::BatchSource> source = plan.train(e.batch);
+  data::BatchSource& loader = *source;
 
   std::int64_t step = 0, samples = 0;
   if (resume) {
@@ -146,21 +140,18 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
     spdlog::info("checkpoint: {}", path);
   };
   auto validate = [&] {
-    const std::shared_ptr<const data::Dataset>& vset = ds.validation ? ds.validation : ds.train;
-    data::LoaderOptions vo = lo;
-    vo.shuffle = false;
-    vo.prefetch_batches = 1;
-    data::Loader vloader(vset, vo);
+    auto vsource = plan.validation(e.batch);
+    if (!vsource) return;
     LossAverager avg;
     data::Batch b;
-    while ((e.validation_batches == 0 || avg.count() < e.validation_batches) && vloader.next(b))
+    while ((e.validation_batches == 0 || avg.count() < e.validation_batches) && vsource->next(b))
       avg.add(s.step->evaluate(real_batch(b), e.seed + static_cast<std::uint64_t>(avg.count())));
     if (avg.count() == 0) return;
     const auto m = avg.mean();
     metrics.row(metrics_row("validation", loader.position().epoch, step, samples, 0, 0, m));
     metrics.flush();
-    spdlog::info("validation ({} on {} batches): D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", vset->name(), avg.count(),
-                 m.d_loss(), m.d_real, m.d_fake, m.g);
+    spdlog::info("validation on {} batches: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", avg.count(), m.d_loss(), m.d_real,
+                 m.d_fake, m.g);
   };
 
   LossAverager epoch_avg;

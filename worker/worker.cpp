@@ -6,6 +6,7 @@
 #include "mpigan/core/rng.hpp"
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/train/session.hpp"
+#include "mpigan/train/sources.hpp"
 #include "mpigan/train/trainer.hpp"
 #include "mpigan/worker/protocol.hpp"
 
@@ -61,18 +62,9 @@ class Worker {
   }
 
   WorkerResult run(std::int64_t resume_checkpoint) {
-    data::Datasets ds = data::open_datasets(m_e.data);
-    data::LoaderOptions lo;
-    lo.batch = m_e.batch / m_t.group_size;
-    lo.shard = m_t.shard;
-    lo.num_shards = m_t.shards;
-    lo.seed = m_e.seed;
-    lo.prefetch_batches = m_e.prefetch;
-    lo.read_threads = m_e.read_threads;
-    lo.drop_last = true;
-    data::Loader loader(ds.train, lo);
-    MPIGAN_CHECK(loader.batches_per_epoch() > 0, "{}: shard {} of {} has no full batch of {} (training set of {} events)",
-                 m_t.label(), m_t.shard, m_t.shards, lo.batch, ds.train->size());
+    const train::DataPlan plan = train::DataPlan::open(m_e, false);
+    std::unique_ptr<data::BatchSource> source = plan.train(m_e.batch / m_t.group_size, m_t.shard, m_t.shards);
+    data::BatchSource& loader = *source;
     if (resume_checkpoint >= 0) load_part(resume_checkpoint, loader);
 
     receive_initial_weights();
@@ -122,7 +114,7 @@ class Worker {
   }
 
  private:
-  bool next_batch(data::Loader& loader, data::Batch& b) {
+  bool next_batch(data::BatchSource& loader, data::Batch& b) {
     while (true) {
       if (loader.next(b)) return true;
       if (loader.position().epoch >= m_e.epochs) return false;  // all epochs done
@@ -193,7 +185,7 @@ class Worker {
   }
 
   Header make_header(Kind kind, std::int64_t samples, const models::StepLosses& l, double compute,
-                     const data::Loader& loader) const {
+                     const data::BatchSource& loader) const {
     Header h;
     h.kind = kind;
     h.child = m_t.child_id;
@@ -216,7 +208,7 @@ class Worker {
   }
 
   /// One exchange; returns false when the master says stop.
-  bool exchange(std::int64_t samples, const models::StepLosses& last, double compute, const data::Loader& loader,
+  bool exchange(std::int64_t samples, const models::StepLosses& last, double compute, const data::BatchSource& loader,
                 WorkerResult& r) {
     build_payload();
     Header ctl;  // what the leader broadcasts to its group
@@ -265,7 +257,7 @@ class Worker {
   }
 
   /// Leader -> group: the control header and (unless stopping) the new weights and BN state.
-  bool apply_reply(Header ctl, const data::Loader& loader) {
+  bool apply_reply(Header ctl, const data::BatchSource& loader) {
     if (m_t.group_size > 1) {
       auto span = m_trace.span("broadcast", "comm");
       m_t.group_comm.broadcast_bytes(&ctl, sizeof ctl, 0);
@@ -314,7 +306,7 @@ class Worker {
     m_version = h.version;
   }
 
-  void send_done(const data::Loader& loader) {
+  void send_done(const data::BatchSource& loader) {
     Header h = make_header(Kind::done, 0, {}, 0, loader);
     send_header(m_t.links, h, m_t.parent, kTagHeader);
     const Header reply = recv_header(m_t.links, m_t.parent, kTagReply);
@@ -333,7 +325,7 @@ class Worker {
 
   std::string part_name() const { return fmt::format("worker-{}", m_t.group); }
 
-  void write_part(std::int64_t id, const data::Loader& loader) {
+  void write_part(std::int64_t id, const data::BatchSource& loader) {
     if (!m_t.leader()) return;
     auto span = m_trace.span("checkpoint", "io");
     train::CheckpointWriter w(checkpoint_part_path(m_run_dir, id, part_name()));
@@ -354,7 +346,7 @@ class Worker {
     m_checkpoint_written = id;
   }
 
-  void load_part(std::int64_t id, data::Loader& loader) {
+  void load_part(std::int64_t id, data::BatchSource& loader) {
     const std::string path = checkpoint_part_path(m_run_dir, id, part_name());
     train::CheckpointReader r(path);
     m_steps = r.get_int("progress/steps");

@@ -1,0 +1,258 @@
+// Update rules without MPI: each rule's formulas on small vectors against hand-computed values,
+// through a stub exchange that plays the worker and master sides in one process; and a stub
+// cluster of virtual workers on a quadratic, where every rule must converge.
+#include "test_utils.hpp"
+
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/core/error.hpp"
+
+#include <cmath>
+#include <map>
+
+using namespace mpigan;
+using namespace mpigan::algos;
+
+namespace {
+
+/// One network of n parameters, its master rule and W workers' rules, wired in one process.
+/// (A ParameterSet pads its buffer to 16 floats; vectors are padded with zeros on the way in and
+/// cut back to n on the way out.)
+struct Stub {
+  std::size_t n = 0;
+  std::unique_ptr<Backend> be = make_backend("cpu");
+  ParameterSet theta;
+  std::unique_ptr<Algorithm> alg;
+  std::unique_ptr<MasterRule> master;
+  std::vector<std::unique_ptr<WorkerRule>> workers;
+  std::int64_t version = 0;
+
+  Stub(const std::string& yaml, std::vector<float> theta0, int nworkers, nn::OptimizerConfig opt = sgd(0.1)) {
+    n = theta0.size();
+    theta.add("w", {static_cast<std::int64_t>(n)});
+    theta.allocate(*be);
+    std::copy(theta0.begin(), theta0.end(), theta.data());
+    ConfigDocument doc = ConfigDocument::parse(yaml, "alg.yaml");
+    ConfigNode root = doc.root();
+    ConfigNode sec = root.section("algorithm");
+    alg = make_algorithm(sec);
+    doc.finish();
+    const RuleContext ctx{*be, theta, opt, nworkers, "test"};
+    master = alg->make_master(theta, ctx);
+    for (int i = 0; i < nworkers; ++i) workers.push_back(alg->make_worker(ctx));
+    // Every worker is given the initial weights first, as the master does at start.
+    std::vector<float> initial(theta.size());
+    for (int i = 0; i < nworkers; ++i) master->pull(i, initial);
+  }
+  static nn::OptimizerConfig sgd(double lr) {
+    auto c = nn::OptimizerConfig::defaults("sgd");
+    c.lr = lr;
+    return c;
+  }
+  std::vector<float> weights() const { return {theta.data(), theta.data() + n}; }
+  std::vector<float> pad(std::vector<float> v) const {
+    v.resize(theta.size(), 0.0f);
+    return v;
+  }
+
+  /// A push-pull (or pull-push) exchange of worker @p w: returns the worker's new local weights.
+  std::vector<float> exchange(int w, std::vector<float> update, std::vector<float> local, std::int64_t pulled,
+                              Verdict* verdict = nullptr, RuleStats* wstats = nullptr) {
+    update = pad(update);
+    local = pad(local);
+    std::vector<float> reply(theta.size()), master_now;
+    if (alg->exchange() == Exchange::pull_push) {
+      master_now.resize(theta.size());
+      master->pull(w, master_now);
+    }
+    const RuleStats ws = workers[static_cast<std::size_t>(w)]->before_send(update, master_now);
+    if (wstats) *wstats = ws;
+    RuleStats ms;
+    const Verdict v = master->submit({w, pulled, version, 1}, update, reply, ms);
+    if (verdict) *verdict = v;
+    if (v == Verdict::applied) ++version;
+    if (alg->exchange() == Exchange::pull_push) reply = master_now;
+    if (v != Verdict::held) workers[static_cast<std::size_t>(w)]->after_reply(local, reply, update);
+    local.resize(n);
+    return local;
+  }
+};
+
+void check_vec(const std::string& what, const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-6) {
+  REQUIRE(got.size() == want.size());
+  std::vector<double> g(got.begin(), got.end());
+  test::check_close(what, g, want, {tol, tol});
+}
+
+}  // namespace
+
+TEST_CASE("sync: the round averages in worker order and applies the master optimizer once") {
+  Stub s("algorithm: {name: sync}", {1.0f, 2.0f}, 3);
+  CHECK(s.alg->synchronous());
+  Verdict v;
+  s.exchange(2, {3.0f, 0.0f}, {}, 0, &v);
+  CHECK(v == Verdict::held);
+  CHECK(!s.master->round_ready(3));
+  s.exchange(0, {0.0f, 6.0f}, {}, 0, &v);
+  s.exchange(1, {3.0f, 3.0f}, {}, 0, &v);
+  CHECK(s.master->round_ready(3));
+  CHECK(s.weights() == std::vector<float>{1.0f, 2.0f});  // nothing applied before the round closes
+  s.master->close_round();
+  // mean g = (2, 3); SGD lr 0.1: theta = (1 - 0.2, 2 - 0.3)
+  check_vec("theta after the round", s.weights(), {0.8, 1.7});
+  std::vector<float> reply(s.theta.size());
+  s.master->reply_after_round(0, reply);
+  reply.resize(2);
+  CHECK(reply == s.weights());
+
+  // Bitwise the same whatever the arrival order (the sum runs in worker-id order).
+  auto run = [](std::vector<int> order) {
+    Stub t("algorithm: {name: sync}", {0.1f, 0.2f, 0.3f}, 3);
+    const std::vector<std::vector<float>> g = {{1e-3f, 7.0f, -3.3f}, {1e7f, -2.5f, 1e-5f}, {-1e7f, 0.3f, 9.9f}};
+    for (int w : order) t.exchange(w, g[static_cast<std::size_t>(w)], {}, 0);
+    t.master->close_round();
+    return t.weights();
+  };
+  const auto a = run({0, 1, 2}), b = run({2, 0, 1}), c = run({1, 2, 0});
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("downpour: each update is applied at once; staleness scaling; local mode adds deltas") {
+  Stub s("algorithm: {name: downpour}", {1.0f, -1.0f}, 2);
+  CHECK(s.alg->worker_mode() == WorkerMode::gradients);
+  const auto local = s.exchange(0, {2.0f, 4.0f}, {9.0f, 9.0f}, 0);
+  check_vec("theta", s.weights(), {0.8, -1.4});  // theta - 0.1 g
+  check_vec("worker gets theta", local, {0.8, -1.4});
+  Stub t("algorithm: {name: downpour, staleness_scale: inverse}", {1.0f}, 2);
+  t.version = 4;
+  t.exchange(1, {2.0f}, {}, 0);  // staleness 4: scale 1/4
+  check_vec("theta with 1/staleness", t.weights(), {1.0 - 0.1 * 2.0 / 4.0});
+  Stub l("algorithm: {name: downpour, worker: local}", {1.0f, 2.0f}, 2);
+  CHECK(l.alg->worker_mode() == WorkerMode::local);
+  CHECK(l.alg->payload() == Payload::delta);
+  l.exchange(0, {0.5f, -0.25f}, {}, 0);
+  check_vec("theta + delta", l.weights(), {1.5, 1.75});
+}
+
+TEST_CASE("easgd: the worker gets the old centre; both move by alpha towards each other") {
+  Stub s("algorithm: {name: easgd, alpha: 0.5}", {0.0f, 4.0f}, 2);
+  CHECK(s.alg->payload() == Payload::weights);
+  const std::vector<float> x = {2.0f, 0.0f};
+  const auto local = s.exchange(0, x, x, 0);
+  // centre: c + 0.5 (x - c) = (1, 2); worker: x - 0.5 (x - c_old) = (1, 2)
+  check_vec("centre", s.weights(), {1.0, 2.0});
+  check_vec("worker", local, {1.0, 2.0});
+  Stub d("algorithm: {name: easgd}", {0.0f}, 3);  // default alpha = 0.9 / workers = 0.3
+  d.exchange(0, {1.0f}, {1.0f}, 0);
+  check_vec("default alpha 0.9/N", d.weights(), {0.3});
+}
+
+TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update = pi Delta") {
+  Stub s("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f, 0.0f, 0.0f}, 2);
+  CHECK(s.alg->exchange() == Exchange::pull_push);
+  RuleStats st;
+  // First exchange: s = theta = 0; Delta = -0.1 g = (-0.1, 0.2, -0.05); m = Delta; cvm = 0; pi = 2.
+  auto local = s.exchange(0, {1.0f, -2.0f, 0.5f}, {0.0f, 0.0f, 0.0f}, 0, nullptr, &st);
+  check_vec("theta after the first update", s.weights(), {-0.2, 0.4, -0.1});
+  check_vec("worker = theta_pulled + update", local, {-0.2, 0.4, -0.1});
+  CHECK(st.scale == doctest::Approx(2.0));
+  // Another worker moves theta by (0.5, 0, 0) meanwhile (directly, as a stand-in).
+  s.theta.data()[0] += 0.7f;  // theta = (0.5, 0.4, -0.1); worker 0's stale copy is (0, 0, 0)
+  // Worker 0, second exchange with g = (1, 1, 1): Delta = (-0.1, -0.1, -0.1);
+  // m = 0.9 (-0.1, 0.2, -0.05) + Delta = (-0.19, 0.08, -0.145); cvm = (0.5, 0.4, -0.1);
+  // pi = (2|m| - |cvm|)/0.1 = ((0.38 - 0.5), (0.16 - 0.4), (0.29 - 0.1))/0.1 = (-1.2, -2.4, 1.9) -> (0, 0, 1.9)
+  local = s.exchange(0, {1.0f, 1.0f, 1.0f}, local, 1, nullptr, &st);
+  check_vec("theta after the second update", s.weights(), {0.5, 0.4, -0.1 - 0.19}, 1e-5);
+  check_vec("worker", local, {0.5, 0.4, -0.29}, 1e-5);
+  CHECK(st.scale == doctest::Approx(0.0));  // median of (0, 0, 1.9)
+  // Clamp at 5: a tiny Delta against a large momentum.
+  Stub c("algorithm: {name: gem, lr: 1, momentum: 0.9, kappa: 1, clamp: [0, 5]}", {0.0f}, 1);
+  c.exchange(0, {-10.0f}, {0.0f}, 0);   // m = 10, update = 1 * 10 (cvm 0, pi = 1)
+  c.exchange(0, {-0.001f}, {0.0f}, 1);  // m = 9.001, Delta = 0.001: pi = (9.001 - 10)/0.001 < 0 -> 0
+  check_vec("clamped below", c.weights(), {10.0}, 1e-5);
+}
+
+TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that worker") {
+  Stub s("algorithm: {name: dc_asgd, lambda: 0.5, adaptive: false}", {1.0f, 1.0f}, 2);
+  // Worker 0 first: backup = theta0, no correction: theta1 = theta0 - 0.1 g
+  s.exchange(0, {2.0f, -1.0f}, {}, 0);
+  check_vec("theta1", s.weights(), {0.8, 1.1});
+  // Worker 1 computed on theta0 too: g~ = g + 0.5 g^2 (theta1 - theta0), g = (1, 2)
+  // = (1 + 0.5 * 1 * -0.2, 2 + 0.5 * 4 * 0.1) = (0.9, 2.2); theta2 = theta1 - 0.1 g~
+  s.exchange(1, {1.0f, 2.0f}, {}, 0);
+  check_vec("theta2", s.weights(), {0.8 - 0.09, 1.1 - 0.22});
+  // Worker 0 again: its backup is theta1 now.
+  const std::vector<float> t2 = s.weights();
+  s.exchange(0, {1.0f, 1.0f}, {}, 1);
+  check_vec("theta3", s.weights(), {t2[0] - 0.1 * (1 + 0.5 * (t2[0] - 0.8)), t2[1] - 0.1 * (1 + 0.5 * (t2[1] - 1.1))}, 1e-5);
+}
+
+TEST_CASE("rule parameters are validated with the key and line") {
+  auto problems = [](const std::string& yaml) {
+    ConfigDocument doc = ConfigDocument::parse(yaml, "alg.yaml");
+    ConfigNode root = doc.root();
+    ConfigNode sec = root.section("algorithm");
+    make_algorithm(sec);
+    try {
+      doc.finish();
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(problems("algorithm: {name: hogwild}").find("algorithm.name: value 'hogwild' is not allowed: expected one of sync, "
+                                                    "downpour, easgd, gem, dc_asgd") != std::string::npos);
+  CHECK(problems("algorithm: {name: easgd, alpha: 2}").find("alg.yaml:1:33: algorithm.alpha: value 2 is out of range") !=
+        std::string::npos);
+  CHECK(problems("algorithm: {name: gem, kapa: 2}").find("algorithm.kapa: unknown key") != std::string::npos);
+  CHECK(problems("algorithm:\n  name: gem\n  clamp: [3, 1]\n").find("algorithm.clamp: expected [lo, hi]") != std::string::npos);
+}
+
+TEST_CASE("a stub cluster of virtual workers converges on a quadratic with every rule") {
+  // f(w) = 1/2 |w - w*|^2, gradient w - w*. Four virtual workers served round-robin, each computing
+  // its gradient at the weights it pulled last (staleness 3 in the asynchronous rules).
+  const std::vector<float> target = {1.0f, -2.0f, 0.5f, 3.0f};
+  for (const char* yaml : {"algorithm: {name: sync}", "algorithm: {name: downpour}", "algorithm: {name: dc_asgd}",
+                           "algorithm: {name: gem, lr: 0.05, kappa: 1}", "algorithm: {name: downpour, worker: local}",
+                           "algorithm: {name: easgd}"}) {
+    INFO(std::string(yaml));
+    const int W = 4;
+    Stub s(yaml, {0, 0, 0, 0}, W);
+    std::vector<std::vector<float>> local(W, s.weights());
+    std::vector<std::int64_t> pulled(W, 0);
+    auto dist = [&] {
+      double d = 0;
+      for (std::size_t i = 0; i < target.size(); ++i) d += (s.theta.data()[i] - target[i]) * (s.theta.data()[i] - target[i]);
+      return std::sqrt(d);
+    };
+    const double d0 = dist();
+    for (int round = 0; round < 150; ++round) {
+      for (int w = 0; w < W; ++w) {
+        std::vector<float>& x = local[static_cast<std::size_t>(w)];
+        std::vector<float> g(target.size());
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = x[i] - target[i];
+        std::vector<float> update = g;
+        if (s.alg->worker_mode() == WorkerMode::local) {
+          const std::vector<float> before = x;
+          for (std::size_t i = 0; i < g.size(); ++i) x[i] -= 0.1f * g[i];  // a local SGD step
+          update = s.alg->payload() == Payload::weights ? x : std::vector<float>(g.size());
+          if (s.alg->payload() == Payload::delta)
+            for (std::size_t i = 0; i < g.size(); ++i) update[i] = x[i] - before[i];
+        }
+        Verdict v;
+        x = s.exchange(w, update, x, pulled[static_cast<std::size_t>(w)], &v);
+        pulled[static_cast<std::size_t>(w)] = s.version;
+      }
+      if (s.alg->synchronous()) {
+        s.master->close_round();
+        ++s.version;
+        for (int w = 0; w < W; ++w) {
+          local[static_cast<std::size_t>(w)] = s.weights();
+          pulled[static_cast<std::size_t>(w)] = s.version;
+        }
+      }
+    }
+    MESSAGE(std::string(yaml) << ": distance to the optimum " << d0 << " -> " << dist());
+    CHECK(dist() < 0.05 * d0);
+  }
+}

@@ -1,0 +1,80 @@
+#include "mpigan/train/sources.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/data/loader.hpp"
+#include "mpigan/data/synthetic.hpp"
+#include "mpigan/train/trainer.hpp"
+
+namespace mpigan::train {
+
+DataPlan DataPlan::open(const ExperimentConfig& e, bool prepare) {
+  DataPlan p;
+  p.m_e = &e;
+  if (e.synthetic.enabled) return p;
+  p.m_sets = prepare ? prepare_datasets(e) : data::open_datasets(e.data);
+  return p;
+}
+
+std::int64_t DataPlan::train_events() const {
+  return m_e->synthetic.enabled ? m_e->synthetic.events : m_sets.train->size();
+}
+
+std::string DataPlan::describe() const {
+  if (m_e->synthetic.enabled)
+    return fmt::format("synthetic toy showers: {} training, {} held-out events", m_e->synthetic.events,
+                       m_e->synthetic.validation_events);
+  return fmt::format("{} training events{}", m_sets.train->size(),
+                     m_sets.validation ? fmt::format(", {} validation events", m_sets.validation->size()) : std::string());
+}
+
+std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard, int shards) const {
+  const ExperimentConfig& e = *m_e;
+  if (e.synthetic.enabled) {
+    data::SyntheticOptions o;
+    o.seed = e.synthetic.seed;
+    o.first = 0;
+    o.count = e.synthetic.events;
+    o.batch = batch;
+    o.shard = shard;
+    o.num_shards = shards;
+    o.order_seed = e.seed;
+    return std::make_unique<data::SyntheticSource>(o);
+  }
+  data::LoaderOptions lo;
+  lo.batch = batch;
+  lo.shard = shard;
+  lo.num_shards = shards;
+  lo.seed = e.seed;
+  lo.prefetch_batches = e.prefetch;
+  lo.read_threads = e.read_threads;
+  lo.drop_last = true;  // one batch shape: the networks are planned once
+  auto loader = std::make_unique<data::Loader>(m_sets.train, lo);
+  MPIGAN_CHECK(loader->batches_per_epoch() > 0, "data: shard {} of {} gets no full batch of {} from {} training events",
+               shard, shards, batch, m_sets.train->size());
+  return loader;
+}
+
+std::unique_ptr<data::BatchSource> DataPlan::validation(std::int64_t batch) const {
+  const ExperimentConfig& e = *m_e;
+  if (e.synthetic.enabled) {
+    if (e.synthetic.validation_events < batch) return nullptr;
+    data::SyntheticOptions o;
+    o.seed = e.synthetic.seed;
+    o.first = e.synthetic.events;  // disjoint from the training events
+    o.count = e.synthetic.validation_events;
+    o.batch = batch;
+    o.shuffle = false;
+    return std::make_unique<data::SyntheticSource>(o);
+  }
+  const auto& set = m_sets.validation ? m_sets.validation : m_sets.train;
+  if (set->size() < batch) return nullptr;
+  data::LoaderOptions vo;
+  vo.batch = batch;
+  vo.seed = e.seed;
+  vo.shuffle = false;
+  vo.prefetch_batches = 1;
+  vo.drop_last = true;
+  return std::make_unique<data::Loader>(set, vo);
+}
+
+}  // namespace mpigan::train
