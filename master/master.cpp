@@ -86,8 +86,10 @@ struct Child {
 
 class Master {
  public:
-  Master(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace)
-      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace), m_top(t.role == Role::top_master),
+  Master(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace,
+         std::function<void()> before_barrier)
+      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace), m_before_barrier(std::move(before_barrier)),
+        m_top(t.role == Role::top_master),
         m_host(make_backend("cpu")) {
     train::ExperimentConfig e = m_e;
     if (!m_top) e.backend = "cpu";  // a sub-master only adds vectors: no GPU needed
@@ -128,6 +130,7 @@ class Master {
     if (!m_top) receive_parent_weights_initial();
     for (std::size_t i = 0; i < m_children.size(); ++i) send_weights(i, 0, -1);
     serve();
+    if (m_before_barrier) m_before_barrier();
     if (m_top) finish_checkpoints();
     else m_t.links.barrier();  // matches the top master's closing barrier
     m_result.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -235,6 +238,13 @@ class Master {
         next = (i + 1) % n;
         if (!m_children[i].stopped) post(i);
       }
+    }
+    // Children stopped while a receive was posted for them (a synchronous round ending in a stop)
+    // will not send again: cancel those receives, so none outlives this master.
+    for (auto& c : m_children) {
+      if (c.req == MPI_REQUEST_NULL) continue;
+      MPIGAN_MPI_CHECK(MPI_Cancel(&c.req));
+      MPIGAN_MPI_CHECK(MPI_Wait(&c.req, MPI_STATUS_IGNORE));
     }
   }
 
@@ -713,6 +723,7 @@ class Master {
   Topology& m_t;
   std::string m_run_dir;
   Trace& m_trace;
+  std::function<void()> m_before_barrier;
   bool m_top;
   std::unique_ptr<Backend> m_host;
   std::unique_ptr<train::Session> m_session;
@@ -745,8 +756,8 @@ class Master {
 }  // namespace
 
 MasterResult run_master(const DistExperiment& d, Topology& t, const std::string& run_dir, std::int64_t resume_checkpoint,
-                        Trace& trace) {
-  Master m(d, t, run_dir, trace);
+                        Trace& trace, const std::function<void()>& before_barrier) {
+  Master m(d, t, run_dir, trace, before_barrier);
   return m.run(resume_checkpoint);
 }
 

@@ -22,6 +22,7 @@
 #include "mpigan/worker/topology.hpp"
 #include "mpigan/worker/trace.hpp"
 
+#include <functional>
 #include <string>
 
 namespace mpigan::master {
@@ -34,7 +35,9 @@ struct MasterResult {
   bool stopped_early = false;
 };
 
+/// @p before_barrier runs just before the closing barrier (a sub-master's watchdog goodbye).
 MasterResult run_master(const worker::DistExperiment& d, worker::Topology& t, const std::string& run_dir,
-                        std::int64_t resume_checkpoint, worker::Trace& trace);
+                        std::int64_t resume_checkpoint, worker::Trace& trace,
+                        const std::function<void()>& before_barrier = {});
 
 }  // namespace mpigan::master

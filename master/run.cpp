@@ -4,7 +4,10 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/sources.hpp"
+#include "mpigan/worker/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
+
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -40,6 +43,18 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
                  t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
   }
   t.links.broadcast_bytes(&ok, sizeof ok, 0);
+  // The rank table: launchers name a dead process by PID (MPICH's hydra) or task number (srun);
+  // this maps either to the rank's role.
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string me = fmt::format("{} (pid {} on {})", t.label(), ::getpid(), host);
+  const auto table = t.links.gather_strings(me, 0);
+  std::vector<std::string> labels(static_cast<std::size_t>(t.size), me);
+  if (t.rank == 0) {
+    labels = table;
+    for (const auto& line : table) spdlog::info("{}", line);
+  }
+  worker::Watchdog watchdog(t.links, labels, dir + "/FAILED");
   const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
 
   t.links.barrier();
@@ -51,9 +66,15 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
     const auto r = worker::run_worker(d, t, dir, resume_id, trace);
     spdlog::debug("{}: {} steps, {} exchanges, {:.1f} s computing, {:.1f} s waiting", t.label(), r.steps, r.exchanges,
                   r.compute_s, r.wait_s);
+    watchdog.goodbye();
     t.links.barrier();  // matches the masters' closing barrier
   } else {
-    s.master = run_master(d, t, dir, resume_id, trace);
+    if (t.role == worker::Role::sub_master) {
+      // A sub-master's goodbye must come before the closing barrier inside run_master.
+      s.master = run_master(d, t, dir, resume_id, trace, [&] { watchdog.goodbye(); });
+    } else {
+      s.master = run_master(d, t, dir, resume_id, trace);
+    }
   }
   if (d.dist.trace) trace.write(t.links, dir + "/trace.json");
   return s;

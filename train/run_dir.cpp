@@ -51,7 +51,9 @@ void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep)
   std::vector<fs::path> all;
   for (const auto& e : fs::directory_iterator(m_dir + "/checkpoints")) {
     const auto name = e.path().filename().string();
-    if (name.starts_with("step-") && e.path().extension() == ".h5") all.push_back(e.path());
+    // Main files only (step-00000123.h5); parts written by other ranks (step-00000123.worker-0.h5)
+    // go with their main file (master/master.cpp).
+    if (name.starts_with("step-") && name.ends_with(".h5") && name.find('.') == name.size() - 3) all.push_back(e.path());
   }
   std::sort(all.begin(), all.end());
   const std::string current = fs::path(path).filename().string();

@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 namespace mpigan::worker {
 
@@ -27,6 +30,17 @@ std::string checkpoint_part_path(const std::string& run_dir, std::int64_t id, co
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Fault injection for the distributed tests: MPIGAN_FAULT=nan_update@G:E makes worker group G put
+/// a NaN in the update of its E-th exchange (1-based). The master must reject it and go on.
+std::pair<int, std::int64_t> injected_nan_update() {
+  const char* f = std::getenv("MPIGAN_FAULT");
+  if (!f) return {-1, -1};
+  int g = -1;
+  long long e = -1;
+  if (std::sscanf(f, "nan_update@%d:%lld", &g, &e) != 2) return {-1, -1};
+  return {g, e};
+}
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 /// Copy a (device) ParameterSet into a host span, or back.
@@ -211,6 +225,11 @@ class Worker {
   bool exchange(std::int64_t samples, const models::StepLosses& last, double compute, const data::BatchSource& loader,
                 WorkerResult& r) {
     build_payload();
+    const auto fault = injected_nan_update();
+    if (fault.first == m_t.group && fault.second == r.exchanges + 1) {
+      spdlog::warn("{}: MPIGAN_FAULT: sending a NaN in update {}", m_t.label(), r.exchanges + 1);
+      m_payload[0] = std::numeric_limits<float>::quiet_NaN();
+    }
     Header ctl;  // what the leader broadcasts to its group
     if (m_t.leader()) {
       const Comm& c = m_t.links;
