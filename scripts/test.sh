@@ -8,6 +8,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-scripts/setup.sh
+scripts/setup.sh --with-slurm
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 ctest --test-dir build --output-on-failure --timeout 1500 "$@"
