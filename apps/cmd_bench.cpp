@@ -126,6 +126,7 @@ void add_bench_command(CLI::App& app) {
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
   step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
   step->callback([o] { bench_step(*o); });
+  add_bench_master(*bench);
 }
 
 }  // namespace mpigan::apps

@@ -79,6 +79,7 @@ struct Child {
   bool has_state = false;
   Header last;                 ///< its latest update header (progress, losses)
   std::int64_t pulled = 0;     ///< version of the weights it has
+  bool contributed = false;    ///< has had an update applied
   std::int64_t flagged = -1;   ///< the last checkpoint it was asked to write its part of
   double arrived = 0;          ///< wall time its current request was seen
   MPI_Request req = MPI_REQUEST_NULL;
@@ -136,6 +137,8 @@ class Master {
     m_result.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
     m_result.cpu_s = process_cpu_seconds() - cpu_start;
     m_result.version = m_version;
+    if (m_steady_t1 > m_steady_t0 && m_steady_t0 >= 0)
+      m_result.steady_samples_per_s = static_cast<double>(m_steady_samples) / (m_steady_t1 - m_steady_t0);
     return m_result;
   }
 
@@ -339,6 +342,7 @@ class Master {
     }
     ++m_result.applied;
     ++m_version;
+    note_applied(i, h.samples);
     update_state();
     row.verdict = "applied";
     log_update(row);
@@ -351,6 +355,21 @@ class Master {
     fill_state(r);
     send_reply(i, r, flags_for(i), m_pending_checkpoint);
     c.pulled = m_version;
+  }
+
+  /// Throughput bookkeeping: the steady window starts once every child has contributed.
+  void note_applied(std::size_t i, std::int64_t samples) {
+    const double now = MPI_Wtime();
+    m_children[i].contributed = true;
+    if (m_steady_t0 < 0) {
+      if (std::all_of(m_children.begin(), m_children.end(), [](const Child& c) { return c.contributed; })) {
+        m_steady_t0 = now;
+        m_steady_samples = 0;
+      }
+      return;
+    }
+    m_steady_samples += samples;
+    m_steady_t1 = now;
   }
 
   bool ready_round() const {
@@ -367,6 +386,7 @@ class Master {
     }
     ++m_version;
     m_result.applied += static_cast<std::int64_t>(m_held.size());
+    for (std::size_t k = 0; k < m_held.size(); ++k) note_applied(m_held[k], m_held_rows[k].h.samples);
     update_state();
     for (auto& row : m_held_rows) {
       row.verdict = "applied_round";
@@ -671,6 +691,7 @@ class Master {
 
   /// Validation losses of the canonical weights; returns true when early stopping triggers.
   bool validate_and_check() {
+    if (!m_e.validate) return false;
     auto span = m_trace.span("validate", "compute");
     m_validated_at = m_version;
     if (!m_val_loader) {
@@ -750,6 +771,8 @@ class Master {
   std::optional<double> m_best;
   std::int64_t m_since_best = 0;
   std::int64_t m_validated_at = -1;
+  double m_steady_t0 = -1, m_steady_t1 = -1;
+  std::int64_t m_steady_samples = 0;
   MasterResult m_result;
 };
 

@@ -30,6 +30,8 @@ namespace mpigan::master {
 struct MasterResult {
   std::int64_t version = 0, applied = 0, rejected = 0, samples = 0;
   double wall_s = 0, cpu_s = 0;
+  /// Samples per second once every child has had an update applied (start-up excluded).
+  double steady_samples_per_s = 0;
   std::string last_checkpoint;
   double last_val_d = 0, last_val_g = 0;
   bool stopped_early = false;

@@ -201,6 +201,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
 
   // validation, checkpoint, output, logging
   ConfigNode v = root.section("validation");
+  e.validate = v.get_bool("enabled", true);
   e.validate_every = v.get_int("every", 0, 0);
   e.validation_batches = v.get_int("batches", 4, 0);
   for (const char* k : {"metrics", "early_stopping", "events"}) v.accept(k);  // distributed validation
@@ -274,6 +275,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   r["training"]["fake_energy"].push_back(e.step.fake_energy_lo);
   r["training"]["fake_energy"].push_back(e.step.fake_energy_hi);
   r["training"]["generator_passes"] = e.step.generator_passes;
+  r["validation"]["enabled"] = e.validate;
   r["validation"]["every"] = e.validate_every;
   r["validation"]["batches"] = e.validation_batches;
   r["checkpoint"]["every"] = e.checkpoint_every;

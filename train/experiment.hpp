@@ -11,7 +11,7 @@
 //               synthetic{events,validation_events,seed} (tiny-8 sandbox: in-memory toy showers)
 //   optimizer:  name, lr, momentum, nesterov, rho, beta1, beta2, epsilon, generator{..}, discriminator{..}
 //   training:   epochs, max_updates, batch, label_flip, fake_energy, generator_passes
-//   validation: every, batches
+//   validation: enabled, every, batches
 //   checkpoint: every, keep
 //   output:     dir
 //   logging:    level, every
@@ -73,6 +73,7 @@ struct ExperimentConfig {
   std::int64_t batch = 128;
   models::StepConfig step;
 
+  bool validate = true;                  ///< validation.enabled
   std::int64_t validate_every = 0;       ///< steps; 0 = at the end of each epoch only
   std::int64_t validation_batches = 4;   ///< batches of the validation set per validation (0 = all)
   std::int64_t checkpoint_every = 0;     ///< steps; 0 = at the end of each epoch and of the run

@@ -140,6 +140,7 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
     spdlog::info("checkpoint: {}", path);
   };
   auto validate = [&] {
+    if (!e.validate) return;
     auto vsource = plan.validation(e.batch);
     if (!vsource) return;
     LossAverager avg;
