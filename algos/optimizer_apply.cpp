@@ -13,10 +13,14 @@ OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
 void OptimizerApply::apply(std::span<const float> gradient, float scale) {
   MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
                gradient.size(), m_grad.size());
+  if (scale == 1.0f && m_grad.device() == Device::cpu) {
+    // The optimizer only reads its gradient: use the received buffer in place.
+    const ParameterSet g = ParameterSet::over(m_grad, const_cast<float*>(gradient.data()));
+    m_opt->step(m_weights, g);
+    return;
+  }
   float* g = m_grad.data();
-  if (scale == 1.0f) std::copy(gradient.begin(), gradient.end(), g);
-  else
-    for (std::size_t i = 0; i < gradient.size(); ++i) g[i] = scale * gradient[i];
+  for (std::size_t i = 0; i < gradient.size(); ++i) g[i] = scale * gradient[i];
   m_opt->step(m_weights, m_grad);
 }
 

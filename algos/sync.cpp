@@ -19,27 +19,39 @@ class SyncMaster final : public MasterRule {
       : MasterRule(w, ctx.backend), m_opt(w, ctx), m_average(average), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
-    MPIGAN_CHECK(!m_held.count(meta.worker), "sync: worker {} sent two updates in one round", meta.worker);
-    m_held.emplace(meta.worker, std::vector<float>(update.begin(), update.end()));
+    Held& h = m_held[meta.worker];  // buffers are kept from round to round
+    MPIGAN_CHECK(!h.in_round, "sync: worker {} sent two updates in one round", meta.worker);
+    h.gradient.assign(update.begin(), update.end());
+    h.in_round = true;
+    ++m_in_round;
     return Verdict::held;
   }
-  bool round_ready(int expected) const override { return static_cast<int>(m_held.size()) >= expected; }
+  bool round_ready(int expected) const override { return m_in_round >= expected; }
   void close_round() override {
     // std::map iterates in worker-id order: the same sum whatever the arrival order.
     std::fill(m_sum.begin(), m_sum.end(), 0.0f);
-    for (const auto& [w, g] : m_held)
-      for (std::size_t i = 0; i < g.size(); ++i) m_sum[i] += g[i];
-    const float scale = m_average ? 1.0f / static_cast<float>(m_held.size()) : 1.0f;
+    for (auto& [w, h] : m_held) {
+      if (!h.in_round) continue;
+      const float* g = h.gradient.data();
+      for (std::size_t i = 0; i < m_sum.size(); ++i) m_sum[i] += g[i];
+      h.in_round = false;
+    }
+    const float scale = m_average ? 1.0f / static_cast<float>(m_in_round) : 1.0f;
     m_opt.apply(m_sum, scale);
-    m_held.clear();
+    m_in_round = 0;
   }
   void save(train::CheckpointWriter& w, const std::string& p) const override { m_opt.save(w, p); }
   void load(const train::CheckpointReader& r, const std::string& p) override { m_opt.load(r, p); }
 
  private:
   OptimizerApply m_opt;
+  struct Held {
+    std::vector<float> gradient;
+    bool in_round = false;
+  };
   bool m_average;
-  std::map<int, std::vector<float>> m_held;
+  std::map<int, Held> m_held;
+  int m_in_round = 0;
   std::vector<float> m_sum;
 };
 

@@ -33,20 +33,35 @@ void print_config(const std::string& path, const YAML::Node& resolved) {
 }
 
 void train_distributed(const TrainArgs& a, int size, int rank) {
-  // Every rank validates the experiment (cheap, no communication) and fails alike on a bad file;
-  // only rank 0 prints, so the problems appear once.
+  // Every rank validates the experiment (cheap, no communication); they agree on the outcome
+  // before anything else, and rank 0 prints the problems once (those of the lowest rank that
+  // found any: a file may be readable on one node and not on another).
   worker::DistExperiment d;
+  std::string problems;
   try {
     d = worker::load_distributed(a.experiment, a.set, size);
-  } catch (const ConfigError&) {
-    if (rank != 0) {
-      MPI_Finalize();
-      std::exit(1);  // rank 0 reports and ends the job
+  } catch (const ConfigError& e) {
+    problems = e.what();
+  }
+  const Comm world = Comm::world();
+  const auto all = world.gather_strings(problems, 0);
+  if (world.allreduce_max(problems.empty() ? 0.0 : 1.0) > 0) {
+    if (rank == 0) {
+      for (int r = 0; r < size; ++r) {
+        if (all[static_cast<std::size_t>(r)].empty()) continue;
+        std::fprintf(stderr, "mpigan: error: %s%s\n", r == 0 ? "" : fmt::format("rank {}: ", r).c_str(),
+                     all[static_cast<std::size_t>(r)].c_str());
+        break;
+      }
+      std::fflush(stderr);
     }
-    throw;
+    // Only rank 0 exits with the failure status, after it has printed: a launcher that ends the
+    // job when a rank fails (Hydra, srun) could otherwise kill it before its report got out.
+    world.barrier();
+    MPI_Finalize();
+    std::exit(rank == 0 ? 1 : 0);
   }
   if (rank == 0) print_config(a.experiment, d.experiment.resolved);
-  const Comm world = Comm::world();
   const auto s = master::run_distributed(d, world, {a.out, a.resume});
   if (rank == 0) {
     const auto& m = s.master;

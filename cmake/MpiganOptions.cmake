@@ -25,4 +25,6 @@ add_library(mpigan_build_flags INTERFACE)
 target_compile_options(mpigan_build_flags INTERFACE
   # -Wno-restrict: GCC 12 false positives on std::string concatenation (GCC bug 105329).
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers -Wno-restrict>
+  # No code reads errno after a math call; without it sqrt and friends vectorise.
+  $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MPIGAN_NATIVE}>>:-march=native>)

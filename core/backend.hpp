@@ -246,6 +246,23 @@ struct BackendOptions {
   int device_id = -1;  ///< GPU ordinal; -1 = chosen by the caller's node-local rank
 };
 
+/// CPU threads host backends use for their next ops (the OpenMP team size of this process).
+int host_threads();
+/// Set the thread count of host backends' ops in this process; @p n <= 0 keeps the current one.
+void set_host_threads(int n);
+
+/// Host backends run their ops on @p n threads while this object lives, then on as many as before.
+class ScopedHostThreads {
+ public:
+  explicit ScopedHostThreads(int n) : m_saved(host_threads()) { set_host_threads(n); }
+  ~ScopedHostThreads() { set_host_threads(m_saved); }
+  ScopedHostThreads(const ScopedHostThreads&) = delete;
+  ScopedHostThreads& operator=(const ScopedHostThreads&) = delete;
+
+ private:
+  int m_saved;
+};
+
 /// Backends compiled into this build ("reference", "cpu", and "cuda" when built with CUDA).
 std::vector<std::string> backend_names();
 /// Create a backend by name; throws Error listing the available ones for an unknown name.

@@ -12,6 +12,14 @@ ParameterSet ParameterSet::like(const ParameterSet& layout, Backend& backend) {
   return p;
 }
 
+ParameterSet ParameterSet::over(const ParameterSet& layout, float* host) {
+  ParameterSet p;
+  p.m_segments = layout.m_segments;
+  p.m_size = layout.m_size;
+  p.m_storage = std::make_shared<Storage>(host, p.m_size * sizeof(float), Device::cpu, [](void*) {});
+  return p;
+}
+
 std::size_t ParameterSet::add(std::string name, const Shape& shape) {
   MPIGAN_CHECK(!allocated(), "ParameterSet::add('{}') after allocate()", name);
   MPIGAN_CHECK(!find(name), "ParameterSet: duplicate segment name '{}'", name);

@@ -32,6 +32,11 @@ class ParameterSet {
   /// A set with the same segments as @p layout (not its values), allocated on @p backend, zeroed.
   static ParameterSet like(const ParameterSet& layout, Backend& backend);
 
+  /// A set with the segments of @p layout over caller-owned host memory of layout.size() floats
+  /// (no copy; the memory must outlive the set). Lets host code hand a received buffer to an
+  /// optimizer as its gradient.
+  static ParameterSet over(const ParameterSet& layout, float* host);
+
   /// Declare a segment; returns its index. Only before allocate().
   std::size_t add(std::string name, const Shape& shape);
   /// Allocate the buffer on @p backend and zero it.

@@ -59,16 +59,17 @@ class TreeMaster final : public algos::MasterRule {
   std::vector<float> m_sum;
 };
 
-double l2(std::span<const float> v) {
-  double s = 0;
-  for (float x : v) s += static_cast<double>(x) * x;
-  return std::sqrt(s);
-}
-
 bool all_finite(std::span<const float> v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;
   return true;
+}
+
+/// Sum of squares of a host span, vectorised (the master reads each update once for its norms
+/// and its finiteness: a finite float squares to at most ~1e77, so the double sum of a finite
+/// update is finite and a NaN or an infinity makes it non-finite).
+double sum_squares(Backend& host, std::span<const float> v) {
+  return host.sum_squares(Tensor::view_of(Shape{static_cast<std::int64_t>(v.size())}, const_cast<float*>(v.data()), Device::cpu));
 }
 
 struct Child {
@@ -95,6 +96,7 @@ class Master {
     train::ExperimentConfig e = m_e;
     if (!m_top) e.backend = "cpu";  // a sub-master only adds vectors: no GPU needed
     m_session = std::make_unique<train::Session>(train::Session::create(e, m_e.seed, t.device_id));
+    m_compute_threads = host_threads();
     auto& m = *m_session->model;
     m_theta_g = ParameterSet::like(m.generator.weights(), *m_host);
     m_theta_d = ParameterSet::like(m.discriminator.weights(), *m_host);
@@ -130,7 +132,10 @@ class Master {
                 m_theta_pulled_d.assign(m_theta_d.data(), m_theta_d.data() + m_theta_d.size());
     if (!m_top) receive_parent_weights_initial();
     for (std::size_t i = 0; i < m_children.size(); ++i) send_weights(i, 0, -1);
-    serve();
+    {
+      ScopedHostThreads serving(m_d.dist.topology.master_threads);
+      serve();
+    }
     if (m_before_barrier) m_before_barrier();
     if (m_top) finish_checkpoints();
     else m_t.links.barrier();  // matches the top master's closing barrier
@@ -276,7 +281,7 @@ class Master {
         send_weights(i, flags_for(i), m_pending_checkpoint);
         // The same child's update follows at once (pull-then-push): serve it before anyone else,
         // so the weights it computed against are exactly the ones the update is applied to.
-        c.header = recv_header(m_t.links, c.rank, kTagHeader);
+        c.header = recv_header(m_t.links, c.rank, kTagHeader, kReplySpinSeconds);
         MPIGAN_CHECK(c.header.kind == Kind::update, "{}: child {} (rank {}) pulled but then sent message kind {}",
                      m_t.label(), i, c.rank, static_cast<int>(c.header.kind));
         serve_update(i, false);
@@ -303,7 +308,10 @@ class Master {
     c.state.assign(u.begin() + static_cast<std::ptrdiff_t>(m_layout.g + m_layout.d), u.end());
     c.has_state = true;
     algos::UpdateMeta meta{static_cast<int>(i), h.version, m_version, h.samples};
-    LogRow row{h, meta, l2(m_layout.gen(std::span<const float>(u))), l2(m_layout.dis(std::span<const float>(u))), queue_s};
+    const double ss_g = sum_squares(*m_host, m_layout.gen(std::span<const float>(u)));
+    const double ss_d = sum_squares(*m_host, m_layout.dis(std::span<const float>(u)));
+    const bool finite = std::isfinite(ss_g) && std::isfinite(ss_d) && all_finite(c.state);
+    LogRow row{h, meta, std::sqrt(ss_g), std::sqrt(ss_d), queue_s};
     if (m_stopping) {
       // Training is over (max updates, early stopping): the update is not applied.
       row.verdict = "ignored";
@@ -311,7 +319,7 @@ class Master {
       if (reply) send_stop(i);
       return;
     }
-    if (!all_finite(u)) {
+    if (!finite) {
       ++m_result.rejected;
       row.verdict = "rejected_nonfinite";
       spdlog::warn("{}: rejected a non-finite update from child {} (rank {}) at version {}", m_t.label(), i, c.rank,
@@ -511,7 +519,7 @@ class Master {
     m_samples_since = 0;
     send_header(m_t.links, h, m_t.parent, kTagHeader);
     m_t.links.send(buf, m_t.parent, kTagPayload);
-    const Header r = recv_header(m_t.links, m_t.parent, kTagReply);
+    const Header r = recv_header(m_t.links, m_t.parent, kTagReply, kReplySpinSeconds);
     if (r.kind == Kind::stop) {
       if (r.flags & kFlagCheckpoint) write_part(r.checkpoint);
       m_parent_stopped = true;
@@ -693,6 +701,7 @@ class Master {
   bool validate_and_check() {
     if (!m_e.validate) return false;
     auto span = m_trace.span("validate", "compute");
+    ScopedHostThreads validating(m_compute_threads);
     m_validated_at = m_version;
     if (!m_val_loader) {
       if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(m_e, false));
@@ -748,6 +757,7 @@ class Master {
   bool m_top;
   std::unique_ptr<Backend> m_host;
   std::unique_ptr<train::Session> m_session;
+  int m_compute_threads = 0;  ///< host threads for validation (the experiment's `threads`)
   ParameterSet m_theta_g, m_theta_d;
   std::vector<float> m_theta_pulled_g, m_theta_pulled_d;
   std::vector<float> m_state;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace mpigan::master {
 
@@ -35,6 +37,14 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
   std::int32_t ok = 1;
   if (t.rank == 0) {
     train::RunDirectory run(dir, resume);
+    // A previous attempt that failed left its diagnosis; say it once and keep it as FAILED.previous.
+    const std::filesystem::path failed = std::filesystem::path(dir) / "FAILED";
+    if (resume && std::filesystem::exists(failed)) {
+      std::ifstream in(failed);
+      const std::string why((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      spdlog::warn("the previous attempt of this run failed: {}", why.substr(0, why.find_last_not_of('\n') + 1));
+      std::filesystem::rename(failed, std::filesystem::path(dir) / "FAILED.previous");
+    }
     YAML::Node resolved = YAML::Clone(e.resolved);
     resolved["output"]["dir"] = dir;
     run.write_config(resolved);

@@ -62,6 +62,10 @@ struct PayloadLayout {
 };
 
 void send_header(const Comm& c, const Header& h, int dest, int tag);
-Header recv_header(const Comm& c, int source, int tag);
+/// How long a worker polls without sleeping for the master's reply to its update (the master
+/// usually answers within a millisecond; after this the wait backs off to sleeps).
+inline constexpr double kReplySpinSeconds = 0.002;
+
+Header recv_header(const Comm& c, int source, int tag, double spin_s = 0.0);
 
 }  // namespace mpigan::worker

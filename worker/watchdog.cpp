@@ -3,49 +3,48 @@
 #include "mpigan/core/error.hpp"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
+#include <algorithm>
 #include <cerrno>
-#include <csignal>
-#include <cstdio>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+
+extern char** environ;
 
 namespace mpigan::worker {
 
 namespace {
 
-constexpr char kBye = 'B';
+constexpr char kBye = 'B';  ///< rank -> monitor: finished normally; monitor -> rank: rank 0 finished
+constexpr char kEnd = 'E';  ///< monitor -> rank: a rank died, the failure is reported; exit now
+constexpr char kAbort = 'A';  ///< rank 0 -> monitor: rank 0 is aborting (SIGABRT)
+constexpr const char* kMonitorFlag = "--watchdog-monitor";
 
-[[noreturn]] void die(const std::string& msg, const std::string& failure_file) {
-  // The record first: the launcher may kill this process as soon as the others notice.
-  if (!failure_file.empty()) {
-    std::ofstream out(failure_file, std::ios::trunc);
-    out << msg << "\n";
+/// Rank 0's end of the pipe to its monitor, for the SIGABRT handler.
+int g_life_fd = -1;
+
+/// The MPI library aborts rank 0 when a peer vanishes in the middle of a transfer (UCX's
+/// shared-memory transport does): tell the monitor, so it names the peer rather than rank 0.
+void on_abort(int sig) {
+  if (g_life_fd >= 0) {
+    const char a = kAbort;
+    (void)!::write(g_life_fd, &a, 1);
   }
-  const std::string line = "mpigan: error: " + msg + "\n";
-  (void)!::write(2, line.data(), line.size());
-  std::_Exit(2);  // the launcher ends the other ranks
-}
-
-/// Rank 0's watchdog, for the SIGABRT handler below.
-Watchdog* g_rank0 = nullptr;
-
-/// write() the whole string (async-signal-safe).
-void write_all(int fd, const char* s, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, s, n);
-    if (w <= 0) return;
-    s += w;
-    n -= static_cast<std::size_t>(w);
-  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 struct Address {
@@ -53,73 +52,177 @@ struct Address {
   int port = 0;
 };
 
-}  // namespace
+void write_line(const std::string& s) {
+  const std::string line = s + "\n";
+  const char* p = line.data();
+  std::size_t n = line.size();
+  while (n > 0) {
+    const ssize_t w = ::write(2, p, n);
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
 
-void Watchdog::report_dead_from_signal() {
-  // Async-signal-safe: recv with MSG_DONTWAIT | MSG_PEEK, open, write.
-  for (std::size_t r = 1; r < m_fds.size(); ++r) {
-    if (m_fds[r] < 0) continue;
-    char c;
-    if (::recv(m_fds[r], &c, 1, MSG_DONTWAIT | MSG_PEEK) != 0) continue;  // alive (EAGAIN) or data
-    const std::string& l = m_labels[r];
-    static const char kHead[] = "mpigan: error: ";
-    static const char kTail[] = " died (its connection to rank 0 closed); the MPI library aborts this rank\n";
-    write_all(2, kHead, sizeof kHead - 1);
-    write_all(2, l.data(), l.size());
-    write_all(2, kTail, sizeof kTail - 1);
-    if (!m_failure_file.empty()) {
-      const int fd = ::open(m_failure_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        write_all(fd, l.data(), l.size());
-        write_all(fd, kTail, sizeof kTail - 1);
-        ::close(fd);
+// ------------------------------------------------------------------------------ the monitor
+
+struct Peer {
+  int rank = -1;
+  int fd = -1;
+  std::string label;
+  bool bye = false;
+};
+
+/// Close every descriptor the monitor inherited except stdin/out/err and @p keep (MPI's and the
+/// launcher's sockets must not be held open by it).
+void close_other_fds(const std::vector<int>& keep) {
+  std::vector<int> open;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d)) {
+      const int fd = std::atoi(e->d_name);
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2) open.push_back(fd);
+    }
+    ::closedir(d);
+  }
+  for (int fd : open)
+    if (std::find(keep.begin(), keep.end(), fd) == keep.end()) ::close(fd);
+}
+
+int run_monitor(int life, pid_t rank0, const std::string& failure_file, const std::string& rank0_label,
+                std::vector<Peer> peers) {
+  std::vector<int> keep{life};
+  for (const auto& p : peers) keep.push_back(p.fd);
+  close_other_fds(keep);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto tell_all = [&](char c) {
+    for (auto& p : peers)
+      if (p.fd >= 0) {
+        (void)!::send(p.fd, &c, 1, MSG_NOSIGNAL);
+        ::close(p.fd);
+        p.fd = -1;
       }
+  };
+  auto report = [&](const std::vector<std::string>& lines) {
+    // stderr first, then the record in the run directory.
+    for (const auto& l : lines) write_line("mpigan: error: " + l);
+    if (!failure_file.empty()) {
+      std::ofstream out(failure_file, std::ios::trunc);
+      for (const auto& l : lines) out << l << "\n";
+    }
+  };
+  // After a report: keep rank 0's stderr open a moment. Hydra forwards a pipe's contents until
+  // every writer has closed it, but may stop reading a pipe whose writer it already saw die.
+  auto linger = [] {
+    const timespec one_s{1, 0};
+    ::nanosleep(&one_s, nullptr);
+  };
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> rank0_gone;
+  bool rank0_aborted = false;
+  while (true) {
+    std::vector<pollfd> p;
+    std::vector<std::size_t> who;
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      if (peers[i].fd >= 0) p.push_back({peers[i].fd, POLLIN, 0}), who.push_back(i);
+    if (!rank0_gone) p.push_back({life, POLLIN, 0});
+    // When rank 0 aborted, wait a little for a closed connection: a rank that died in the middle
+    // of a transfer makes the MPI library abort rank 0 within microseconds, and the dead rank is
+    // the one to name.
+    int timeout_ms = -1;
+    if (rank0_gone)
+      timeout_ms = static_cast<int>(std::max<long>(
+          0, 300 - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *rank0_gone).count()));
+    if (::poll(p.data(), p.size(), timeout_ms) < 0 && errno != EINTR) return 3;
+    std::vector<std::string> dead;
+    for (std::size_t k = 0; k < who.size(); ++k) {
+      if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Peer& peer = peers[who[k]];
+      char c = 0;
+      const ssize_t got = ::recv(peer.fd, &c, 1, 0);
+      if (got == 1) {
+        peer.bye = peer.bye || c == kBye;
+        continue;
+      }
+      ::close(peer.fd);
+      peer.fd = -1;
+      if (!peer.bye)
+        dead.push_back(peer.label + " died (its connection to rank 0 closed without a goodbye); ending the job");
+    }
+    if (!rank0_gone && (p.back().revents & (POLLIN | POLLHUP | POLLERR))) {
+      char c = 0;
+      const ssize_t got = ::read(life, &c, 1);
+      if (got == 1 && c == kBye) {  // rank 0 finished (normally or after reporting its own error)
+        tell_all(kBye);
+        return 0;
+      }
+      rank0_aborted = rank0_aborted || (got == 1 && c == kAbort);
+      if (got <= 0) rank0_gone = Clock::now();
+    }
+    if (!dead.empty()) {
+      report(dead);
+      if (!rank0_gone) ::kill(rank0, SIGTERM);  // it may be blocked on a receive from the dead rank
+      tell_all(kEnd);
+      linger();
+      return 2;
+    }
+    if (rank0_gone && (!rank0_aborted || Clock::now() - *rank0_gone >= std::chrono::milliseconds(300))) {
+      report({rank0_label + (rank0_aborted ? " aborted (see its message above)" : " died") + "; ending the job"});
+      tell_all(kEnd);
+      linger();
+      return 2;
     }
   }
 }
 
-namespace {
-/// When the MPI library aborts rank 0 because a peer vanished mid-transfer (UCX's shared-memory
-/// transport does), say which rank died before the process goes.
-void on_abort(int sig) {
-  if (g_rank0) g_rank0->report_dead_from_signal();
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
 }  // namespace
 
+std::optional<int> watchdog_monitor_main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], kMonitorFlag) != 0) return std::nullopt;
+  // mpigan --watchdog-monitor LIFE_FD RANK0_PID FAILURE_FILE RANK0_LABEL {RANK FD LABEL}...
+  if (argc < 6 || (argc - 6) % 3 != 0) {
+    write_line("mpigan: error: --watchdog-monitor is internal (started by rank 0 of a distributed run)");
+    return 1;
+  }
+  std::vector<Peer> peers;
+  for (int i = 6; i + 2 < argc; i += 3) peers.push_back({std::atoi(argv[i]), std::atoi(argv[i + 1]), argv[i + 2]});
+  return run_monitor(std::atoi(argv[2]), static_cast<pid_t>(std::atol(argv[3])), argv[4], argv[5], std::move(peers));
+}
+
+// ------------------------------------------------------------------------------ the ranks
+
 Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::string failure_file)
-    : m_rank(comm.rank()), m_labels(std::move(labels)), m_failure_file(std::move(failure_file)) {
+    : m_rank(comm.rank()), m_failure_file(std::move(failure_file)) {
   const int n = comm.size();
   Address addr;
+  int listener = -1;
   if (m_rank == 0) {
-    m_listen = ::socket(AF_INET, SOCK_STREAM, 0);
-    MPIGAN_CHECK(m_listen >= 0, "watchdog: socket(): {}", std::strerror(errno));
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    MPIGAN_CHECK(listener >= 0, "watchdog: socket(): {}", std::strerror(errno));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
     sa.sin_port = 0;
-    MPIGAN_CHECK(::bind(m_listen, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "watchdog: bind(): {}",
+    MPIGAN_CHECK(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "watchdog: bind(): {}",
                  std::strerror(errno));
-    MPIGAN_CHECK(::listen(m_listen, n) == 0, "watchdog: listen(): {}", std::strerror(errno));
+    MPIGAN_CHECK(::listen(listener, n) == 0, "watchdog: listen(): {}", std::strerror(errno));
     socklen_t len = sizeof sa;
-    ::getsockname(m_listen, reinterpret_cast<sockaddr*>(&sa), &len);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
     addr.port = ntohs(sa.sin_port);
     ::gethostname(addr.host, sizeof addr.host - 1);
   }
   comm.broadcast_bytes(&addr, sizeof addr, 0);
   if (m_rank == 0) {
-    m_fds.assign(static_cast<std::size_t>(n), -1);
+    std::vector<int> fds(static_cast<std::size_t>(n), -1);
     for (int k = 1; k < n; ++k) {
-      const int fd = ::accept(m_listen, nullptr, nullptr);
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
       MPIGAN_CHECK(fd >= 0, "watchdog: accept(): {}", std::strerror(errno));
       int who = -1;
       MPIGAN_CHECK(::recv(fd, &who, sizeof who, MSG_WAITALL) == static_cast<ssize_t>(sizeof who) && who > 0 && who < n,
                    "watchdog: a rank connected without saying which");
-      m_fds[static_cast<std::size_t>(who)] = fd;
+      fds[static_cast<std::size_t>(who)] = fd;
     }
-    ::close(m_listen);
-    m_listen = -1;
+    ::close(listener);
+    start_monitor(fds, labels);
   } else {
     addrinfo hints{}, *res = nullptr;
     hints.ai_family = AF_INET;
@@ -127,90 +230,94 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
     const std::string port = std::to_string(addr.port);
     MPIGAN_CHECK(::getaddrinfo(addr.host, port.c_str(), &hints, &res) == 0 && res != nullptr,
                  "watchdog: cannot resolve rank 0's host '{}'", addr.host);
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
     ::freeaddrinfo(res);
     MPIGAN_CHECK(rc == 0, "watchdog: cannot connect to rank 0 at {}:{}: {}", addr.host, addr.port, std::strerror(errno));
     MPIGAN_CHECK(::send(fd, &m_rank, sizeof m_rank, 0) == static_cast<ssize_t>(sizeof m_rank), "watchdog: send()");
-    m_fds = {fd};
+    m_fd = fd;
+    MPIGAN_CHECK(::pipe2(m_wake, O_CLOEXEC) == 0, "watchdog: pipe()");
+    m_thread = std::thread([this] { watch_parent(); });
   }
-  MPIGAN_CHECK(::pipe(m_wake) == 0, "watchdog: pipe()");
-  if (m_rank == 0) {
-    g_rank0 = this;
-    ::signal(SIGABRT, on_abort);
-  }
-  m_thread = std::thread([this] { m_rank == 0 ? watch_children() : watch_parent(); });
   comm.barrier();
 }
 
+void Watchdog::start_monitor(const std::vector<int>& fds, const std::vector<std::string>& labels) {
+  int life[2] = {-1, -1};
+  MPIGAN_CHECK(::pipe2(life, O_CLOEXEC) == 0, "watchdog: pipe(): {}", std::strerror(errno));
+  // The monitor inherits the read end of the pipe and the connections (CLOEXEC cleared on these
+  // only); it closes whatever else leaks through at once.
+  auto inherit = [](int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) & ~FD_CLOEXEC); };
+  inherit(life[0]);
+  std::vector<std::string> args{"mpigan", kMonitorFlag, std::to_string(life[0]), std::to_string(::getpid()),
+                                m_failure_file, labels.at(0)};
+  for (std::size_t r = 1; r < fds.size(); ++r) {
+    inherit(fds[r]);
+    args.insert(args.end(), {std::to_string(r), std::to_string(fds[r]), labels.at(r)});
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own session: a launcher that kills rank 0's process group does not take the monitor along.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  const int rc = ::posix_spawn(&m_monitor, "/proc/self/exe", nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  ::close(life[0]);
+  for (std::size_t r = 1; r < fds.size(); ++r) ::close(fds[r]);
+  MPIGAN_CHECK(rc == 0, "watchdog: cannot start the monitor process (posix_spawn of /proc/self/exe): {}",
+               std::strerror(rc));
+  m_life = life[1];
+  g_life_fd = m_life;
+  ::signal(SIGABRT, on_abort);
+}
+
 void Watchdog::goodbye() {
-  if (m_rank != 0 && !m_fds.empty() && m_fds[0] >= 0) {
+  if (m_rank != 0 && m_fd >= 0) {
     const char b = kBye;
-    (void)!::send(m_fds[0], &b, 1, MSG_NOSIGNAL);
+    (void)!::send(m_fd, &b, 1, MSG_NOSIGNAL);
   }
 }
 
 Watchdog::~Watchdog() {
-  if (g_rank0 == this) {
-    ::signal(SIGABRT, SIG_DFL);
-    g_rank0 = nullptr;
-  }
-  // Rank 0 ends normally too: tell the others, so its closing connections are not taken for a death.
   if (m_rank == 0) {
-    const char b = kBye;
-    for (int fd : m_fds)
-      if (fd >= 0) (void)!::send(fd, &b, 1, MSG_NOSIGNAL);
+    // Rank 0 ends (normally, or unwinding after an error it reports itself): the monitor tells
+    // the others, so its closing connections are not taken for a death, and exits.
+    if (m_life >= 0) {
+      ::signal(SIGABRT, SIG_DFL);
+      g_life_fd = -1;
+      const char b = kBye;
+      (void)!::write(m_life, &b, 1);
+      ::close(m_life);
+    }
+    if (m_monitor > 0) ::waitpid(m_monitor, nullptr, 0);
+    return;
   }
   m_stop = true;
   const char c = 'x';
   (void)!::write(m_wake[1], &c, 1);
   if (m_thread.joinable()) m_thread.join();
-  for (int fd : m_fds)
-    if (fd >= 0) ::close(fd);
+  if (m_fd >= 0) ::close(m_fd);
   ::close(m_wake[0]);
   ::close(m_wake[1]);
 }
 
-void Watchdog::watch_children() {
-  std::vector<bool> said_bye(m_fds.size(), false);
-  while (!m_stop) {
-    std::vector<pollfd> p;
-    std::vector<int> who;
-    for (std::size_t r = 1; r < m_fds.size(); ++r)
-      if (m_fds[r] >= 0) p.push_back({m_fds[r], POLLIN, 0}), who.push_back(static_cast<int>(r));
-    p.push_back({m_wake[0], POLLIN, 0});
-    if (::poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
-    if (m_stop) return;
-    for (std::size_t i = 0; i + 1 < p.size(); ++i) {
-      if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const int r = who[i];
-      char c = 0;
-      const ssize_t got = ::recv(m_fds[static_cast<std::size_t>(r)], &c, 1, 0);
-      if (got == 1 && c == kBye) {
-        said_bye[static_cast<std::size_t>(r)] = true;
-        continue;
-      }
-      if (got <= 0) {
-        ::close(m_fds[static_cast<std::size_t>(r)]);
-        m_fds[static_cast<std::size_t>(r)] = -1;
-        if (!said_bye[static_cast<std::size_t>(r)])
-          die(m_labels[static_cast<std::size_t>(r)] + " died (its connection to rank 0 closed without a goodbye); ending the job",
-              m_failure_file);
-      }
-    }
-  }
-}
-
 void Watchdog::watch_parent() {
   while (!m_stop) {
-    pollfd p[2] = {{m_fds[0], POLLIN, 0}, {m_wake[0], POLLIN, 0}};
+    pollfd p[2] = {{m_fd, POLLIN, 0}, {m_wake[0], POLLIN, 0}};
     if (::poll(p, 2, -1) < 0 && errno != EINTR) return;
     if (m_stop) return;
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       char c = 0;
-      const ssize_t got = ::recv(m_fds[0], &c, 1, 0);
-      if (got == 1 && c == kBye) return;  // rank 0 finished normally
-      if (got <= 0) die("rank 0 (the master) is gone: its connection closed; ending this rank", "");
+      const ssize_t got = ::recv(m_fd, &c, 1, 0);
+      if (got == 1 && c == kBye) return;  // rank 0 finished
+      if (got == 1 && c == kEnd) std::_Exit(2);  // a rank died; rank 0's monitor has reported it
+      if (got <= 0) {
+        write_line("mpigan: error: rank 0 (the master) is gone: its connection closed; ending rank " +
+                   std::to_string(m_rank));
+        std::_Exit(2);
+      }
     }
   }
 }

@@ -239,7 +239,7 @@ class Worker {
         {
           auto span = m_trace.span("pull", "comm");
           send_header(c, make_header(Kind::pull, samples, last, compute, loader), m_t.parent, kTagHeader);
-          ctl = recv_header(c, m_t.parent, kTagReply);
+          ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
           if (ctl.kind == Kind::weights) c.recv(rep, m_t.parent, kTagReplyPayload);
         }
         if (ctl.kind == Kind::weights) {
@@ -258,7 +258,7 @@ class Worker {
           c.send(p, m_t.parent, kTagPayload);
         }
         auto span = m_trace.span("wait", "wait");
-        ctl = recv_header(c, m_t.parent, kTagReply);
+        ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
         if (ctl.kind == Kind::weights) c.recv(rep, m_t.parent, kTagReplyPayload);
       }
       m_last_wait = seconds_since(t0);

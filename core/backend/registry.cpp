@@ -4,6 +4,8 @@
 #include "mpigan/core/backend/reference/reference_backend.hpp"
 #include "mpigan/core/error.hpp"
 
+#include <omp.h>
+
 #if MPIGAN_HAVE_CUDA
 #include "mpigan/core/backend/cuda/cuda_backend.hpp"
 #endif
@@ -16,6 +18,12 @@ std::vector<std::string> backend_names() {
   names.push_back("cuda");
 #endif
   return names;
+}
+
+int host_threads() { return omp_get_max_threads(); }
+
+void set_host_threads(int n) {
+  if (n > 0) omp_set_num_threads(n);
 }
 
 int device_count(const std::string& name) {

@@ -83,7 +83,7 @@ void Comm::barrier() const {
 void Comm::broadcast(std::span<float> data, int root) const {
   MPI_Request req;
   MPIGAN_MPI_CHECK(MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_FLOAT, root, m_comm, &req));
-  wait_quietly(req);
+  wait_quietly(req, kTransferSpinSeconds);
 }
 
 void Comm::broadcast_bytes(void* data, std::size_t bytes, int root) const {
@@ -96,14 +96,14 @@ void Comm::allreduce_sum(std::span<float> data) const {
   MPI_Request req;
   MPIGAN_MPI_CHECK(
       MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, m_comm, &req));
-  wait_quietly(req);
+  wait_quietly(req, kTransferSpinSeconds);
 }
 
 void Comm::allreduce_sum(std::span<double> data) const {
   MPI_Request req;
   MPIGAN_MPI_CHECK(
       MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM, m_comm, &req));
-  wait_quietly(req);
+  wait_quietly(req, kTransferSpinSeconds);
 }
 
 double Comm::allreduce_max(double v) const {
@@ -147,12 +147,12 @@ void Comm::send_bytes(const void* data, std::size_t bytes, int dest, int tag) co
 void Comm::send(std::span<const float> data, int dest, int tag) const {
   MPI_Request req;
   MPIGAN_MPI_CHECK(MPI_Isend(data.data(), static_cast<int>(data.size()), MPI_FLOAT, dest, tag, m_comm, &req));
-  wait_quietly(req);
+  wait_quietly(req, kTransferSpinSeconds);
 }
 
-void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag) const {
+void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s) const {
   MPI_Request req = irecv_bytes(data, bytes, source, tag);
-  const MPI_Status st = wait_quietly(req);
+  const MPI_Status st = wait_quietly(req, spin_s);
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   MPIGAN_CHECK(static_cast<std::size_t>(count) == bytes, "MPI receive from rank {} (tag {}): expected {} bytes, got {}",
@@ -162,7 +162,7 @@ void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag) const 
 void Comm::recv(std::span<float> data, int source, int tag) const {
   MPI_Request req;
   MPIGAN_MPI_CHECK(MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, source, tag, m_comm, &req));
-  const MPI_Status st = wait_quietly(req);
+  const MPI_Status st = wait_quietly(req, kTransferSpinSeconds);
   int count = 0;
   MPI_Get_count(&st, MPI_FLOAT, &count);
   MPIGAN_CHECK(static_cast<std::size_t>(count) == data.size(),
@@ -191,15 +191,25 @@ class Backoff {
 };
 }  // namespace
 
-MPI_Status wait_quietly(MPI_Request& req) {
+MPI_Status wait_quietly(MPI_Request& req, double spin_s) {
   MPI_Status st{};
   Backoff b;
-  // A few immediate tests first: short messages and collectives often complete at once.
-  for (int spin = 0;; ++spin) {
+  // Test without sleeping first: for a few tries (short messages and collectives often complete
+  // at once), or for up to spin_s while a payload is in flight. Transports that move a large
+  // message in fragments (UCX over shared memory, TCP) advance only inside MPI calls, on both
+  // sides: sleeping between tests would stretch a 4 MB transfer from under a millisecond to tens.
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(spin_s);
+  bool spinning = spin_s > 0;
+  for (int tries = 0;; ++tries) {
     int done = 0;
     MPIGAN_MPI_CHECK(MPI_Test(&req, &done, &st));
     if (done) return st;
-    if (spin >= 16) b.pause();
+    if (tries < 16) continue;
+    if (spinning) {
+      if (tries % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) spinning = false;
+      continue;
+    }
+    b.pause();
   }
 }
 

@@ -6,9 +6,11 @@
 // the rank and MPI_Error_string (MPI_ERRORS_RETURN is set on every communicator made here).
 //
 // Waiting: MPICH's blocking calls poll in a busy loop, which takes a core from the workers that
-// share the master's node. wait_quietly()/recv_quietly() poll with MPI_Test and sleep between
-// polls (50 us, backing off to 1 ms), so a waiting rank uses well under 1% of a core; the added
-// latency (< 1 ms) is negligible against training steps of 0.1-10 s.
+// share the master's node. wait_quietly() polls with MPI_Test and sleeps between polls (50 us,
+// backing off to 1 ms), so a rank waiting for a message uses well under 1% of a core; the added
+// latency (< 1 ms) is negligible against training steps of 0.1-10 s. Payload operations (float
+// spans) poll without sleeping for up to kTransferSpinSeconds first: once a large message is in
+// flight, both sides must keep calling MPI for it to move at memory speed.
 #pragma once
 
 #include <mpi.h>
@@ -69,7 +71,8 @@ class Comm {
   void send_bytes(const void* data, std::size_t bytes, int dest, int tag) const;
   void send(std::span<const float> data, int dest, int tag) const;
   /// Receive exactly @p bytes / data.size() floats from @p source with @p tag, without spinning.
-  void recv_bytes(void* data, std::size_t bytes, int source, int tag) const;
+  /// @p spin_s: poll without sleeping this long first (a reply expected within milliseconds).
+  void recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s = 0.0) const;
   void recv(std::span<float> data, int source, int tag) const;
   MPI_Request irecv_bytes(void* data, std::size_t bytes, int source, int tag) const;
 
@@ -78,8 +81,14 @@ class Comm {
   bool m_owned = false;
 };
 
-/// Wait for @p req, polling with sleeps (see the header comment). Returns the status.
-MPI_Status wait_quietly(MPI_Request& req);
+/// How long a payload operation (float send/recv, allreduce, broadcast) polls without sleeping
+/// before it backs off: the peer is normally in the same operation, and fragmented transports
+/// only advance while both sides poll.
+inline constexpr double kTransferSpinSeconds = 0.02;
+
+/// Wait for @p req: poll without sleeping for up to @p spin_s, then with sleeps (see the header
+/// comment). Returns the status.
+MPI_Status wait_quietly(MPI_Request& req, double spin_s = 0.0);
 /// Wait until at least one of @p reqs completes; returns the indices completed (MPI_Testsome),
 /// polling with sleeps.
 std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs);

@@ -16,6 +16,7 @@
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/worker/dist_config.hpp"
+#include "mpigan/worker/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
 
 #include <cstring>
@@ -255,6 +256,8 @@ TEST_CASE("early stopping by threshold ends the run at a validation") {
 }
 
 int main(int argc, char** argv) {
+  // Rank 0 of each distributed run starts this executable again as its watchdog monitor.
+  if (const auto rc = mpigan::worker::watchdog_monitor_main(argc, argv)) return *rc;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   init_logging("warn");

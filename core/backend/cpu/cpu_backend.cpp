@@ -145,9 +145,7 @@ void CpuBackend::mul(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 double CpuBackend::sum_squares(const Tensor& x) {
-  return parallel_sum(x.physical_elems(), [&](std::size_t b, std::size_t e) {
-    return static_cast<double>(arr(x, b, e).cast<double>().square().sum());
-  });
+  return parallel_sum(x.physical_elems(), [&](std::size_t b, std::size_t e) { return cpu::sum_squares_range(x.data() + b, e - b); });
 }
 
 std::size_t CpuBackend::count_nonfinite(const Tensor& x) {
@@ -209,36 +207,20 @@ void CpuBackend::pow_backward_add(const Tensor& src, float p, const Tensor& diff
 
 void CpuBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) {
   parallel_chunks(same_size(w, g, "sgd_update"), [&](std::size_t b, std::size_t e) {
-    if (s.momentum == 0.0f) {
-      arr(w, b, e) -= s.lr * arr(g, b, e);
-      return;
-    }
-    auto vel = arr(v, b, e);
-    vel = s.momentum * vel - s.lr * arr(g, b, e);
-    if (s.nesterov)
-      arr(w, b, e) += s.momentum * vel - s.lr * arr(g, b, e);
-    else
-      arr(w, b, e) += vel;
+    cpu::sgd_range(w.data() + b, g.data() + b, v.data() + b, e - b, s.lr, s.momentum, s.nesterov);
   });
 }
 
 void CpuBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
   parallel_chunks(same_size(w, g, "rmsprop_update"), [&](std::size_t b, std::size_t e) {
-    auto gi = arr(g, b, e);
-    auto m = arr(ms, b, e);
-    m = s.rho * m + (1.0f - s.rho) * gi.square();
-    arr(w, b, e) -= s.lr * gi / (m.sqrt() + s.epsilon);
+    cpu::rmsprop_range(w.data() + b, g.data() + b, ms.data() + b, e - b, s.lr, s.rho, s.epsilon);
   });
 }
 
 void CpuBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
   parallel_chunks(same_size(w, g, "adam_update"), [&](std::size_t b, std::size_t e) {
-    auto gi = arr(g, b, e);
-    auto mi = arr(m, b, e);
-    auto vi = arr(v, b, e);
-    mi = s.beta1 * mi + (1.0f - s.beta1) * gi;
-    vi = s.beta2 * vi + (1.0f - s.beta2) * gi.square();
-    arr(w, b, e) -= s.lr_t * mi / (vi.sqrt() + s.epsilon);
+    cpu::adam_range(w.data() + b, g.data() + b, m.data() + b, v.data() + b, e - b, s.lr_t, s.beta1, s.beta2,
+                    s.epsilon);
   });
 }
 

@@ -2,6 +2,8 @@
 
 #include "mpigan/core/rng.hpp"
 
+#include <cmath>
+
 namespace mpigan::cpu {
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
@@ -100,6 +102,68 @@ void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bit
                             float scale) {
 #pragma GCC ivdep
   for (std::size_t i = begin; i < end; ++i) dx[i] = (bits[i / 32] >> (i % 32)) & 1u ? dy[i] * scale : 0.0f;
+}
+
+// Optimizer updates: the same expression order in every ISA version and no FMA contraction
+// (the file is built with -ffp-contract=off), so every machine computes the same bits.
+MPIGAN_MULTIVERSION
+void sgd_range(float* w, const float* g, float* v, std::size_t n, float lr, float momentum, bool nesterov) {
+  if (momentum == 0.0f) {
+#pragma GCC ivdep
+    for (std::size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    return;
+  }
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    const float vel = momentum * v[i] - lr * g[i];
+    v[i] = vel;
+    w[i] += nesterov ? momentum * vel - lr * g[i] : vel;
+  }
+}
+
+MPIGAN_MULTIVERSION
+void rmsprop_range(float* w, const float* g, float* ms, std::size_t n, float lr, float rho, float epsilon) {
+  const float one_minus_rho = 1.0f - rho;
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    const float m = rho * ms[i] + one_minus_rho * (g[i] * g[i]);
+    ms[i] = m;
+    w[i] -= lr * g[i] / (std::sqrt(m) + epsilon);
+  }
+}
+
+MPIGAN_MULTIVERSION
+void adam_range(float* w, const float* g, float* m, float* v, std::size_t n, float lr_t, float beta1, float beta2,
+                float epsilon) {
+  const float c1 = 1.0f - beta1, c2 = 1.0f - beta2;
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    const float mi = beta1 * m[i] + c1 * g[i];
+    const float vi = beta2 * v[i] + c2 * (g[i] * g[i]);
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= lr_t * mi / (std::sqrt(vi) + epsilon);
+  }
+}
+
+MPIGAN_MULTIVERSION
+double sum_squares_range(const float* x, std::size_t n) {
+  // 16 double lanes, combined in a fixed order: the result does not depend on the ISA version.
+  constexpr std::size_t kLanes = 16;
+  double acc[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const double xi = x[i + l];
+      acc[l] += xi * xi;
+    }
+  for (std::size_t l = 0; i < n; ++i, ++l) {
+    const double xi = x[i];
+    acc[l] += xi * xi;
+  }
+  double total = 0.0;
+  for (double a : acc) total += a;
+  return total;
 }
 
 }  // namespace mpigan::cpu

@@ -16,4 +16,12 @@ void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t be
 void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
                             float scale);
 
+/// Optimizer updates over n elements (formulas in nn/optimizer.hpp; lr_t is Adam's bias-corrected rate).
+void sgd_range(float* w, const float* g, float* v, std::size_t n, float lr, float momentum, bool nesterov);
+void rmsprop_range(float* w, const float* g, float* ms, std::size_t n, float lr, float rho, float epsilon);
+void adam_range(float* w, const float* g, float* m, float* v, std::size_t n, float lr_t, float beta1, float beta2,
+                float epsilon);
+/// Sum of x[i]^2 in double precision.
+double sum_squares_range(const float* x, std::size_t n);
+
 }  // namespace mpigan::cpu
