@@ -1,4 +1,4 @@
-// `mpigan train EXP.yaml [--out RUN_DIR] [--resume RUN_DIR] [--set key.path=value ...]`
+// `mpigan train EXP.yaml [--out RUN_DIR] [--resume RUN_DIR] [--set key.path=value ...] [--trace]`
 // Validates the whole experiment first (every problem at once), prints the resolved
 // configuration, trains, and says where the results are.
 #include "commands.hpp"
@@ -23,6 +23,7 @@ struct TrainArgs {
   std::string out;
   std::string resume;
   std::vector<std::string> set;
+  bool trace = false;
 };
 
 void print_config(const std::string& path, const YAML::Node& resolved) {
@@ -65,9 +66,10 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
   const auto s = master::run_distributed(d, world, {a.out, a.resume});
   if (rank == 0) {
     const auto& m = s.master;
-    std::printf("\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s).\n",
+    std::printf("\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s, steady "
+                "state %.2f).\n",
                 static_cast<long long>(m.version), static_cast<long long>(s.workers), static_cast<long long>(m.samples),
-                m.wall_s, m.wall_s > 0 ? static_cast<double>(m.samples) / m.wall_s : 0.0);
+                m.wall_s, m.wall_s > 0 ? static_cast<double>(m.samples) / m.wall_s : 0.0, m.steady_samples_per_s);
     std::printf("Master: %lld updates applied, %lld rejected; CPU time %.2f s over %.1f s wall (%.1f%% of a core)%s.\n",
                 static_cast<long long>(m.applied), static_cast<long long>(m.rejected), m.cpu_s, m.wall_s,
                 m.wall_s > 0 ? 100.0 * m.cpu_s / m.wall_s : 0.0, m.stopped_early ? "; stopped early" : "");
@@ -99,9 +101,9 @@ void train(const TrainArgs& a) {
                  "(mpiexec -n N / srun); training with the local optimizer");
   train::RunOptions ro{a.out, a.resume};
   const train::TrainSummary s = train::run_single_process(e, ro);
-  std::printf("\nTrained %lld steps (%lld samples, %.2f epochs) in %.1f s: %.2f samples/s.\n",
+  std::printf("\nTrained %lld steps (%lld samples, %.2f epochs) in %.1f s: %.2f samples/s (steady state %.2f).\n",
               static_cast<long long>(s.steps), static_cast<long long>(s.samples),
-              static_cast<double>(s.epochs) + s.epoch_fraction, s.seconds, s.samples_per_s);
+              static_cast<double>(s.epochs) + s.epoch_fraction, s.seconds, s.samples_per_s, s.steady_samples_per_s);
   std::printf("Last epoch (mean): D loss %.4f (real %.4f, fake %.4f), G loss %.4f.\n", s.last_epoch.d_loss(), s.last_epoch.d_real,
               s.last_epoch.d_fake, s.last_epoch.g);
   std::printf("Results in %s/: config.yaml, metrics.csv, checkpoints/ (latest: %s).\n", s.run_dir.c_str(),
@@ -119,7 +121,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume, "continue the run in this directory from its latest checkpoint")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--set", a->set, "override a key: --set training.max_updates=40 (repeatable)");
-  cmd->callback([a] { train(*a); });
+  cmd->add_flag("--trace", a->trace,
+                "write RUN_DIR/trace.json, a Chrome-trace timeline of every rank (= --set logging.trace=true)");
+  cmd->callback([a] {
+    if (a->trace) a->set.push_back("logging.trace=true");
+    train(*a);
+  });
 }
 
 }  // namespace mpigan::apps

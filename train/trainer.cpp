@@ -124,6 +124,8 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
 
   TrainSummary summary;
   summary.run_dir = dir;
+  double steady_t0 = -1;
+  std::int64_t steady_samples0 = 0;
   auto save_checkpoint = [&] {
     const std::string path = run.checkpoint_path(step);
     CheckpointWriter w(path);
@@ -188,6 +190,13 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
     epoch_samples += batch.size();
     epoch_avg.add(l);
     const double elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+    // Steady state: from the end of this run's first step (start-up and warm-up excluded).
+    if (steady_t0 < 0) {
+      steady_t0 = elapsed;
+      steady_samples0 = samples;
+    } else {
+      summary.steady_samples_per_s = static_cast<double>(samples - steady_samples0) / (elapsed - steady_t0);
+    }
     metrics.row(metrics_row("step", loader.position().epoch, step, samples, elapsed, batch.size() / dt, l));
     if (step % e.log_every == 0 || step == total_steps) {
       metrics.flush();

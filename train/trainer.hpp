@@ -25,6 +25,8 @@ struct TrainSummary {
   std::int64_t steps = 0, epochs = 0, samples = 0;
   double epoch_fraction = 0;  ///< of the epoch in progress
   double seconds = 0, samples_per_s = 0;
+  /// Samples per second after this run's first step (start-up excluded); 0 with a single step.
+  double steady_samples_per_s = 0;
   models::StepLosses last_epoch;  ///< mean losses of the last (possibly partial) epoch
 };
 
