@@ -339,6 +339,14 @@ class Master {
     MPIGAN_CHECK(vg == vd, "{}: the update rule gave different verdicts for G and D", m_t.label());
     row.scale_g = sg.scale;
     row.scale_d = sd.scale;
+    if (vg == algos::Verdict::rejected) {
+      // The rule declined it (e.g. too stale): nothing changed; the worker gets the weights.
+      ++m_result.rejected;
+      row.verdict = "rejected_by_rule";
+      log_update(row);
+      if (reply) send_weights(i, flags_for(i), m_pending_checkpoint);
+      return;
+    }
     m_result.samples += h.samples;
     m_samples_since += h.samples;
     if (vg == algos::Verdict::held) {
