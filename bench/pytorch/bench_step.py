@@ -82,6 +82,7 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     total = 0.0
+    times = []
     for i in range(args.warmup + args.steps):
         sync()
         t0 = time.perf_counter()
@@ -91,6 +92,7 @@ def main(argv=None) -> int:
         timed = i >= args.warmup
         if timed:
             total += dt
+            times.append(dt)
         tag = "step" if timed else "warmup"
         if args.check:
             vals = {k: float(v) for k, v in losses.items()}
@@ -112,6 +114,9 @@ def main(argv=None) -> int:
     if args.check:
         print(f"check ok: {spec.name} params G={gan3d.n_params(trainer.g)} "
               f"D={gan3d.n_params(trainer.d)}, losses finite")
+    times.sort()
+    print(f"step_time_s min={times[0]:.3f} median={times[len(times) // 2]:.3f} max={times[-1]:.3f} "
+          f"(best-step samples/s {args.batch / times[0]:.3f})")
     print(f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
     if device.type == "cuda":
         print(f"peak_gpu_mem_mb={torch.cuda.max_memory_allocated() / 2**20:.1f}")
