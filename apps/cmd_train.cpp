@@ -76,8 +76,13 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     std::printf("Last validation: D %.4f, G %.4f.\n", m.last_val_d, m.last_val_g);
     std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
                 s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
+    std::fflush(stdout);
   }
+  const bool failed = rank == 0 && !s.master.failure.empty();
+  if (failed) std::fprintf(stderr, "mpigan: error: %s (%s/FAILED)\n", s.master.failure.c_str(), s.run_dir.c_str());
   MPI_Finalize();
+  // Every rank finished cleanly; only rank 0 carries the failure (as for configuration errors).
+  if (failed) std::exit(1);
 }
 
 void train(const TrainArgs& a) {

@@ -322,12 +322,18 @@ class Master {
     if (!finite) {
       ++m_result.rejected;
       row.verdict = "rejected_nonfinite";
-      spdlog::warn("{}: rejected a non-finite update from child {} (rank {}) at version {}", m_t.label(), i, c.rank,
-                   m_version);
+      spdlog::warn("{}: rejected a non-finite update from child {} (rank {}) at version {} (|g| G {:.4g}, D {:.4g})",
+                   m_t.label(), i, c.rank, m_version, std::sqrt(ss_g), std::sqrt(ss_d));
       log_update(row);
+      if (++m_nonfinite_run >= nonfinite_limit()) {
+        diverged(i);
+        if (reply) send_stop(i);
+        return;
+      }
       if (reply) send_weights(i, flags_for(i), m_pending_checkpoint);
       return;
     }
+    m_nonfinite_run = 0;
     std::span<float> r(m_reply);
     algos::RuleStats sg, sd;
     algos::Verdict vg, vd;
@@ -454,6 +460,25 @@ class Master {
     m_final_checkpoint = final_checkpoint;
     for (std::size_t i = 0; i < m_children.size(); ++i)
       if (m_children[i].done && !m_children[i].stopped) send_stop(i);
+  }
+
+  std::int64_t nonfinite_limit() const {
+    const auto n = m_d.dist.max_nonfinite;
+    return n > 0 ? n : std::max<std::int64_t>(10, 2 * static_cast<std::int64_t>(m_children.size()));
+  }
+
+  /// max_nonfinite updates in a row were non-finite: training has diverged. The canonical weights
+  /// never took any of them, so they are checkpointed and the run ends with the failure recorded.
+  void diverged(std::size_t last_child) {
+    const std::string why = fmt::format(
+        "training diverged: {} non-finite updates in a row (the last from child {}, rank {}) at version {}; the "
+        "weights of version {} are finite and checkpointed. Lower the learning rate (optimizer.lr, or algorithm.lr "
+        "for gem), or raise training.max_nonfinite if a few bad batches are expected",
+        m_nonfinite_run, last_child, m_children[last_child].rank, m_version, m_version);
+    spdlog::error("{}: {}", m_t.label(), why);
+    MPIGAN_CHECK(m_top, "{}: {}", m_t.label(), why);  // a sub-master ends the job; the watchdog reports it
+    m_result.failure = why;
+    begin_stop("diverged");
   }
 
   void begin_stop(const std::string& why) {
@@ -779,6 +804,7 @@ class Master {
   std::int64_t m_version = 0, m_parent_version = 0, m_samples_since = 0;
   bool m_stopping = false, m_parent_stopped = false;
   std::string m_stop_reason;
+  std::int64_t m_nonfinite_run = 0;  ///< non-finite updates since the last applied one
   std::int64_t m_pending_checkpoint = -1, m_final_checkpoint = -1;
   std::string m_pending_path;
   std::unique_ptr<train::CsvLog> m_updates, m_metrics;

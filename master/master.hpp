@@ -13,7 +13,9 @@
 // every topology.submaster_every of its updates, sends its accumulated change to the top master
 // (added there; averaged in rounds for synchronous rules) and continues from the top's weights.
 //
-// Non-finite updates are rejected and logged, never applied. BatchNorm running statistics: every
+// Non-finite updates are rejected and logged, never applied; training.max_nonfinite of them in a
+// row (the weights are such that no worker computes a finite gradient any more) stop the run as
+// diverged, with a checkpoint of the last (finite) weights. BatchNorm running statistics: every
 // update carries its worker's statistics; the canonical statistics are the mean of the latest ones
 // of all children, sent back with the weights (so every replica normalises alike).
 #pragma once
@@ -35,6 +37,8 @@ struct MasterResult {
   std::string last_checkpoint;
   double last_val_d = 0, last_val_g = 0;
   bool stopped_early = false;
+  /// Why the run failed although every rank finished cleanly (training diverged); empty if not.
+  std::string failure;
 };
 
 /// @p before_barrier runs just before the closing barrier (a sub-master's watchdog goodbye).

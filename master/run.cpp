@@ -84,6 +84,7 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
       s.master = run_master(d, t, dir, resume_id, trace, [&] { watchdog.goodbye(); });
     } else {
       s.master = run_master(d, t, dir, resume_id, trace);
+      if (!s.master.failure.empty()) std::ofstream(std::filesystem::path(dir) / "FAILED") << s.master.failure << '\n';
     }
   }
   if (d.dist.trace) trace.write(t.links, dir + "/trace.json");

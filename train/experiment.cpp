@@ -196,7 +196,8 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
   e.step.ecal_xscale = e.data.preprocess.xscale;
   if (toy) e.step.ecal_linear = 2.0f;  // data/synthetic.hpp: sum = 2 E/100
-  t.accept("sync_every");  // read by the distributed layers
+  t.accept("sync_every");     // read by the distributed layers
+  t.accept("max_nonfinite");
   t.reject_unknown();
 
   // validation, checkpoint, output, logging

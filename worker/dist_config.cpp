@@ -15,6 +15,7 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   d.dist.algorithm = algos::make_algorithm(alg);
   ConfigNode training = root.section("training");
   d.dist.sync_every = training.get_int("sync_every", 1, 1, 1 << 20);
+  d.dist.max_nonfinite = training.get_int("max_nonfinite", 0, 0);
   ConfigNode validation = root.section("validation");
   if (validation.has("early_stopping")) {
     ConfigNode es = validation.section("early_stopping");
@@ -37,6 +38,8 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   doc.finish();
   // The resolved view also records what the distributed layers read.
   d.experiment.resolved["training"]["sync_every"] = d.dist.sync_every;
+  d.experiment.resolved["training"]["max_nonfinite"] = d.dist.max_nonfinite;
+  d.experiment.resolved["topology"]["master_threads"] = d.dist.topology.master_threads;
   d.experiment.resolved["topology"]["masters"] = d.dist.topology.masters;
   d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
   d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;

@@ -4,7 +4,7 @@
 //
 //   topology:    masters, group_size, ranks_per_node, submaster_every
 //   algorithm:   name (sync | downpour | easgd | gem | dc_asgd) and the rule's parameters
-//   training:    sync_every (steps between exchanges)
+//   training:    sync_every (steps between exchanges), max_nonfinite (divergence stop)
 //   validation:  early_stopping {metric, mode, threshold, patience}
 //   logging:     trace (write a Chrome-trace timeline)
 #pragma once
@@ -30,6 +30,9 @@ struct DistConfig {
   TopologyConfig topology;
   std::unique_ptr<algos::Algorithm> algorithm;
   std::int64_t sync_every = 1;
+  /// Consecutive non-finite updates (none applied in between) after which the run stops as
+  /// diverged; 0: 10, or twice the master's children when that is more.
+  std::int64_t max_nonfinite = 0;
   EarlyStopping early;
   bool trace = false;
 };

@@ -31,15 +31,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Fault injection for the distributed tests: MPIGAN_FAULT=nan_update@G:E makes worker group G put
-/// a NaN in the update of its E-th exchange (1-based). The master must reject it and go on.
-std::pair<int, std::int64_t> injected_nan_update() {
+/// Fault injection for the distributed tests: MPIGAN_FAULT=nan_update@G:E makes worker group G
+/// (`all`: every group) put a NaN in the update of its E-th exchange (1-based); `E+` in that and
+/// every later one (a diverged run). The master must reject them and go on, or stop as diverged.
+struct InjectedNan {
+  int group = -2;  ///< -1: all groups; -2: none
+  std::int64_t exchange = -1;
+  bool onwards = false;
+  bool hits(int g, std::int64_t e) const {
+    return (group == -1 || group == g) && (onwards ? e >= exchange : e == exchange);
+  }
+};
+InjectedNan injected_nan_update() {
   const char* f = std::getenv("MPIGAN_FAULT");
-  if (!f) return {-1, -1};
-  int g = -1;
+  InjectedNan r;
+  if (!f) return r;
+  int g = -1, used = 0;
   long long e = -1;
-  if (std::sscanf(f, "nan_update@%d:%lld", &g, &e) != 2) return {-1, -1};
-  return {g, e};
+  if (std::sscanf(f, "nan_update@all:%lld%n", &e, &used) == 1)
+    r.group = -1;
+  else if (std::sscanf(f, "nan_update@%d:%lld%n", &g, &e, &used) == 2)
+    r.group = g;
+  else
+    return r;
+  r.exchange = e;
+  r.onwards = f[used] == '+';
+  return r;
 }
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -226,7 +243,7 @@ class Worker {
                 WorkerResult& r) {
     build_payload();
     const auto fault = injected_nan_update();
-    if (fault.first == m_t.group && fault.second == r.exchanges + 1) {
+    if (fault.hits(m_t.group, r.exchanges + 1)) {
       spdlog::warn("{}: MPIGAN_FAULT: sending a NaN in update {}", m_t.label(), r.exchanges + 1);
       m_payload[0] = std::numeric_limits<float>::quiet_NaN();
     }

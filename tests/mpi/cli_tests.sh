@@ -2,7 +2,8 @@
 # Whole-program tests of distributed runs under mpiexec (MPICH):
 #   1. bad experiments fail before any MPI traffic, with every problem named, exit status 1;
 #   2. a worker or the master killed with SIGKILL ends the whole job within seconds with a message
-#      naming the rank; the last checkpoint stays intact, and --resume continues from it.
+#      naming the rank; the last checkpoint stays intact, and --resume continues from it;
+#   3. a diverged run (every update non-finite) stops with status 1, says so, writes FAILED.
 # Usage: cli_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
 mpigan=${1:?mpigan binary}
@@ -90,3 +91,15 @@ grep -q "the previous attempt of this run failed: rank 2 worker 1 (pid $victim" 
   fail "the resumed run did not recall why the previous attempt failed: $out"
 [[ -f $work/run/FAILED.previous && ! -e $work/run/FAILED ]] || fail "FAILED was not kept as FAILED.previous"
 pass "resumed from $latest (was $latest_before when killed) to $((step + 20)) updates"
+
+# 3. Divergence: from their 3rd exchange on, the workers send only NaNs. The run must end (not
+# loop forever re-sending weights), exit 1, say why and where, keep finite weights checkpointed.
+out=$(MPIGAN_FAULT='nan_update@all:3+' timeout 120 "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/nan" \
+      --set training.max_nonfinite=4 --set training.max_updates=1000 2>&1)
+rc=$?
+[[ $rc -eq 1 ]] || fail "a diverged run exited with status $rc, expected 1: $(tail -5 <<<"$out")"
+grep -q "mpigan: error: training diverged: 4 non-finite updates in a row .* at version 4; .* ($work/nan/FAILED)" <<<"$out" ||
+  fail "the divergence was not reported: $(tail -5 <<<"$out")"
+grep -q "training diverged" "$work/nan/FAILED" || fail "FAILED does not record the divergence"
+[[ $(cat "$work/nan/checkpoints/latest") == step-00000004.h5 ]] || fail "the last finite weights were not checkpointed"
+pass "diverged run: exit 1, reported, version 4 checkpointed"

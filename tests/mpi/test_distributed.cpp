@@ -246,6 +246,32 @@ TEST_CASE("a non-finite update is rejected and logged, never applied") {
     REQUIRE(std::isfinite(x));
 }
 
+TEST_CASE("a run whose every update is non-finite stops as diverged, with its last finite weights checkpointed") {
+  if (!ranks(3)) return;
+  const std::string dir = run_dir("diverged");
+  // From their 4th exchange on, both workers send only non-finite updates: 3 + 3 applied, then
+  // max_nonfinite = 5 rejections in a row end the run (a straggler's finite update arriving after
+  // another worker's first NaN resets the count, so there may be more rejections than 5).
+  setenv("MPIGAN_FAULT", "nan_update@all:4+", 1);
+  const auto s = run(dir, {"algorithm.name=downpour", "training.max_updates=40", "training.max_nonfinite=5"});
+  unsetenv("MPIGAN_FAULT");
+  if (world_rank() != 0) return;
+  CHECK(s.master.version == 6);
+  CHECK(s.master.rejected >= 5);
+  CHECK(s.master.failure.find("training diverged: 5 non-finite updates in a row") != std::string::npos);
+  CHECK(s.master.failure.find("at version 6") != std::string::npos);
+  std::ifstream failed(dir + "/FAILED");
+  std::string line;
+  std::getline(failed, line);
+  CHECK(line == s.master.failure);
+  REQUIRE(s.master.last_checkpoint.find("step-00000006") != std::string::npos);
+  for (float x : train::CheckpointReader(s.master.last_checkpoint).floats("model/generator/weights/values"))
+    REQUIRE(std::isfinite(x));
+  int rejected = 0;
+  for (const auto& r : read_updates(dir)) rejected += r.verdict == "rejected_nonfinite";
+  CHECK(rejected == s.master.rejected);
+}
+
 TEST_CASE("early stopping by threshold ends the run at a validation") {
   if (!ranks(3)) return;
   const std::string dir = run_dir("early");
