@@ -7,6 +7,10 @@
 // The master adds it (theta <- theta + update); the worker continues from theta + update. All the
 // work is on the worker; the master only adds. The per-update log gets the median of pi.
 // Under sub-masters each sub-master is the central variable of its workers.
+// clip_norm c > 0 (an addition to the paper, off by default) first rescales a network's gradient
+// to norm c when it is longer: Delta = -lr g min(1, c / |g|). Plain SGD on the 3DGAN's losses can
+// run away (the generator's gradient norm grows by orders of magnitude within tens of updates);
+// the clip bounds each proposal while GEM's pi still matches the energy.
 // Default lr 1e-4 rather than the paper's 0.01: the 3DGAN's weighted losses (MAPE terms scaled by
 // 100) give gradient norms of ~10^3, a hundred times a classifier's; 1e-4 moves the weights about
 // as far per update as RMSprop's 1e-3 does.
@@ -22,6 +26,7 @@ namespace {
 
 struct GemParams {
   float lr = 1e-4f, momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
+  double clip_norm = 0.0;  ///< > 0: gradients longer than this are rescaled to it
 };
 
 class GemWorker final : public WorkerRule {
@@ -34,9 +39,16 @@ class GemWorker final : public WorkerRule {
       std::copy(theta.begin(), theta.end(), m_stale.begin());  // the weights the first gradient used
       m_initialised = true;
     }
+    float lr = m_p.lr;
+    if (m_p.clip_norm > 0) {
+      double ss = 0;
+      for (float g : update) ss += static_cast<double>(g) * g;
+      const double norm = std::sqrt(ss);
+      if (norm > m_p.clip_norm) lr = static_cast<float>(m_p.lr * (m_p.clip_norm / norm));
+    }
     std::size_t n = 0;
     for (std::size_t i = 0; i < update.size(); ++i) {
-      const float delta = -m_p.lr * update[i];
+      const float delta = -lr * update[i];
       m_m[i] = m_p.momentum * m_m[i] + delta;
       const float cvm = theta[i] - m_stale[i];
       m_stale[i] = theta[i];
@@ -99,8 +111,9 @@ class Gem final : public Algorithm {
     return std::make_unique<GemMaster>(w, ctx.backend);
   }
   std::string describe() const override {
-    return fmt::format("gem: lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}", m_p.lr, m_p.momentum, m_p.kappa,
-                       m_p.lo, m_p.hi, m_p.epsilon);
+    return fmt::format("gem: lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}", m_p.lr, m_p.momentum, m_p.kappa,
+                       m_p.lo, m_p.hi, m_p.epsilon,
+                       m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string());
   }
 
  private:
@@ -119,6 +132,7 @@ std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   p.lo = static_cast<float>(clamp[0]);
   p.hi = static_cast<float>(clamp[1]);
   p.epsilon = static_cast<float>(c.get_real("epsilon", 1e-12, 0.0, 1.0, true));
+  p.clip_norm = c.get_real("clip_norm", 0.0, 0.0);
   return std::make_unique<Gem>(p);
 }
 

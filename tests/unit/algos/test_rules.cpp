@@ -172,6 +172,18 @@ TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update 
   check_vec("clamped below", c.weights(), {10.0}, 1e-5);
 }
 
+TEST_CASE("gem clip_norm: a gradient longer than clip_norm is rescaled to it before Delta = -lr g") {
+  // |g| = 5 > 1: Delta = -0.1 (3, 4) / 5 = (-0.06, -0.08); first exchange pi = kappa = 2.
+  Stub s("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
+  s.exchange(0, {3.0f, 4.0f}, {0.0f, 0.0f}, 0);
+  check_vec("clipped", s.weights(), {-0.12, -0.16}, 1e-6);
+  CHECK(s.alg->describe().find("clip_norm 1") != std::string::npos);
+  // A shorter gradient is untouched: |g| = 0.5 <= 1.
+  Stub u("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
+  u.exchange(0, {0.3f, 0.4f}, {0.0f, 0.0f}, 0);
+  check_vec("not clipped", u.weights(), {-0.06, -0.08}, 1e-6);
+}
+
 TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that worker") {
   Stub s("algorithm: {name: dc_asgd, lambda: 0.5, adaptive: false}", {1.0f, 1.0f}, 2);
   // Worker 0 first: backup = theta0, no correction: theta1 = theta0 - 0.1 g

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Framework efficiency: total samples/s of N workers under one master against N independent
+# single-process trainers running at the same time on the same machine (same experiment, one
+# thread each), for N = 1 .. the core count and for each update rule asked.
+#
+#   bench/efficiency.sh [--workers "1 2"] [--rules "sync gem"] [--steps S] [--batch B]
+#                       [--repeat R] [--model M] [--build DIR] [--mpiexec CMD]
+#
+# Both sides run `mpigan train bench/efficiency.yaml` (simulated 3dgan-25 showers, batch B,
+# no validation or checkpoints in the timed window) and report their steady-state samples/s
+# (after each process's first step; for the distributed run, once every worker has contributed):
+#   independent: N copies of `mpiexec -n 1 mpigan train ...`, each S steps; their rates summed;
+#   framework:   `mpiexec -n N+1 mpigan train ... --set algorithm.name=RULE`, each worker S steps.
+# Each measurement is repeated R times, independent and framework runs alternating (a shared
+# machine's speed drifts), and the medians are compared: efficiency = framework / independent.
+# Prints a table; LOG_DIR=dir keeps every output.
+# Defaults: workers 1..nproc, rules "sync gem", steps 8, batch 16, repeat 3, model 3dgan-25,
+# build `build`, mpiexec `mpiexec.mpich` (or `mpiexec`).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+workers=$(seq -s ' ' 1 "$(nproc)")
+rules="sync gem"
+steps=8
+batch=16
+repeat=3
+model=3dgan-25
+build=build
+mpiexec=$(command -v mpiexec.mpich || command -v mpiexec || true)
+
+usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() { echo "efficiency.sh: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --workers) workers=${2:?}; shift 2 ;;
+    --rules) rules=${2:?}; shift 2 ;;
+    --steps) steps=${2:?}; shift 2 ;;
+    --batch) batch=${2:?}; shift 2 ;;
+    --repeat) repeat=${2:?}; shift 2 ;;
+    --model) model=${2:?}; shift 2 ;;
+    --build) build=${2:?}; shift 2 ;;
+    --mpiexec) mpiexec=${2:?}; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+mpigan=$build/apps/mpigan
+[[ $build = /* ]] || mpigan=$root/$mpigan
+[[ -x $mpigan ]] || die "$mpigan is not built (cmake --build $build)"
+[[ -n $mpiexec ]] || die "no mpiexec found (install mpich)"
+
+work=${LOG_DIR:-$(mktemp -d)}
+mkdir -p "$work"
+[[ -n ${LOG_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
+cd "$work"
+exp=$root/bench/efficiency.yaml
+common=(--set "model.name=$model" --set "training.batch=$batch" --set "data.train=$work/data/*.h5"
+        --set "data.simulate.dir=$work/data")
+
+steady() {  # the steady-state rate from a summary line "... (steady state X)."
+  sed -n 's/.*steady state \([0-9.]*\)).*/\1/p' "$1" | tail -1
+}
+
+# Simulate the data once (the first run would do it; doing it here keeps it out of every timing).
+"$mpiexec" -n 1 "$mpigan" train "$exp" "${common[@]}" --out "$work/warm" --set training.max_updates=1 \
+  >"$work/warm.log" 2>&1 || { cat "$work/warm.log"; die "the warm-up run failed"; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+independent_run() {  # N TAG: N single-process trainers at once; prints the sum of their rates
+  local n=$1 tag=$2 pids=() i total=0 r
+  for i in $(seq 1 "$n"); do
+    "$mpiexec" -n 1 "$mpigan" train "$exp" "${common[@]}" --out "$work/single-$tag-$i" \
+      --set "training.max_updates=$steps" >"$work/single-$tag-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || die "an independent trainer failed (see $work)"; done
+  for i in $(seq 1 "$n"); do
+    r=$(steady "$work/single-$tag-$i.log")
+    [[ -n $r ]] || die "no steady-state rate in $work/single-$tag-$i.log"
+    total=$(awk -v a="$total" -v b="$r" 'BEGIN { print a + b }')
+  done
+  echo "$total"
+}
+
+framework_run() {  # N RULE TAG: prints the master's steady-state rate
+  local n=$1 rule=$2 tag=$3 updates=$steps log
+  # sync: one update per round of n gradients; asynchronous rules: one per worker step.
+  [[ $rule == sync ]] || updates=$((steps * n))
+  log=$work/$rule-$tag.log
+  # gem's plain SGD proposals run away on the 3DGAN without a clip (docs/algorithms.md).
+  local extra=()
+  [[ $rule == gem ]] && extra=(--set algorithm.clip_norm=500)
+  "$mpiexec" -n $((n + 1)) "$mpigan" train "$exp" "${common[@]}" --out "$work/$rule-$tag" \
+    --set "algorithm.name=$rule" "${extra[@]}" --set "training.max_updates=$updates" >"$log" 2>&1 ||
+    die "the $rule run with $n worker(s) failed (see $log)"
+  r=$(steady "$log")
+  [[ -n $r ]] || die "no steady-state rate in $log"
+  echo "$r"
+}
+
+printf '%-8s %-6s %14s %14s %10s   %s\n' workers rule framework independent efficiency "(medians of $repeat; samples/s)"
+for n in $workers; do
+  declare -A got=()
+  ind=()
+  for k in $(seq 1 "$repeat"); do
+    ind+=("$(independent_run "$n" "$n-$k")")
+    for rule in $rules; do got[$rule]+="$(framework_run "$n" "$rule" "$n-$k") "; done
+  done
+  independent=$(printf '%s\n' "${ind[@]}" | median)
+  for rule in $rules; do
+    framework=$(printf '%s\n' ${got[$rule]} | median)
+    printf '%-8s %-6s %14.2f %14.2f %10.3f   framework %s| independent %s\n' "$n" "$rule" "$framework" "$independent" \
+      "$(awk -v a="$framework" -v b="$independent" 'BEGIN { print a / b }')" "${got[$rule]}" "${ind[*]}"
+  done
+  unset got
+done
