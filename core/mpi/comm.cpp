@@ -181,13 +181,14 @@ namespace {
 /// costs little CPU.
 class Backoff {
  public:
+  explicit Backoff(int max_us = 1000) : m_max_us(std::max(max_us, 50)) {}
   void pause() {
     std::this_thread::sleep_for(std::chrono::microseconds(m_us));
-    m_us = std::min(m_us * 2, 1000);
+    m_us = std::min(m_us * 2, m_max_us);
   }
 
  private:
-  int m_us = 50;
+  int m_us = 50, m_max_us;
 };
 }  // namespace
 
@@ -213,10 +214,10 @@ MPI_Status wait_quietly(MPI_Request& req, double spin_s) {
   }
 }
 
-std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs) {
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, double max_sleep_s) {
   std::vector<int> idx(reqs.size());
   std::vector<MPI_Status> st(reqs.size());
-  Backoff b;
+  Backoff b(static_cast<int>(max_sleep_s * 1e6));
   for (int spin = 0;; ++spin) {
     int n = 0;
     MPIGAN_MPI_CHECK(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));

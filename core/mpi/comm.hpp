@@ -91,7 +91,9 @@ inline constexpr double kTransferSpinSeconds = 0.02;
 MPI_Status wait_quietly(MPI_Request& req, double spin_s = 0.0);
 /// Wait until at least one of @p reqs completes; returns the indices completed (MPI_Testsome),
 /// polling with sleeps.
-std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs);
+/// @p max_sleep_s caps the backoff: a waiter that expects its next message no sooner than in
+/// hundreds of milliseconds can wake less often (less CPU) at no relative cost in latency.
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, double max_sleep_s = 1e-3);
 
 /// CPU seconds this process has used (user + system), for measuring what waiting costs.
 double process_cpu_seconds();

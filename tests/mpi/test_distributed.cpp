@@ -26,6 +26,8 @@
 #include <map>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 using namespace mpigan;
 namespace fs = std::filesystem;
 
@@ -270,6 +272,42 @@ TEST_CASE("a run whose every update is non-finite stops as diverged, with its la
   int rejected = 0;
   for (const auto& r : read_updates(dir)) rejected += r.verdict == "rejected_nonfinite";
   CHECK(rejected == s.master.rejected);
+}
+
+TEST_CASE("--trace writes one Chrome-trace timeline with every rank's spans, in order and in time") {
+  if (!ranks(3)) return;
+  const std::string dir = run_dir("trace");
+  const auto s = run(dir, {"algorithm.name=downpour", "training.max_updates=12", "logging.trace=true"});
+  if (world_rank() != 0) return;
+  // JSON is YAML: yaml-cpp parses the file (a malformed one throws here).
+  const YAML::Node doc = YAML::LoadFile(dir + "/trace.json");
+  const YAML::Node events = doc["traceEvents"];
+  REQUIRE(events.IsSequence());
+  std::map<int, std::string> process;                       // pid -> name
+  std::map<int, std::map<std::string, int>> spans;          // pid -> span name -> count
+  double last_end = 0;
+  for (const auto& e : events) {
+    const int pid = e["pid"].as<int>();
+    const auto ph = e["ph"].as<std::string>();
+    if (ph == "M") process[pid] = e["args"]["name"].as<std::string>();
+    if (ph != "X") continue;
+    const double ts = e["ts"].as<double>(), dur = e["dur"].as<double>();
+    CHECK(ts >= 0);
+    CHECK(dur >= 0);
+    last_end = std::max(last_end, ts + dur);
+    ++spans[pid][e["name"].as<std::string>()];
+  }
+  CHECK(process[0] == "rank 0 master");
+  CHECK(process[1] == "rank 1 worker 0");
+  CHECK(process[2] == "rank 2 worker 1");
+  CHECK(spans[0]["apply"] == s.master.applied);     // one per applied update
+  CHECK(spans[0]["receive"] >= s.master.applied);
+  for (int w : {1, 2}) {
+    CHECK(spans[w]["compute"] >= 1);
+    CHECK(spans[w]["compute"] == spans[w]["push"]);  // every step's gradient is pushed
+  }
+  CHECK(spans[1]["compute"] + spans[2]["compute"] >= s.master.applied);
+  CHECK(last_end / 1e6 <= s.master.wall_s + 5.0);  // microseconds, within the run
 }
 
 TEST_CASE("early stopping by threshold ends the run at a validation") {
