@@ -15,6 +15,7 @@
 #include "mpigan/worker/protocol.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -74,6 +75,32 @@ double copy_bound(std::size_t floats) {
   }
   const double per_copy = std::chrono::duration<double>(clock::now() - t0).count() / reps;
   return 1.0 / (2.0 * per_copy);
+}
+
+/// Updates/s if the master did nothing but the arithmetic every update needs on the canonical
+/// weights: the finiteness/norm pass over the received update (sum of squares) and an RMSprop step
+/// (read gradient, weights and mean square; write weights and mean square), on one thread, buffers
+/// warm. With the copy bound this splits the master's time between arithmetic and transport.
+double arithmetic_bound(std::size_t floats) {
+  auto be = make_backend("cpu");
+  const auto n = static_cast<std::int64_t>(floats);
+  Tensor w = Tensor::zeros(Shape{n}), g = Tensor::zeros(Shape{n}), ms = Tensor::zeros(Shape{n});
+  Rng rng(7);
+  rng.fill_uniform(std::span<float>(g.data(), floats), -1e-3f, 1e-3f);
+  const RmspropStep step{.lr = 1e-3f, .rho = 0.9f, .epsilon = 1e-7f};
+  double sink = 0;
+  auto once = [&] {
+    sink += be->sum_squares(g);
+    be->rmsprop_update(w, g, ms, step);
+  };
+  using clock = std::chrono::steady_clock;
+  once();
+  const int reps = 200;
+  const auto t0 = clock::now();
+  for (int i = 0; i < reps; ++i) once();
+  const double per = std::chrono::duration<double>(clock::now() - t0).count() / reps;
+  MPIGAN_CHECK(std::isfinite(sink), "bench master: non-finite sum of squares");
+  return 1.0 / per;
 }
 
 /// Round trips/s of one payload each way between ranks 0 and 1 with blocking MPI_Send/MPI_Recv:
@@ -146,12 +173,15 @@ void bench_master(const BenchMasterOptions& o) {
   } else {
     const auto r = master::run_master(d, t, dir, -1, trace);
     const double bound = copy_bound(floats);
+    const double arithmetic = arithmetic_bound(floats);
     const double rate = static_cast<double>(r.samples) / r.wall_s;  // each stand-in update carries 1 sample
     std::printf("model=%s rule=%s workers=%d payload_mb=%.2f\n", o.model.c_str(), o.rule.c_str(), world.size() - 1,
                 static_cast<double>(floats) * 4.0 / 1e6);
     std::printf("master_cpu_fraction=%.3f\n", r.cpu_s / r.wall_s);
     std::printf("copy_bound_per_s=%.1f\n", bound);
     std::printf("transport_bound_per_s=%.1f\n", transport);
+    std::printf("arithmetic_bound_per_s=%.1f\n", arithmetic);
+    std::printf("transport_plus_arithmetic_bound_per_s=%.1f\n", 1.0 / (1.0 / transport + 1.0 / arithmetic));
     std::printf("fraction_of_copy_bound=%.3f\n", rate / bound);
     std::printf("fraction_of_transport_bound=%.3f\n", rate / transport);
     std::printf("updates_per_s=%.1f\n", rate);
