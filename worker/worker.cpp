@@ -10,6 +10,11 @@
 #include "mpigan/train/trainer.hpp"
 #include "mpigan/worker/protocol.hpp"
 
+#if MPIGAN_HAVE_CUDA
+#include "mpigan/core/backend/cuda/cuda_backend.hpp"
+#include "mpigan/core/backend/cuda/nccl_comm.hpp"
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,6 +75,57 @@ void from_host(Backend& be, std::span<const float> in, ParameterSet& p) {
   be.from_host(Tensor::from(flat.shape(), in), flat);
 }
 
+/// Averages a worker group's device buffers GPU to GPU with NCCL when the ranks train on the cuda
+/// backend (issue: one GPU per rank, batch parallelism inside a group); otherwise inactive, and the
+/// worker averages on the host with MPI. MPIGAN_GROUP_REDUCE=mpi forces the host path.
+class DeviceGroupReduce {
+ public:
+  DeviceGroupReduce(Backend& be, const Topology& t) : m_be(be), m_size(t.group_size) {
+#if MPIGAN_HAVE_CUDA
+    const char* force = std::getenv("MPIGAN_GROUP_REDUCE");
+    const bool mpi_only = force && std::string(force) == "mpi";
+    MPIGAN_CHECK(!force || mpi_only || std::string(force) == "auto",
+                 "MPIGAN_GROUP_REDUCE='{}': expected 'auto' or 'mpi'", force);
+    // Every rank of a group uses the same backend (one experiment), so all take the same branch.
+    if (m_size > 1 && be.name() == "cuda" && !mpi_only) {
+      NcclId id{};
+      if (t.group_rank == 0) id = nccl_new_id();
+      t.group_comm.broadcast_bytes(id.data(), id.size(), 0);
+      m_nccl = std::make_unique<NcclComm>(id, t.group_rank, m_size, dynamic_cast<CudaBackend&>(be));
+      spdlog::info("{}: group of {} averages on the GPUs with NCCL", t.label(), m_size);
+    }
+#else
+    (void)t;
+#endif
+  }
+  bool active() const {
+#if MPIGAN_HAVE_CUDA
+    return m_nccl != nullptr;
+#else
+    return false;
+#endif
+  }
+  /// @p p becomes the mean over the group (in place, on the device). Only when active().
+  void average(ParameterSet& p) {
+#if MPIGAN_HAVE_CUDA
+    Tensor f = p.flat();
+    m_nccl->allreduce_sum(f);
+    m_be.axpby(0.0f, f, 1.0f / static_cast<float>(m_size), f);
+    m_nccl->check_async();
+#else
+    (void)p;
+    MPIGAN_FATAL("DeviceGroupReduce::average without the cuda backend");
+#endif
+  }
+
+ private:
+  Backend& m_be;
+  int m_size;
+#if MPIGAN_HAVE_CUDA
+  std::unique_ptr<NcclComm> m_nccl;
+#endif
+};
+
 class Worker {
  public:
   Worker(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace)
@@ -90,6 +146,7 @@ class Worker {
     m_rule_d = alg.make_worker({*m_host, m.discriminator.weights(), m_e.opt_discriminator, 1, "discriminator"});
     m_acc_g = ParameterSet::like(m.generator.weights(), *m_session.backend);
     m_acc_d = ParameterSet::like(m.discriminator.weights(), *m_session.backend);
+    m_device_reduce = std::make_unique<DeviceGroupReduce>(*m_session.backend, t);
   }
 
   WorkerResult run(std::int64_t resume_checkpoint) {
@@ -177,6 +234,10 @@ class Worker {
 
   void group_average(ParameterSet& p) {
     auto span = m_trace.span("allreduce", "comm");
+    if (m_device_reduce->active()) {
+      m_device_reduce->average(p);
+      return;
+    }
     std::vector<float> host(p.size());
     to_host(*m_session.backend, p, host);
     m_t.group_comm.allreduce_sum(host);
@@ -191,6 +252,18 @@ class Worker {
     auto& be = *m_session.backend;
     std::span<float> p(m_payload);
     const algos::Payload kind = m_d.dist.algorithm->payload();
+    const bool on_device = m_t.group_size > 1 && m_device_reduce->active();
+    if (on_device) {
+      // Average on the GPUs before the copy out: the accumulated gradients (gradient payloads;
+      // in local mode the replicas' weights are identical already) and the BN statistics.
+      auto span = m_trace.span("allreduce", "comm");
+      if (kind == algos::Payload::gradient) {
+        m_device_reduce->average(m_acc_g);
+        m_device_reduce->average(m_acc_d);
+      }
+      m_device_reduce->average(m.generator.state());
+      m_device_reduce->average(m.discriminator.state());
+    }
     if (kind == algos::Payload::gradient) {
       to_host(be, m_acc_g, m_layout.gen(p));
       to_host(be, m_acc_d, m_layout.dis(p));
@@ -202,7 +275,7 @@ class Worker {
     }
     to_host(be, m.generator.state(), m_layout.gen_state(p));
     to_host(be, m.discriminator.state(), m_layout.dis_state(p));
-    if (m_t.group_size > 1) {
+    if (m_t.group_size > 1 && !on_device) {
       // Gradients (gradient mode) and BN statistics are averaged over the group; in local mode the
       // replicas' weights are identical already, so averaging leaves them unchanged.
       auto span = m_trace.span("allreduce", "comm");
@@ -411,6 +484,7 @@ class Worker {
   algos::WorkerMode m_mode;
   std::unique_ptr<algos::WorkerRule> m_rule_g, m_rule_d;
   ParameterSet m_acc_g, m_acc_d;
+  std::unique_ptr<DeviceGroupReduce> m_device_reduce;
   std::vector<float> m_payload, m_reply, m_local, m_pulled;
   std::int64_t m_version = 0, m_steps = 0, m_checkpoint_written = -1;
   double m_last_wait = 0;
