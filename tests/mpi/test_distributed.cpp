@@ -20,6 +20,8 @@
 #include "mpigan/worker/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,9 +53,23 @@ bool ranks(int n) {
   return false;
 }
 
+/// A temporary directory of this job (ctest may run the 3-, 4- and 5-rank jobs at once): named by
+/// rank 0's process id, created once.
+const fs::path& job_dir() {
+  static const fs::path dir = [] {
+    int pid = static_cast<int>(::getpid());
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    fs::path d = fs::temp_directory_path() / ("mpigan-mpi-" + std::to_string(world_size()) + "-" + std::to_string(pid));
+    if (world_rank() == 0) fs::create_directories(d);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return d;
+  }();
+  return dir;
+}
+
 std::string run_dir(const std::string& name) {
   // Rank 0 chooses and clears the directory; everyone uses the same one.
-  std::string dir = (fs::temp_directory_path() / ("mpigan-mpi-" + name)).string();
+  std::string dir = (job_dir() / name).string();
   if (world_rank() == 0) fs::remove_all(dir);
   MPI_Barrier(MPI_COMM_WORLD);
   return dir;
@@ -73,7 +89,7 @@ logging: {level: warn, every: 1000}
 )";
 
 worker::DistExperiment experiment(const std::vector<std::string>& set) {
-  const std::string path = (fs::temp_directory_path() / "mpigan-mpi-exp.yaml").string();
+  const std::string path = (job_dir() / "exp.yaml").string();
   if (world_rank() == 0) std::ofstream(path) << kBase;
   MPI_Barrier(MPI_COMM_WORLD);
   return worker::load_distributed(path, set, world_size());
@@ -195,6 +211,12 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
     if (world_rank() == 0) check_healthy_run("gem under sub-masters", dir, s, 2);
   }
   {
+    // The same tree with every payload as an MPI message (as between nodes).
+    const std::string dir = run_dir("gem-tree-mpi");
+    const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.lr=0.0003", "topology.shared_memory=false"});
+    if (world_rank() == 0) check_healthy_run("gem under sub-masters, payloads over MPI", dir, s, 2);
+  }
+  {
     const std::string dir = run_dir("groups");
     // rank 0 master, ranks 1-2 group 0, ranks 3-4 group 1: each splits a batch of 16 into 2 x 8
     const auto s = run(dir, {"topology.group_size=2", "algorithm.name=sync"});
@@ -207,12 +229,14 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   }
 }
 
-TEST_CASE("sync is bitwise reproducible, also stopped and resumed") {
+TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI messages, also stopped and resumed") {
   if (!ranks(3)) return;
   const std::vector<std::string> base{"algorithm.name=sync", "training.max_updates=30", "checkpoint.every=10"};
   const std::string a = run_dir("sync-a"), b = run_dir("sync-b"), c = run_dir("sync-c");
-  const auto sa = run(a, base);
-  const auto sb = run(b, base);
+  const auto sa = run(a, base);  // payloads through shared memory (all ranks share this node)
+  std::vector<std::string> over_mpi = base;
+  over_mpi.push_back("topology.shared_memory=false");
+  const auto sb = run(b, over_mpi);
   // c: stop at 10, then resume to 30.
   std::vector<std::string> first = base;
   first.push_back("training.max_updates=10");
@@ -328,11 +352,19 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   init_logging("warn");
   doctest::Context ctx(argc, argv);
-  // Only rank 0 reports; the others still run every case (they are part of every run).
-  if (world_rank() != 0) ctx.setOption("out", "/dev/null");
+  // Rank 0 reports; the others still run every case (they are part of every run) and write their
+  // report to a file of the job directory, named when anything failed.
+  const std::string own_report = (job_dir() / ("rank-" + std::to_string(world_rank()) + ".txt")).string();
+  if (world_rank() != 0) ctx.setOption("out", own_report.c_str());
   int rc = ctx.run();
   int worst = 0;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    if (worst != 0)
+      std::printf("a case failed on some rank: the other ranks' reports are in %s/rank-*.txt\n", job_dir().c_str());
+    else
+      fs::remove_all(job_dir());
+  }
   MPI_Finalize();
   return worst;
 }
