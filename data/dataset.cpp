@@ -139,8 +139,16 @@ Datasets open_datasets(const DatasetSpec& spec) {
   if (spec.geometry == Geometry::ecal51 && spec.preprocess.angle_key.empty()) problems.push_back("data: ecal51 needs an angle_key");
   if (!problems.empty()) throw ConfigError(detail::source_location(__FILE__, __LINE__), problems);
 
-  const std::vector<std::string> train_paths = expand_file_list(spec.train_files);
-  const std::vector<std::string> val_paths = expand_file_list(spec.validation_files);
+  // A pattern that matches nothing is named with the experiment key it came from.
+  const auto expand = [](const std::vector<std::string>& entries, const char* key) {
+    try {
+      return expand_file_list(entries);
+    } catch (const DataError& e) {
+      MPIGAN_THROW(DataError, "{}: {} (relative paths are from the working directory)", key, e.message());
+    }
+  };
+  const std::vector<std::string> train_paths = expand(spec.train_files, "data.train");
+  const std::vector<std::string> val_paths = expand(spec.validation_files, "data.validation");
   {
     std::vector<std::string> all = train_paths;
     all.insert(all.end(), val_paths.begin(), val_paths.end());

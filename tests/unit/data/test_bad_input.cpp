@@ -49,7 +49,9 @@ TEST_CASE("bad input: a missing file") {
   CHECK(has(data_error([&] { open_datasets(spec); }), path));
   // A glob that matches nothing names the pattern.
   spec.train_files = {dir.file("*.h5")};
-  CHECK(has(data_error([&] { open_datasets(spec); }), "matches no files"));
+  const std::string nomatch = data_error([&] { open_datasets(spec); });
+  CHECK(has(nomatch, "matches no files"));
+  CHECK(has(nomatch, "data.train: file pattern '" + dir.file("*.h5") + "'"));
 }
 
 TEST_CASE("bad input: a file that is not HDF5, and a truncated file (HDF5 error stack captured)") {
