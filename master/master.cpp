@@ -89,8 +89,9 @@ struct Child {
 class Master {
  public:
   Master(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace,
-         std::function<void()> before_barrier)
-      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace), m_before_barrier(std::move(before_barrier)),
+         const PayloadChannels& channels, std::function<void()> before_barrier)
+      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace), m_ch(channels),
+        m_before_barrier(std::move(before_barrier)),
         m_top(t.role == Role::top_master),
         m_host(make_backend("cpu")) {
     train::ExperimentConfig e = m_e;
@@ -172,9 +173,15 @@ class Master {
     for (std::size_t i = 0; i < sum.size(); ++i) m_state[i] = static_cast<float>(sum[i] / n);
   }
 
+  /// Where the reply to child i is built: its shared-memory slot (the rule writes the weights
+  /// straight into the child's view), or the buffer an MPI message is sent from.
+  std::span<float> reply_span(std::size_t i) {
+    return m_ch.child_shared(i) ? m_ch.child_down(i) : std::span<float>(m_reply);
+  }
+
   void send_weights(std::size_t i, std::int32_t flags, std::int64_t ckpt) {
     Child& c = m_children[i];
-    std::span<float> r(m_reply);
+    std::span<float> r = reply_span(i);
     m_rule_g->pull(static_cast<int>(i), m_layout.gen(r));
     m_rule_d->pull(static_cast<int>(i), m_layout.dis(r));
     fill_state(r);
@@ -189,6 +196,13 @@ class Master {
     h.flags = flags;
     h.checkpoint = ckpt;
     auto span = m_trace.span("reply", "comm");
+    if (m_ch.child_shared(i)) {
+      MPIGAN_CHECK(payload.data() == m_ch.child_down(i).data(), "{}: the reply to child {} was not built in its slot",
+                   m_t.label(), i);
+      m_ch.sync();
+      send_header(m_t.links, h, m_children[i].rank, kTagReply);
+      return;
+    }
     send_header(m_t.links, h, m_children[i].rank, kTagReply);
     m_t.links.send(payload, m_children[i].rank, kTagReplyPayload);
   }
@@ -246,7 +260,9 @@ class Master {
       std::vector<int> ready;
       {
         auto span = m_trace.span("idle", "wait");
+        const double w0 = MPI_Wtime();
         ready = wait_some_quietly(reqs, idle_sleep_cap());
+        m_result.idle_s += MPI_Wtime() - w0;
       }
       const double now = MPI_Wtime();
       note_arrivals(now, ready.size());
@@ -299,7 +315,9 @@ class Master {
         send_weights(i, flags_for(i), m_pending_checkpoint);
         // The same child's update follows at once (pull-then-push): serve it before anyone else,
         // so the weights it computed against are exactly the ones the update is applied to.
+        const double w0 = MPI_Wtime();  // waiting for the child's update counts as idle time
         c.header = recv_header(m_t.links, c.rank, kTagHeader, kReplySpinSeconds);
+        m_result.idle_s += MPI_Wtime() - w0;
         MPIGAN_CHECK(c.header.kind == Kind::update, "{}: child {} (rank {}) pulled but then sent message kind {}",
                      m_t.label(), i, c.rank, static_cast<int>(c.header.kind));
         serve_update(i, false);
@@ -319,7 +337,12 @@ class Master {
     std::span<float> u(m_update);
     {
       auto span = m_trace.span("receive", "comm");
-      m_t.links.recv(u, c.rank, kTagPayload);
+      if (m_ch.child_shared(i)) {
+        m_ch.sync();  // the child wrote its slot before the header; read the update in place
+        u = m_ch.child_up(i);
+      } else {
+        m_t.links.recv(u, c.rank, kTagPayload);
+      }
     }
     const double queue_s = MPI_Wtime() - c.arrived;
     c.last = h;
@@ -352,7 +375,7 @@ class Master {
       return;
     }
     m_nonfinite_run = 0;
-    std::span<float> r(m_reply);
+    std::span<float> r = reply_span(i);
     algos::RuleStats sg, sd;
     algos::Verdict vg, vd;
     {
@@ -433,12 +456,12 @@ class Master {
       log_update(row);
     }
     after_version();
-    std::span<float> r(m_reply);
     for (std::size_t i : m_held) {
       if (m_stopping) {
         send_stop(i);
         continue;
       }
+      std::span<float> r = reply_span(i);
       m_rule_g->reply_after_round(static_cast<int>(i), m_layout.gen(r));
       m_rule_d->reply_after_round(static_cast<int>(i), m_layout.dis(r));
       fill_state(r);
@@ -537,7 +560,7 @@ class Master {
     const Header h = recv_header(m_t.links, m_t.parent, kTagReply);
     MPIGAN_CHECK(h.kind == Kind::weights, "{}: expected the initial weights from the master", m_t.label());
     std::vector<float> buf(m_layout.total());
-    m_t.links.recv(buf, m_t.parent, kTagReplyPayload);
+    pull_payload(m_t.links, m_ch, m_t.parent, buf);
     set_from_parent(buf, h);
   }
 
@@ -568,8 +591,7 @@ class Master {
     h.version = m_parent_version;
     h.samples = m_samples_since;
     m_samples_since = 0;
-    send_header(m_t.links, h, m_t.parent, kTagHeader);
-    m_t.links.send(buf, m_t.parent, kTagPayload);
+    push_payload(m_t.links, m_ch, h, m_t.parent, buf);
     const Header r = recv_header(m_t.links, m_t.parent, kTagReply, kReplySpinSeconds);
     if (r.kind == Kind::stop) {
       if (r.flags & kFlagCheckpoint) write_part(r.checkpoint);
@@ -577,7 +599,7 @@ class Master {
       enter_stopping(r.flags & kFlagCheckpoint ? r.checkpoint : -1);
       return;
     }
-    m_t.links.recv(buf, m_t.parent, kTagReplyPayload);
+    pull_payload(m_t.links, m_ch, m_t.parent, buf);
     set_from_parent(buf, r);
   }
 
@@ -804,6 +826,7 @@ class Master {
   Topology& m_t;
   std::string m_run_dir;
   Trace& m_trace;
+  const PayloadChannels& m_ch;  ///< shared-memory slots of the children on this node
   std::function<void()> m_before_barrier;
   bool m_top;
   std::unique_ptr<Backend> m_host;
@@ -842,8 +865,8 @@ class Master {
 }  // namespace
 
 MasterResult run_master(const DistExperiment& d, Topology& t, const std::string& run_dir, std::int64_t resume_checkpoint,
-                        Trace& trace, const std::function<void()>& before_barrier) {
-  Master m(d, t, run_dir, trace, before_barrier);
+                        Trace& trace, const PayloadChannels& channels, const std::function<void()>& before_barrier) {
+  Master m(d, t, run_dir, trace, channels, before_barrier);
   return m.run(resume_checkpoint);
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include "mpigan/worker/dist_config.hpp"
+#include "mpigan/worker/payload_channel.hpp"
 #include "mpigan/worker/topology.hpp"
 #include "mpigan/worker/trace.hpp"
 
@@ -32,6 +33,8 @@ namespace mpigan::master {
 struct MasterResult {
   std::int64_t version = 0, applied = 0, rejected = 0, samples = 0;
   double wall_s = 0, cpu_s = 0;
+  /// Seconds spent waiting for requests (no request pending): wall_s - idle_s is the busy time.
+  double idle_s = 0;
   /// Samples per second once every child has had an update applied (start-up excluded).
   double steady_samples_per_s = 0;
   std::string last_checkpoint;
@@ -41,9 +44,11 @@ struct MasterResult {
   std::string failure;
 };
 
-/// @p before_barrier runs just before the closing barrier (a sub-master's watchdog goodbye).
+/// @p channels: the shared-memory payload slots of this rank (worker/payload_channel.hpp; a
+/// default-constructed one sends every payload over MPI). @p before_barrier runs just before the
+/// closing barrier (a sub-master's watchdog goodbye).
 MasterResult run_master(const worker::DistExperiment& d, worker::Topology& t, const std::string& run_dir,
-                        std::int64_t resume_checkpoint, worker::Trace& trace,
+                        std::int64_t resume_checkpoint, worker::Trace& trace, const worker::PayloadChannels& channels,
                         const std::function<void()>& before_barrier = {});
 
 }  // namespace mpigan::master

@@ -2,6 +2,7 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/models/gan_model.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/sources.hpp"
 #include "mpigan/worker/watchdog.hpp"
@@ -14,6 +15,16 @@
 #include <iterator>
 
 namespace mpigan::master {
+
+namespace {
+/// Floats of one payload (both networks' parameters and BN state) of the experiment's model.
+std::size_t payload_floats(const train::ExperimentConfig& e) {
+  auto be = make_backend("cpu");
+  const auto m = models::make_gan(e.model, *be, e.seed);
+  return m->generator.weights().size() + m->discriminator.weights().size() + m->generator.state().size() +
+         m->discriminator.state().size();
+}
+}  // namespace
 
 std::int64_t latest_checkpoint_id(const std::string& run_dir) {
   train::RunDirectory run(run_dir, true);
@@ -66,6 +77,11 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
   }
   worker::Watchdog watchdog(t.links, labels, dir + "/FAILED");
   const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
+  const worker::PayloadChannels channels =
+      worker::PayloadChannels::create(t, payload_floats(e), d.dist.topology.shared_memory);
+  if (t.role != worker::Role::worker && !t.children.empty())
+    spdlog::info("{}: {} of {} children exchange payloads through shared memory", t.label(), channels.shared_children(),
+                 t.children.size());
 
   t.links.barrier();
   worker::Trace trace(d.dist.trace, t.rank, t.label(), MPI_Wtime());
@@ -73,7 +89,7 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
   s.run_dir = dir;
   s.workers = t.groups;
   if (t.role == worker::Role::worker) {
-    const auto r = worker::run_worker(d, t, dir, resume_id, trace);
+    const auto r = worker::run_worker(d, t, dir, resume_id, trace, channels);
     spdlog::debug("{}: {} steps, {} exchanges, {:.1f} s computing, {:.1f} s waiting", t.label(), r.steps, r.exchanges,
                   r.compute_s, r.wait_s);
     watchdog.goodbye();
@@ -81,9 +97,9 @@ DistributedSummary run_distributed(const worker::DistExperiment& d, const Comm& 
   } else {
     if (t.role == worker::Role::sub_master) {
       // A sub-master's goodbye must come before the closing barrier inside run_master.
-      s.master = run_master(d, t, dir, resume_id, trace, [&] { watchdog.goodbye(); });
+      s.master = run_master(d, t, dir, resume_id, trace, channels, [&] { watchdog.goodbye(); });
     } else {
-      s.master = run_master(d, t, dir, resume_id, trace);
+      s.master = run_master(d, t, dir, resume_id, trace, channels);
       if (!s.master.failure.empty()) std::ofstream(std::filesystem::path(dir) / "FAILED") << s.master.failure << '\n';
     }
   }

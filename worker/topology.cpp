@@ -11,6 +11,7 @@ TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   t.ranks_per_node = static_cast<int>(s.get_int("ranks_per_node", 0, 0, 1024));
   t.submaster_every = s.get_int("submaster_every", 1, 1, 1 << 20);
   t.master_threads = static_cast<int>(s.get_int("master_threads", 1, 1, 1024));
+  t.shared_memory = s.get_bool("shared_memory", true);
   s.reject_unknown();
   return t;
 }

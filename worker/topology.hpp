@@ -29,6 +29,8 @@ struct TopologyConfig {
   /// CPU threads of a master rank while it serves (its vector arithmetic is memory-bound: more
   /// threads add little and take cores from co-located workers); validation uses `threads`.
   int master_threads = 1;
+  /// Masters and children on one node exchange payloads through shared memory (payload_channel.hpp).
+  bool shared_memory = true;
   /// Reads the `topology` section; problems go to the document.
   static TopologyConfig parse(ConfigNode& section);
 };

@@ -128,8 +128,8 @@ class DeviceGroupReduce {
 
 class Worker {
  public:
-  Worker(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace)
-      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace),
+  Worker(const DistExperiment& d, Topology& t, const std::string& run_dir, Trace& trace, const PayloadChannels& channels)
+      : m_d(d), m_e(d.experiment), m_t(t), m_run_dir(run_dir), m_trace(trace), m_ch(channels),
         m_session(train::Session::create(m_e, mix64(m_e.seed ^ mix64(0x3C0FFEEull + static_cast<std::uint64_t>(t.rank))),
                                          t.device_id)),
         m_host(make_backend("cpu")) {
@@ -330,26 +330,24 @@ class Worker {
           auto span = m_trace.span("pull", "comm");
           send_header(c, make_header(Kind::pull, samples, last, compute, loader), m_t.parent, kTagHeader);
           ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
-          if (ctl.kind == Kind::weights) c.recv(rep, m_t.parent, kTagReplyPayload);
+          if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
         }
         if (ctl.kind == Kind::weights) {
           m_rule_g->before_send(m_layout.gen(p), m_layout.gen(std::span<const float>(rep)));
           m_rule_d->before_send(m_layout.dis(p), m_layout.dis(std::span<const float>(rep)));
           auto span = m_trace.span("push", "comm");
-          send_header(c, make_header(Kind::update, samples, last, compute, loader), m_t.parent, kTagHeader);
-          c.send(p, m_t.parent, kTagPayload);
+          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p);
         }
       } else {
         m_rule_g->before_send(m_layout.gen(p), {});
         m_rule_d->before_send(m_layout.dis(p), {});
         {
           auto span = m_trace.span("push", "comm");
-          send_header(c, make_header(Kind::update, samples, last, compute, loader), m_t.parent, kTagHeader);
-          c.send(p, m_t.parent, kTagPayload);
+          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p);
         }
         auto span = m_trace.span("wait", "wait");
         ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
-        if (ctl.kind == Kind::weights) c.recv(rep, m_t.parent, kTagReplyPayload);
+        if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
       }
       m_last_wait = seconds_since(t0);
       r.wait_s += m_last_wait;
@@ -395,7 +393,7 @@ class Worker {
       h = recv_header(m_t.links, m_t.parent, kTagReply);
       MPIGAN_CHECK(h.kind == Kind::weights, "{}: expected the initial weights from rank {}, got message kind {}",
                    m_t.label(), m_t.parent, static_cast<int>(h.kind));
-      m_t.links.recv(m_reply, m_t.parent, kTagReplyPayload);
+      pull_payload(m_t.links, m_ch, m_t.parent, m_reply);
       // GEM-like rules keep the weights their first gradient is computed at.
       for (std::size_t i = 0; i < m_layout.g + m_layout.d; ++i) m_local[i] = m_reply[i];
     }
@@ -478,6 +476,7 @@ class Worker {
   Topology& m_t;
   std::string m_run_dir;
   Trace& m_trace;
+  const PayloadChannels& m_ch;  ///< shared-memory slots towards the master (leaders on its node)
   train::Session m_session;
   std::unique_ptr<Backend> m_host;
   PayloadLayout m_layout;
@@ -493,8 +492,8 @@ class Worker {
 }  // namespace
 
 WorkerResult run_worker(const DistExperiment& d, Topology& t, const std::string& run_dir, std::int64_t resume_checkpoint,
-                        Trace& trace) {
-  Worker w(d, t, run_dir, trace);
+                        Trace& trace, const PayloadChannels& channels) {
+  Worker w(d, t, run_dir, trace, channels);
   return w.run(resume_checkpoint);
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "mpigan/worker/dist_config.hpp"
+#include "mpigan/worker/payload_channel.hpp"
 #include "mpigan/worker/topology.hpp"
 #include "mpigan/worker/trace.hpp"
 
@@ -27,7 +28,8 @@ std::string checkpoint_main_path(const std::string& run_dir, std::int64_t id);
 std::string checkpoint_part_path(const std::string& run_dir, std::int64_t id, const std::string& part);
 
 /// @p resume_checkpoint: the id of the checkpoint to continue from (-1: fresh start).
+/// @p channels: this rank's shared-memory payload slots (payload_channel.hpp).
 WorkerResult run_worker(const DistExperiment& d, Topology& t, const std::string& run_dir, std::int64_t resume_checkpoint,
-                        Trace& trace);
+                        Trace& trace, const PayloadChannels& channels);
 
 }  // namespace mpigan::worker
