@@ -26,13 +26,16 @@ class DownpourMaster final : public MasterRule {
                  RuleStats& stats) override {
     const float s = staleness_factor(m_inverse, meta.staleness());
     stats.scale = s;
+    // The reply (the new weights) is written in the same pass as the update.
     if (m_local) {
       float* w = m_weights.data();
-      for (std::size_t i = 0; i < update.size(); ++i) w[i] += s * update[i];
+      for (std::size_t i = 0; i < update.size(); ++i) {
+        w[i] += s * update[i];
+        reply[i] = w[i];
+      }
     } else {
-      m_opt->apply(update, s);
+      m_opt->apply(update, s, reply);
     }
-    pull(meta.worker, reply);
     return Verdict::applied;
   }
   void save(train::CheckpointWriter& w, const std::string& p) const override {

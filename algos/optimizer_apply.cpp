@@ -10,18 +10,25 @@ OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
     : m_weights(weights), m_backend(ctx.backend), m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
       m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)) {}
 
-void OptimizerApply::apply(std::span<const float> gradient, float scale) {
+void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply) {
   MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
                gradient.size(), m_grad.size());
-  if (scale == 1.0f && m_grad.device() == Device::cpu) {
-    // The optimizer only reads its gradient: use the received buffer in place.
-    const ParameterSet g = ParameterSet::over(m_grad, const_cast<float*>(gradient.data()));
-    m_opt->step(m_weights, g);
+  MPIGAN_CHECK(reply.empty() || reply.size() == m_grad.size(), "master optimizer: reply of {} values for {} parameters",
+               reply.size(), m_grad.size());
+  const bool in_place = scale == 1.0f && m_grad.device() == Device::cpu;
+  // The optimizer only reads its gradient: with no scale, it reads the received buffer in place.
+  const ParameterSet g = in_place ? ParameterSet::over(m_grad, const_cast<float*>(gradient.data())) : ParameterSet{};
+  if (!in_place) {
+    float* s = m_grad.data();
+    for (std::size_t i = 0; i < gradient.size(); ++i) s[i] = scale * gradient[i];
+  }
+  const ParameterSet& grad = in_place ? g : m_grad;
+  if (reply.empty()) {
+    m_opt->step(m_weights, grad);
     return;
   }
-  float* g = m_grad.data();
-  for (std::size_t i = 0; i < gradient.size(); ++i) g[i] = scale * gradient[i];
-  m_opt->step(m_weights, m_grad);
+  ParameterSet mirror = ParameterSet::over(m_grad, reply.data());
+  m_opt->step(m_weights, grad, mirror);
 }
 
 void OptimizerApply::save(train::CheckpointWriter& w, const std::string& prefix) const {

@@ -10,8 +10,9 @@ namespace mpigan::algos {
 class OptimizerApply {
  public:
   OptimizerApply(ParameterSet& weights, const RuleContext& ctx);
-  /// weights <- optimizer(weights, scale * gradient)
-  void apply(std::span<const float> gradient, float scale = 1.0f);
+  /// weights <- optimizer(weights, scale * gradient). A non-empty @p reply also receives the new
+  /// weights, written in the optimizer's own pass (no second read of the weights).
+  void apply(std::span<const float> gradient, float scale = 1.0f, std::span<float> reply = {});
   void save(train::CheckpointWriter& w, const std::string& prefix) const;
   void load(const train::CheckpointReader& r, const std::string& prefix);
   const nn::Optimizer& optimizer() const { return *m_opt; }

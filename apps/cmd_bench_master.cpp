@@ -54,11 +54,11 @@ void stand_in_worker(const worker::Topology& t, const worker::PayloadLayout& lay
       if (h.kind != Kind::weights) break;
       pull_payload(t.links, ch, t.parent, reply);
       u.kind = Kind::update;
-      push_payload(t.links, ch, u, t.parent, payload);
+      push_payload(t.links, ch, u, t.parent, payload, layout);
       continue;
     }
     u.kind = Kind::update;
-    push_payload(t.links, ch, u, t.parent, payload);
+    push_payload(t.links, ch, u, t.parent, payload, layout);
     h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds);
     if (h.kind != Kind::weights) break;
     pull_payload(t.links, ch, t.parent, reply);

@@ -154,16 +154,23 @@ class UpsampleOp {
 // Optimizer hyper-parameters for the fused update kernels (formulas as Keras defines them; see
 // nn/optimizer.hpp).
 
+// Each may name a mirror: a second destination of the new weights (same size and device as w,
+// not overlapping it), written in the same pass where the backend can (the CPU backend does): a
+// master hands a worker the weights it just updated without reading them again.
+
 struct SgdStep {
   float lr = 0.01f, momentum = 0.0f;
   bool nesterov = false;
+  Tensor* mirror = nullptr;
 };
 struct RmspropStep {
   float lr = 1e-3f, rho = 0.9f, epsilon = 1e-7f;
+  Tensor* mirror = nullptr;
 };
 struct AdamStep {
   float lr_t = 1e-3f;  ///< bias-corrected step size lr*sqrt(1-b2^t)/(1-b1^t)
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-7f;
+  Tensor* mirror = nullptr;
 };
 
 // ----------------------------------------------------------------------------------------------

@@ -59,19 +59,6 @@ class TreeMaster final : public algos::MasterRule {
   std::vector<float> m_sum;
 };
 
-bool all_finite(std::span<const float> v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
-/// Sum of squares of a host span, vectorised (the master reads each update once for its norms
-/// and its finiteness: a finite float squares to at most ~1e77, so the double sum of a finite
-/// update is finite and a NaN or an infinity makes it non-finite).
-double sum_squares(Backend& host, std::span<const float> v) {
-  return host.sum_squares(Tensor::view_of(Shape{static_cast<std::int64_t>(v.size())}, const_cast<float*>(v.data()), Device::cpu));
-}
-
 struct Child {
   int rank = -1;
   bool done = false, stopped = false;
@@ -349,9 +336,9 @@ class Master {
     c.state.assign(u.begin() + static_cast<std::ptrdiff_t>(m_layout.g + m_layout.d), u.end());
     c.has_state = true;
     algos::UpdateMeta meta{static_cast<int>(i), h.version, m_version, h.samples};
-    const double ss_g = sum_squares(*m_host, m_layout.gen(std::span<const float>(u)));
-    const double ss_d = sum_squares(*m_host, m_layout.dis(std::span<const float>(u)));
-    const bool finite = std::isfinite(ss_g) && std::isfinite(ss_d) && all_finite(c.state);
+    // The sender computed the blocks' sums of squares as it copied the update out (push_payload).
+    const double ss_g = h.sumsq[0], ss_d = h.sumsq[1];
+    const bool finite = std::isfinite(ss_g) && std::isfinite(ss_d) && std::isfinite(h.sumsq[2]);
     LogRow row{h, meta, std::sqrt(ss_g), std::sqrt(ss_d), queue_s};
     if (m_stopping) {
       // Training is over (max updates, early stopping): the update is not applied.
@@ -591,7 +578,7 @@ class Master {
     h.version = m_parent_version;
     h.samples = m_samples_since;
     m_samples_since = 0;
-    push_payload(m_t.links, m_ch, h, m_t.parent, buf);
+    push_payload(m_t.links, m_ch, h, m_t.parent, buf, m_layout);
     const Header r = recv_header(m_t.links, m_t.parent, kTagReply, kReplySpinSeconds);
     if (r.kind == Kind::stop) {
       if (r.flags & kFlagCheckpoint) write_part(r.checkpoint);

@@ -13,6 +13,14 @@ OptimizerConfig OptimizerConfig::defaults(const std::string& name) {
   return c;
 }
 
+void Optimizer::step(ParameterSet& w, const ParameterSet& g, ParameterSet& mirror) {
+  MPIGAN_CHECK(mirror.same_layout(w) && mirror.device() == w.device(),
+               "optimizer {}: the mirror of the weights differs in layout or device ({} vs {} floats)", name(),
+               mirror.size(), w.size());
+  Tensor m = mirror.flat();
+  update(w, g, &m);
+}
+
 namespace {
 
 void check_layout(const std::string& who, const ParameterSet& a, const ParameterSet& b) {
@@ -24,12 +32,12 @@ class Sgd final : public Optimizer {
   Sgd(const OptimizerConfig& c, Backend& b, const ParameterSet& layout)
       : Optimizer(c, b), m_velocity(ParameterSet::like(layout, b)) {}
   std::string name() const override { return "sgd"; }
-  void step(ParameterSet& w, const ParameterSet& g) override {
+  void update(ParameterSet& w, const ParameterSet& g, Tensor* mirror) override {
     check_layout(name(), w, m_velocity);
     check_layout(name(), g, m_velocity);
     Tensor wt = w.flat(), vt = m_velocity.flat();
     m_backend.sgd_update(wt, g.flat(), vt,
-                         {static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum), m_config.nesterov});
+                         {static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum), m_config.nesterov, mirror});
     ++m_iterations;
   }
   std::vector<std::pair<std::string, ParameterSet*>> slots() override { return {{"velocity", &m_velocity}}; }
@@ -43,13 +51,13 @@ class Rmsprop final : public Optimizer {
   Rmsprop(const OptimizerConfig& c, Backend& b, const ParameterSet& layout)
       : Optimizer(c, b), m_ms(ParameterSet::like(layout, b)) {}
   std::string name() const override { return "rmsprop"; }
-  void step(ParameterSet& w, const ParameterSet& g) override {
+  void update(ParameterSet& w, const ParameterSet& g, Tensor* mirror) override {
     check_layout(name(), w, m_ms);
     check_layout(name(), g, m_ms);
     Tensor wt = w.flat(), mt = m_ms.flat();
     m_backend.rmsprop_update(wt, g.flat(), mt,
                              {static_cast<float>(m_config.lr), static_cast<float>(m_config.rho),
-                              static_cast<float>(m_config.epsilon)});
+                              static_cast<float>(m_config.epsilon), mirror});
     ++m_iterations;
   }
   std::vector<std::pair<std::string, ParameterSet*>> slots() override { return {{"ms", &m_ms}}; }
@@ -63,7 +71,7 @@ class Adam final : public Optimizer {
   Adam(const OptimizerConfig& c, Backend& b, const ParameterSet& layout)
       : Optimizer(c, b), m_m(ParameterSet::like(layout, b)), m_v(ParameterSet::like(layout, b)) {}
   std::string name() const override { return "adam"; }
-  void step(ParameterSet& w, const ParameterSet& g) override {
+  void update(ParameterSet& w, const ParameterSet& g, Tensor* mirror) override {
     check_layout(name(), w, m_m);
     check_layout(name(), g, m_m);
     const double t = static_cast<double>(m_iterations + 1);
@@ -71,7 +79,7 @@ class Adam final : public Optimizer {
     Tensor wt = w.flat(), mt = m_m.flat(), vt = m_v.flat();
     m_backend.adam_update(wt, g.flat(), mt, vt,
                           {static_cast<float>(lr_t), static_cast<float>(m_config.beta1), static_cast<float>(m_config.beta2),
-                           static_cast<float>(m_config.epsilon)});
+                           static_cast<float>(m_config.epsilon), mirror});
     ++m_iterations;
   }
   std::vector<std::pair<std::string, ParameterSet*>> slots() override { return {{"m", &m_m}, {"v", &m_v}}; }

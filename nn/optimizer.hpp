@@ -33,7 +33,10 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
   /// w <- update(w, g). Both must have the layout this optimizer was made for.
-  virtual void step(ParameterSet& w, const ParameterSet& g) = 0;
+  void step(ParameterSet& w, const ParameterSet& g) { update(w, g, nullptr); }
+  /// The same, also writing the new weights into @p mirror (same layout and device as w) in the
+  /// same pass over memory where the backend can: a master replying with its fresh weights.
+  void step(ParameterSet& w, const ParameterSet& g, ParameterSet& mirror);
   /// Slot buffers by name (e.g. "ms", "m", "v"), for checkpoints.
   virtual std::vector<std::pair<std::string, ParameterSet*>> slots() = 0;
   std::int64_t iterations() const { return m_iterations; }
@@ -44,6 +47,8 @@ class Optimizer {
 
  protected:
   Optimizer(const OptimizerConfig& c, Backend& b) : m_config(c), m_backend(b) {}
+  /// One step; @p mirror (a flat view, or null) also receives the new weights.
+  virtual void update(ParameterSet& w, const ParameterSet& g, Tensor* mirror) = 0;
   OptimizerConfig m_config;
   Backend& m_backend;
   std::int64_t m_iterations = 0;

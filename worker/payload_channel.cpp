@@ -1,5 +1,6 @@
 #include "mpigan/worker/payload_channel.hpp"
 
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
@@ -121,14 +122,20 @@ void PayloadChannels::sync() const {
   if (m_win != MPI_WIN_NULL) MPIGAN_MPI_CHECK(MPI_Win_sync(m_win));
 }
 
-void push_payload(const Comm& links, const PayloadChannels& ch, const Header& h, int parent, std::span<const float> p) {
+void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int parent, std::span<const float> p,
+                  const PayloadLayout& layout) {
+  MPIGAN_CHECK(p.size() == layout.total(), "push_payload: {} floats for a payload of {}", p.size(), layout.total());
+  const std::size_t begin[4] = {0, layout.g, layout.g + layout.d, layout.total()};
   if (ch.parent_shared()) {
     MPIGAN_CHECK(p.size() == ch.up().size(), "push_payload: {} floats for a slot of {}", p.size(), ch.up().size());
-    std::memcpy(ch.up().data(), p.data(), p.size_bytes());
+    float* slot = ch.up().data();
+    for (int b = 0; b < 3; ++b)
+      h.sumsq[b] = cpu::copy_sum_squares_range(p.data() + begin[b], slot + begin[b], begin[b + 1] - begin[b]);
     ch.sync();
     send_header(links, h, parent, kTagHeader);
     return;
   }
+  for (int b = 0; b < 3; ++b) h.sumsq[b] = cpu::sum_squares_range(p.data() + begin[b], begin[b + 1] - begin[b]);
   send_header(links, h, parent, kTagHeader);
   links.send(p, parent, kTagPayload);
 }

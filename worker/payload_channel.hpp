@@ -68,9 +68,11 @@ class PayloadChannels {
   float* m_parent_slot = nullptr;
 };
 
-/// Child side: send @p h and then the payload @p p to @p parent (shared memory: copy @p p into
-/// the up slot before the header instead).
-void push_payload(const Comm& links, const PayloadChannels& ch, const Header& h, int parent, std::span<const float> p);
+/// Child side: send @p h and then the payload @p p (laid out as @p layout) to @p parent (shared
+/// memory: copy @p p into the up slot before the header instead). Sets h.sumsq from @p p first,
+/// in the same pass as the copy into the slot.
+void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int parent, std::span<const float> p,
+                  const PayloadLayout& layout);
 /// Child side, after a header with a payload came: the payload into @p out.
 void pull_payload(const Comm& links, const PayloadChannels& ch, int parent, std::span<float> out);
 

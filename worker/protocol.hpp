@@ -9,7 +9,8 @@
 //   master -> worker   kWeights + payload (weights or the rule's reply + the canonical BN state)
 //                      kStop    (training is over; no payload)
 // Headers carry the versions (staleness), sample counts, the worker's data position (for
-// resuming), the losses of its last step, its compute and wait times, and checkpoint flags.
+// resuming), the losses of its last step, its compute and wait times, checkpoint flags and, with
+// an update, the sums of squares of its blocks (norms and finiteness).
 #pragma once
 
 #include "mpigan/core/mpi/comm.hpp"
@@ -44,6 +45,11 @@ struct Header {
   std::int64_t checkpoint = -1;    ///< master: checkpoint id to write; worker: last checkpoint id written
   double compute_s = 0;            ///< worker: seconds computing this update
   double wait_s = 0;               ///< worker: seconds waiting for the previous reply
+  /// Update headers: the sums of squares (in double) of the payload's G block, D block and
+  /// BatchNorm state, computed by the sender in the pass that copies the payload out
+  /// (push_payload). The master takes the update's norms and finiteness from them, so it does not
+  /// read the update an extra time: a NaN or an infinity makes its block's sum non-finite.
+  std::array<double, 3> sumsq{};
   std::array<double, kMaxLosses> losses{};
 };
 

@@ -336,14 +336,14 @@ class Worker {
           m_rule_g->before_send(m_layout.gen(p), m_layout.gen(std::span<const float>(rep)));
           m_rule_d->before_send(m_layout.dis(p), m_layout.dis(std::span<const float>(rep)));
           auto span = m_trace.span("push", "comm");
-          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p);
+          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p, m_layout);
         }
       } else {
         m_rule_g->before_send(m_layout.gen(p), {});
         m_rule_d->before_send(m_layout.dis(p), {});
         {
           auto span = m_trace.span("push", "comm");
-          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p);
+          push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p, m_layout);
         }
         auto span = m_trace.span("wait", "wait");
         ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);

@@ -205,21 +205,34 @@ void CpuBackend::pow_backward_add(const Tensor& src, float p, const Tensor& diff
   });
 }
 
+namespace {
+/// An optimizer step's mirror, checked (null when there is none).
+float* mirror_data(Tensor* mirror, const Tensor& w) {
+  if (mirror == nullptr) return nullptr;
+  same_size(w, *mirror, "optimizer update (mirror)");
+  return mirror->data();
+}
+float* at(float* p, std::size_t b) { return p == nullptr ? nullptr : p + b; }
+}  // namespace
+
 void CpuBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) {
+  float* mirror = mirror_data(s.mirror, w);
   parallel_chunks(same_size(w, g, "sgd_update"), [&](std::size_t b, std::size_t e) {
-    cpu::sgd_range(w.data() + b, g.data() + b, v.data() + b, e - b, s.lr, s.momentum, s.nesterov);
+    cpu::sgd_range(w.data() + b, g.data() + b, v.data() + b, at(mirror, b), e - b, s.lr, s.momentum, s.nesterov);
   });
 }
 
 void CpuBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
+  float* mirror = mirror_data(s.mirror, w);
   parallel_chunks(same_size(w, g, "rmsprop_update"), [&](std::size_t b, std::size_t e) {
-    cpu::rmsprop_range(w.data() + b, g.data() + b, ms.data() + b, e - b, s.lr, s.rho, s.epsilon);
+    cpu::rmsprop_range(w.data() + b, g.data() + b, ms.data() + b, at(mirror, b), e - b, s.lr, s.rho, s.epsilon);
   });
 }
 
 void CpuBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+  float* mirror = mirror_data(s.mirror, w);
   parallel_chunks(same_size(w, g, "adam_update"), [&](std::size_t b, std::size_t e) {
-    cpu::adam_range(w.data() + b, g.data() + b, m.data() + b, v.data() + b, e - b, s.lr_t, s.beta1, s.beta2,
+    cpu::adam_range(w.data() + b, g.data() + b, m.data() + b, v.data() + b, at(mirror, b), e - b, s.lr_t, s.beta1, s.beta2,
                     s.epsilon);
   });
 }

@@ -2,14 +2,19 @@
 
 #include "mpigan/core/rng.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace mpigan::cpu {
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define MPIGAN_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MPIGAN_STREAMING_MIRROR 1
+#include <immintrin.h>
 #else
 #define MPIGAN_MULTIVERSION
+#define MPIGAN_STREAMING_MIRROR 0
 #endif
 
 namespace {
@@ -105,36 +110,50 @@ void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bit
 }
 
 // Optimizer updates: the same expression order in every ISA version and no FMA contraction
-// (the file is built with -ffp-contract=off), so every machine computes the same bits.
-MPIGAN_MULTIVERSION
-void sgd_range(float* w, const float* g, float* v, std::size_t n, float lr, float momentum, bool nesterov) {
+// (the file is built with -ffp-contract=off), so every machine computes the same bits. Each loop
+// is written twice, with and without the mirror (a second destination of the new weights), so
+// that neither carries a branch per element.
+namespace {
+template <bool kMirror>
+inline __attribute__((always_inline)) void sgd_loop(float* w, const float* g, float* v, float* mirror, std::size_t n,
+                                                    float lr, float momentum, bool nesterov) {
   if (momentum == 0.0f) {
 #pragma GCC ivdep
-    for (std::size_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    for (std::size_t i = 0; i < n; ++i) {
+      const float nw = w[i] - lr * g[i];
+      w[i] = nw;
+      if constexpr (kMirror) mirror[i] = nw;
+    }
     return;
   }
 #pragma GCC ivdep
   for (std::size_t i = 0; i < n; ++i) {
     const float vel = momentum * v[i] - lr * g[i];
     v[i] = vel;
-    w[i] += nesterov ? momentum * vel - lr * g[i] : vel;
+    const float nw = w[i] + (nesterov ? momentum * vel - lr * g[i] : vel);
+    w[i] = nw;
+    if constexpr (kMirror) mirror[i] = nw;
   }
 }
 
-MPIGAN_MULTIVERSION
-void rmsprop_range(float* w, const float* g, float* ms, std::size_t n, float lr, float rho, float epsilon) {
+template <bool kMirror>
+inline __attribute__((always_inline)) void rmsprop_loop(float* w, const float* g, float* ms, float* mirror,
+                                                        std::size_t n, float lr, float rho, float epsilon) {
   const float one_minus_rho = 1.0f - rho;
 #pragma GCC ivdep
   for (std::size_t i = 0; i < n; ++i) {
     const float m = rho * ms[i] + one_minus_rho * (g[i] * g[i]);
     ms[i] = m;
-    w[i] -= lr * g[i] / (std::sqrt(m) + epsilon);
+    const float nw = w[i] - lr * g[i] / (std::sqrt(m) + epsilon);
+    w[i] = nw;
+    if constexpr (kMirror) mirror[i] = nw;
   }
 }
 
-MPIGAN_MULTIVERSION
-void adam_range(float* w, const float* g, float* m, float* v, std::size_t n, float lr_t, float beta1, float beta2,
-                float epsilon) {
+template <bool kMirror>
+inline __attribute__((always_inline)) void adam_loop(float* w, const float* g, float* m, float* v, float* mirror,
+                                                     std::size_t n, float lr_t, float beta1, float beta2,
+                                                     float epsilon) {
   const float c1 = 1.0f - beta1, c2 = 1.0f - beta2;
 #pragma GCC ivdep
   for (std::size_t i = 0; i < n; ++i) {
@@ -142,28 +161,127 @@ void adam_range(float* w, const float* g, float* m, float* v, std::size_t n, flo
     const float vi = beta2 * v[i] + c2 * (g[i] * g[i]);
     m[i] = mi;
     v[i] = vi;
-    w[i] -= lr_t * mi / (std::sqrt(vi) + epsilon);
+    const float nw = w[i] - lr_t * mi / (std::sqrt(vi) + epsilon);
+    w[i] = nw;
+    if constexpr (kMirror) mirror[i] = nw;
   }
 }
 
-MPIGAN_MULTIVERSION
-double sum_squares_range(const float* x, std::size_t n) {
-  // 16 double lanes, combined in a fixed order: the result does not depend on the ISA version.
+// 16 double lanes, combined in a fixed order: the result does not depend on the ISA version.
+template <bool kCopy>
+inline __attribute__((always_inline)) double sum_squares_loop(const float* x, float* dst, std::size_t n) {
   constexpr std::size_t kLanes = 16;
   double acc[kLanes] = {};
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (std::size_t l = 0; l < kLanes; ++l) {
-      const double xi = x[i + l];
+      const float xf = x[i + l];
+      if constexpr (kCopy) dst[i + l] = xf;
+      const double xi = xf;
       acc[l] += xi * xi;
     }
   for (std::size_t l = 0; i < n; ++i, ++l) {
-    const double xi = x[i];
+    const float xf = x[i];
+    if constexpr (kCopy) dst[i] = xf;
+    const double xi = xf;
     acc[l] += xi * xi;
   }
   double total = 0.0;
   for (double a : acc) total += a;
   return total;
+}
+}  // namespace
+
+namespace {
+MPIGAN_MULTIVERSION
+void sgd_plain(float* w, const float* g, float* v, float* mirror, std::size_t n, float lr, float momentum,
+               bool nesterov) {
+  if (mirror != nullptr)
+    sgd_loop<true>(w, g, v, mirror, n, lr, momentum, nesterov);
+  else
+    sgd_loop<false>(w, g, v, mirror, n, lr, momentum, nesterov);
+}
+
+MPIGAN_MULTIVERSION
+void rmsprop_plain(float* w, const float* g, float* ms, float* mirror, std::size_t n, float lr, float rho,
+                   float epsilon) {
+  if (mirror != nullptr)
+    rmsprop_loop<true>(w, g, ms, mirror, n, lr, rho, epsilon);
+  else
+    rmsprop_loop<false>(w, g, ms, mirror, n, lr, rho, epsilon);
+}
+
+MPIGAN_MULTIVERSION
+void adam_plain(float* w, const float* g, float* m, float* v, float* mirror, std::size_t n, float lr_t, float beta1,
+                float beta2, float epsilon) {
+  if (mirror != nullptr)
+    adam_loop<true>(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
+  else
+    adam_loop<false>(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
+}
+}  // namespace
+
+#if MPIGAN_STREAMING_MIRROR
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#pragma GCC diagnostic push
+// GCC 12 false positive inside avx512fintrin.h (_mm512_sqrt_ps's undefined pass-through operand).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define MPIGAN_MIRROR_NS avx512
+#define MPIGAN_MIRROR_BITS 512
+#include "mirror_kernels.inc"
+#undef MPIGAN_MIRROR_NS
+#undef MPIGAN_MIRROR_BITS
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx")
+#define MPIGAN_MIRROR_NS avx
+#define MPIGAN_MIRROR_BITS 256
+#include "mirror_kernels.inc"
+#undef MPIGAN_MIRROR_NS
+#undef MPIGAN_MIRROR_BITS
+#pragma GCC pop_options
+
+// With a mirror: streaming stores on the widest unit the machine has (mirror_kernels.inc).
+#define MPIGAN_DISPATCH_MIRROR(kernel, ...)                          \
+  if (mirror != nullptr && __builtin_cpu_supports("avx512f")) {      \
+    avx512::kernel(__VA_ARGS__);                                     \
+    return;                                                          \
+  }                                                                  \
+  if (mirror != nullptr && __builtin_cpu_supports("avx")) {          \
+    avx::kernel(__VA_ARGS__);                                        \
+    return;                                                          \
+  }
+#else
+#define MPIGAN_DISPATCH_MIRROR(kernel, ...)
+#endif
+
+void sgd_range(float* w, const float* g, float* v, float* mirror, std::size_t n, float lr, float momentum,
+               bool nesterov) {
+  MPIGAN_DISPATCH_MIRROR(sgd, w, g, v, mirror, n, lr, momentum, nesterov)
+  sgd_plain(w, g, v, mirror, n, lr, momentum, nesterov);
+}
+
+void rmsprop_range(float* w, const float* g, float* ms, float* mirror, std::size_t n, float lr, float rho,
+                   float epsilon) {
+  MPIGAN_DISPATCH_MIRROR(rmsprop, w, g, ms, mirror, n, lr, rho, epsilon)
+  rmsprop_plain(w, g, ms, mirror, n, lr, rho, epsilon);
+}
+
+void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std::size_t n, float lr_t, float beta1,
+                float beta2, float epsilon) {
+  MPIGAN_DISPATCH_MIRROR(adam, w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon)
+  adam_plain(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
+}
+
+MPIGAN_MULTIVERSION
+double sum_squares_range(const float* x, std::size_t n) { return sum_squares_loop<false>(x, nullptr, n); }
+
+MPIGAN_MULTIVERSION
+double copy_sum_squares_range(const float* src, float* dst, std::size_t n) {
+  return sum_squares_loop<true>(src, dst, n);
 }
 
 }  // namespace mpigan::cpu

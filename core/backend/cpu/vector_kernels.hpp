@@ -16,12 +16,18 @@ void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t be
 void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
                             float scale);
 
-/// Optimizer updates over n elements (formulas in nn/optimizer.hpp; lr_t is Adam's bias-corrected rate).
-void sgd_range(float* w, const float* g, float* v, std::size_t n, float lr, float momentum, bool nesterov);
-void rmsprop_range(float* w, const float* g, float* ms, std::size_t n, float lr, float rho, float epsilon);
-void adam_range(float* w, const float* g, float* m, float* v, std::size_t n, float lr_t, float beta1, float beta2,
-                float epsilon);
+/// Optimizer updates over n elements (formulas in nn/optimizer.hpp; lr_t is Adam's bias-corrected
+/// rate). @p mirror, when not null, receives the new weights too (n floats; may not alias w).
+void sgd_range(float* w, const float* g, float* v, float* mirror, std::size_t n, float lr, float momentum,
+               bool nesterov);
+void rmsprop_range(float* w, const float* g, float* ms, float* mirror, std::size_t n, float lr, float rho,
+                   float epsilon);
+void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std::size_t n, float lr_t, float beta1,
+                float beta2, float epsilon);
 /// Sum of x[i]^2 in double precision.
 double sum_squares_range(const float* x, std::size_t n);
+/// Copies src to dst (n floats, no overlap) and returns the sum of src[i]^2 in double precision,
+/// in one pass (the same value as sum_squares_range(src, n)).
+double copy_sum_squares_range(const float* src, float* dst, std::size_t n);
 
 }  // namespace mpigan::cpu

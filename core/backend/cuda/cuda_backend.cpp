@@ -353,6 +353,7 @@ void CudaBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdSte
   m_ctx->activate();
   kernels::sgd_update(m_ctx->stream(), w.data(), g.data(), s.momentum != 0.0f ? v.data() : nullptr, n, s.lr,
                       s.momentum, s.nesterov);
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 void CudaBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
@@ -360,6 +361,7 @@ void CudaBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const R
   same_size(w, ms, "rmsprop_update (mean square)");
   m_ctx->activate();
   kernels::rmsprop_update(m_ctx->stream(), w.data(), g.data(), ms.data(), n, s.lr, s.rho, s.epsilon);
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 void CudaBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
@@ -369,6 +371,7 @@ void CudaBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, 
   m_ctx->activate();
   kernels::adam_update(m_ctx->stream(), w.data(), g.data(), m.data(), v.data(), n, s.lr_t, s.beta1, s.beta2,
                        s.epsilon);
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 }  // namespace mpigan

@@ -310,6 +310,7 @@ void ReferenceBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const S
     v.data()[i] = vel;
     w.data()[i] += s.nesterov ? s.momentum * vel - s.lr * g.data()[i] : vel;
   }
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 void ReferenceBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
@@ -319,6 +320,7 @@ void ReferenceBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, co
     ms.data()[i] = s.rho * ms.data()[i] + (1.0f - s.rho) * gi * gi;
     w.data()[i] -= s.lr * gi / (std::sqrt(ms.data()[i]) + s.epsilon);
   }
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 void ReferenceBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
@@ -329,6 +331,7 @@ void ReferenceBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor
     v.data()[i] = s.beta2 * v.data()[i] + (1.0f - s.beta2) * gi * gi;
     w.data()[i] -= s.lr_t * m.data()[i] / (std::sqrt(v.data()[i]) + s.epsilon);
   }
+  if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
 }  // namespace mpigan

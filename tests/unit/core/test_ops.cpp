@@ -9,11 +9,14 @@
 // capped below, rel = 1e-4. Element-wise ops: abs 1e-6, rel 1e-5.
 #include "test_utils.hpp"
 
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 #include "mpigan/core/backend/reference/reference_backend.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 using namespace mpigan;
 using namespace mpigan::test;
@@ -384,6 +387,77 @@ TEST_CASE_TEMPLATE("optimizer updates match the reference", T, MPIGAN_TEST_BACKE
     check_close("adam m", host(*be, bm), rm, {1e-6, 1e-6});
     check_close("adam v", host(*be, bv), rv, {1e-6, 1e-6});
   }
+}
+
+TEST_CASE_TEMPLATE("optimizer updates with a mirror: the same bits, in the weights and the mirror", T,
+                   MPIGAN_TEST_BACKENDS) {
+  // The mirror (a master's reply slot) may start anywhere: an odd offset exercises the scalar head
+  // and tail around the streaming stores; the length is not a multiple of any vector width.
+  auto be = backend_or_skip(T::name);
+  if (!be) return;
+  Rng rng(6);
+  const std::int64_t n = 40013;
+  const Shape s{n};
+  Tensor w = random_tensor(s, rng), g = random_tensor(s, rng), a = random_tensor(s, rng, 0.0f, 1.0f),
+         b = random_tensor(s, rng, 0.0f, 1.0f);
+  auto up = [&](const Tensor& h) { return upload(*be, h, {s, nullptr}); };
+  auto check = [&](const char* what, const Tensor& plain, const Tensor& mirrored, const Tensor& mirror) {
+    INFO(what);
+    const Tensor p = host(*be, plain), m = host(*be, mirrored), r = host(*be, mirror);
+    CHECK(std::memcmp(p.data(), m.data(), static_cast<std::size_t>(n) * sizeof(float)) == 0);
+    CHECK(std::memcmp(p.data(), r.data(), static_cast<std::size_t>(n) * sizeof(float)) == 0);
+  };
+  for (std::int64_t offset : {0, 3}) {
+    CAPTURE(offset);
+    Tensor backing = be->zeros(Shape{n + 16});
+    Tensor mirror = Tensor::view_of(s, backing.data() + offset, backing.device());
+    for (float momentum : {0.0f, 0.9f})
+      for (bool nesterov : {false, true}) {
+        Tensor w1 = up(w), v1 = up(a), w2 = up(w), v2 = up(a);
+        be->sgd_update(w1, up(g), v1, {0.1f, momentum, nesterov});
+        be->sgd_update(w2, up(g), v2, {0.1f, momentum, nesterov, &mirror});
+        check("sgd", w1, w2, mirror);
+      }
+    {
+      Tensor w1 = up(w), m1 = up(a), w2 = up(w), m2 = up(a);
+      be->rmsprop_update(w1, up(g), m1, {1e-3f, 0.9f, 1e-7f});
+      be->rmsprop_update(w2, up(g), m2, {1e-3f, 0.9f, 1e-7f, &mirror});
+      check("rmsprop", w1, w2, mirror);
+      check("rmsprop ms", m1, m2, m2);
+    }
+    {
+      Tensor w1 = up(w), m1 = up(a), v1 = up(b), w2 = up(w), m2 = up(a), v2 = up(b);
+      be->adam_update(w1, up(g), m1, v1, {1e-3f, 0.9f, 0.999f, 1e-7f});
+      be->adam_update(w2, up(g), m2, v2, {1e-3f, 0.9f, 0.999f, 1e-7f, &mirror});
+      check("adam", w1, w2, mirror);
+      check("adam v", v1, v2, v2);
+    }
+  }
+  Tensor wrong = be->zeros(Shape{n - 1}), w1 = up(w), m1 = up(a);
+  CHECK_THROWS_WITH_AS(be->rmsprop_update(w1, up(g), m1, {1e-3f, 0.9f, 1e-7f, &wrong}),
+                       doctest::Contains("mirror"), Error);
+}
+
+TEST_CASE("copy_sum_squares_range copies and sums like sum_squares_range") {
+  Rng rng(8);
+  for (std::size_t n : {0, 1, 15, 16, 17, 1000, 40013}) {
+    CAPTURE(n);
+    std::vector<float> src(n), dst(n + 1, -7.0f);
+    rng.fill_uniform(src, -3.0f, 3.0f);
+    const double expected = cpu::sum_squares_range(src.data(), n);
+    CHECK(cpu::copy_sum_squares_range(src.data(), dst.data(), n) == expected);
+    CHECK(std::equal(src.begin(), src.end(), dst.begin()));
+    CHECK(dst[n] == -7.0f);  // nothing written past the end
+    double exact = 0;
+    for (float x : src) exact += static_cast<double>(x) * x;
+    CHECK(expected == doctest::Approx(exact).epsilon(1e-12));
+  }
+  // A NaN or an infinity makes the sum non-finite (how a master rejects an update).
+  std::vector<float> bad(100, 1.0f), out(100);
+  bad[57] = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(std::isfinite(cpu::copy_sum_squares_range(bad.data(), out.data(), bad.size())));
+  bad[57] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(std::isfinite(cpu::copy_sum_squares_range(bad.data(), out.data(), bad.size())));
 }
 
 TEST_CASE("unknown backends and bad descriptors are named in the error") {
