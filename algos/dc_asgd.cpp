@@ -57,8 +57,8 @@ class DcAsgdMaster final : public MasterRule {
     for (std::size_t l = 0; b + l < n; ++l) element(b + l, l);
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
-    m_opt.apply(m_corrected);
-    pull(meta.worker, reply);  // records the new backup
+    m_opt.apply(m_corrected, 1.0f, reply);  // the reply (new weights) in the optimizer's pass
+    it->second.assign(m_weights.data(), m_weights.data() + m_weights.size());  // the new backup
     stats.scale = n == 0 ? 0.0 : lambda_sum / static_cast<double>(n);  // mean lambda
     return Verdict::applied;
   }

@@ -1,5 +1,7 @@
 #include "mpigan/algos/rule.hpp"
 
+#include "mpigan/core/error.hpp"
+
 #include <algorithm>
 
 namespace mpigan::algos {
@@ -24,5 +26,36 @@ void MasterRule::reply_after_round(int, std::span<float> reply) const {
 }
 
 void MasterRule::pull(int, std::span<float> out) { std::copy(weights().begin(), weights().end(), out.begin()); }
+
+void sum_scaled(std::span<const std::span<const float>> parts, float scale, std::span<float> out) {
+  MPIGAN_CHECK(!parts.empty(), "sum_scaled: no parts");
+  for (const auto& p : parts)
+    MPIGAN_CHECK(p.size() == out.size(), "sum_scaled: a part of {} values for an output of {}", p.size(), out.size());
+  const std::size_t n = out.size(), k = parts.size();
+  float* o = out.data();
+  const float* a = parts[0].data();
+  if (k == 1) {
+#pragma GCC ivdep
+    for (std::size_t i = 0; i < n; ++i) o[i] = scale * a[i];
+    return;
+  }
+  // (p0 + p1) first, then each further part; the scale goes with the last addition.
+  const float* b = parts[1].data();
+  if (k == 2) {
+#pragma GCC ivdep
+    for (std::size_t i = 0; i < n; ++i) o[i] = scale * (a[i] + b[i]);
+    return;
+  }
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+  for (std::size_t p = 2; p + 1 < k; ++p) {
+    const float* c = parts[p].data();
+#pragma GCC ivdep
+    for (std::size_t i = 0; i < n; ++i) o[i] += c[i];
+  }
+  const float* last = parts[k - 1].data();
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) o[i] = scale * (o[i] + last[i]);
+}
 
 }  // namespace mpigan::algos

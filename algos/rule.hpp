@@ -42,6 +42,9 @@ struct UpdateMeta {
   std::int64_t pulled = 0;     ///< master version the worker's weights came from
   std::int64_t version = 0;    ///< master version when the update is served
   std::int64_t samples = 0;    ///< samples the update was computed on
+  /// The update's memory stays valid and unchanged until this worker gets its reply (it lies in
+  /// the worker's shared-memory slot): a rule holding it for a round may keep a view, not a copy.
+  bool stable = false;
   std::int64_t staleness() const { return version - pulled; }
 };
 
@@ -83,8 +86,15 @@ class MasterRule {
     (void)expected;
     return false;
   }
-  /// Apply the round (in worker-id order, so results are bitwise reproducible).
-  virtual void close_round() {}
+  /// Apply the round (in worker-id order, so results are bitwise reproducible). @p first_reply is
+  /// the reply buffer of held worker @p first: a rule may fill it while it applies the round (in
+  /// the same pass over memory) and return true; the master then calls reply_after_round() only
+  /// for the other held workers.
+  virtual bool close_round(int first, std::span<float> first_reply) {
+    (void)first;
+    (void)first_reply;
+    return false;
+  }
   /// What a worker gets back after a round (default: the weights).
   virtual void reply_after_round(int worker, std::span<float> reply) const;
   /// The weights a worker is given (its initial weights, a pull, or a reply): by default the
@@ -124,6 +134,11 @@ class Algorithm {
   /// One line of its parameters, for logs.
   virtual std::string describe() const = 0;
 };
+
+/// out = scale * (parts[0] + parts[1] + ...), summed left to right in the given order (so the same
+/// parts in the same order give the same bits), in one pass for up to two parts and one more per
+/// further part (a scale of 1 changes no bits).
+void sum_scaled(std::span<const std::span<const float>> parts, float scale, std::span<float> out);
 
 /// Names of the registered rules.
 std::vector<std::string> algorithm_names();

@@ -21,24 +21,36 @@ class SyncMaster final : public MasterRule {
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
     Held& h = m_held[meta.worker];  // buffers are kept from round to round
     MPIGAN_CHECK(!h.in_round, "sync: worker {} sent two updates in one round", meta.worker);
-    h.gradient.assign(update.begin(), update.end());
+    if (meta.stable) {
+      h.view = update;  // in the worker's slot until its reply: no copy
+    } else {
+      h.copy.assign(update.begin(), update.end());
+      h.view = h.copy;
+    }
     h.in_round = true;
     ++m_in_round;
     return Verdict::held;
   }
   bool round_ready(int expected) const override { return m_in_round >= expected; }
-  void close_round() override {
+  bool close_round(int first, std::span<float> first_reply) override {
     // std::map iterates in worker-id order: the same sum whatever the arrival order.
-    std::fill(m_sum.begin(), m_sum.end(), 0.0f);
+    m_parts.clear();
     for (auto& [w, h] : m_held) {
       if (!h.in_round) continue;
-      const float* g = h.gradient.data();
-      for (std::size_t i = 0; i < m_sum.size(); ++i) m_sum[i] += g[i];
+      m_parts.push_back(h.view);
       h.in_round = false;
     }
     const float scale = m_average ? 1.0f / static_cast<float>(m_in_round) : 1.0f;
-    m_opt.apply(m_sum, scale);
+    // One gradient at scale 1 (one worker, or a sum) goes to the optimizer as it is.
+    std::span<const float> g = m_parts.front();
+    if (m_parts.size() > 1 || scale != 1.0f) {
+      sum_scaled(m_parts, scale, m_sum);
+      g = m_sum;
+    }
+    m_opt.apply(g, 1.0f, first_reply);  // the first worker's reply is written in the same pass
     m_in_round = 0;
+    (void)first;
+    return !first_reply.empty();
   }
   void save(train::CheckpointWriter& w, const std::string& p) const override { m_opt.save(w, p); }
   void load(const train::CheckpointReader& r, const std::string& p) override { m_opt.load(r, p); }
@@ -46,11 +58,13 @@ class SyncMaster final : public MasterRule {
  private:
   OptimizerApply m_opt;
   struct Held {
-    std::vector<float> gradient;
+    std::vector<float> copy;       ///< the update, when it is not stable where it came
+    std::span<const float> view;   ///< the update (its slot, or the copy)
     bool in_round = false;
   };
   bool m_average;
   std::map<int, Held> m_held;
+  std::vector<std::span<const float>> m_parts;
   int m_in_round = 0;
   std::vector<float> m_sum;
 };

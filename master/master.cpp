@@ -34,28 +34,41 @@ class TreeMaster final : public algos::MasterRule {
   algos::Verdict submit(const algos::UpdateMeta& meta, std::span<const float> delta, std::span<float> reply,
                         algos::RuleStats&) override {
     if (m_sync) {
-      m_held[meta.worker].assign(delta.begin(), delta.end());
+      Held& h = m_held[meta.worker];
+      if (meta.stable) {
+        h.view = delta;  // in the sub-master's slot until its reply: no copy
+      } else {
+        h.copy.assign(delta.begin(), delta.end());
+        h.view = h.copy;
+      }
       return algos::Verdict::held;
     }
     float* w = m_weights.data();
-    for (std::size_t i = 0; i < delta.size(); ++i) w[i] += delta[i];
-    pull(meta.worker, reply);
+    for (std::size_t i = 0; i < delta.size(); ++i) {
+      w[i] += delta[i];
+      reply[i] = w[i];
+    }
     return algos::Verdict::applied;
   }
   bool round_ready(int expected) const override { return static_cast<int>(m_held.size()) >= expected; }
-  void close_round() override {
-    std::fill(m_sum.begin(), m_sum.end(), 0.0f);
-    for (const auto& [k, v] : m_held)
-      for (std::size_t i = 0; i < v.size(); ++i) m_sum[i] += v[i];
-    const float inv = 1.0f / static_cast<float>(m_held.size());
+  bool close_round(int, std::span<float>) override {
+    m_parts.clear();
+    for (const auto& [k, h] : m_held) m_parts.push_back(h.view);  // in sub-master order
+    algos::sum_scaled(m_parts, 1.0f / static_cast<float>(m_held.size()), m_sum);
     float* w = m_weights.data();
-    for (std::size_t i = 0; i < m_sum.size(); ++i) w[i] += inv * m_sum[i];
+    for (std::size_t i = 0; i < m_sum.size(); ++i) w[i] += m_sum[i];
     m_held.clear();
+    return false;
   }
 
  private:
+  struct Held {
+    std::vector<float> copy;
+    std::span<const float> view;
+  };
   bool m_sync;
-  std::map<int, std::vector<float>> m_held;
+  std::map<int, Held> m_held;
+  std::vector<std::span<const float>> m_parts;
   std::vector<float> m_sum;
 };
 
@@ -335,7 +348,7 @@ class Master {
     c.last = h;
     c.state.assign(u.begin() + static_cast<std::ptrdiff_t>(m_layout.g + m_layout.d), u.end());
     c.has_state = true;
-    algos::UpdateMeta meta{static_cast<int>(i), h.version, m_version, h.samples};
+    algos::UpdateMeta meta{static_cast<int>(i), h.version, m_version, h.samples, m_ch.child_shared(i)};
     // The sender computed the blocks' sums of squares as it copied the update out (push_payload).
     const double ss_g = h.sumsq[0], ss_d = h.sumsq[1];
     const bool finite = std::isfinite(ss_g) && std::isfinite(ss_d) && std::isfinite(h.sumsq[2]);
@@ -429,10 +442,20 @@ class Master {
   }
 
   void close_round() {
+    // The rule may write the first held child's reply as it applies the round, where nothing can
+    // change the weights before the replies go out: not on a sub-master, whose exchange with its
+    // parent (after_version) replaces them.
+    const std::size_t first = m_held.front();
+    std::span<float> first_reply = m_top ? reply_span(first) : std::span<float>();
+    bool first_written = false;
     {
       auto span = m_trace.span("apply_round", "compute");
-      m_rule_g->close_round();
-      m_rule_d->close_round();
+      const bool any = !first_reply.empty();
+      const bool g = m_rule_g->close_round(static_cast<int>(first), any ? m_layout.gen(first_reply) : first_reply);
+      const bool d = m_rule_d->close_round(static_cast<int>(first), any ? m_layout.dis(first_reply) : first_reply);
+      first_written = g && d && !first_reply.empty();
+      if (!first_written && !first_reply.empty() && (g || d))
+        MPIGAN_FATAL("{}: the update rule wrote the first reply for one network only", m_t.label());
     }
     ++m_version;
     m_result.applied += static_cast<std::int64_t>(m_held.size());
@@ -449,8 +472,10 @@ class Master {
         continue;
       }
       std::span<float> r = reply_span(i);
-      m_rule_g->reply_after_round(static_cast<int>(i), m_layout.gen(r));
-      m_rule_d->reply_after_round(static_cast<int>(i), m_layout.dis(r));
+      if (!(first_written && i == first)) {
+        m_rule_g->reply_after_round(static_cast<int>(i), m_layout.gen(r));
+        m_rule_d->reply_after_round(static_cast<int>(i), m_layout.dis(r));
+      }
       fill_state(r);
       send_reply(i, r, flags_for(i), m_pending_checkpoint);
       m_children[i].pulled = m_version;

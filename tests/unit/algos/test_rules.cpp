@@ -7,6 +7,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 using namespace mpigan;
@@ -96,7 +97,7 @@ TEST_CASE("sync: the round averages in worker order and applies the master optim
   s.exchange(1, {3.0f, 3.0f}, {}, 0, &v);
   CHECK(s.master->round_ready(3));
   CHECK(s.weights() == std::vector<float>{1.0f, 2.0f});  // nothing applied before the round closes
-  s.master->close_round();
+  CHECK_FALSE(s.master->close_round(0, {}));  // no reply buffer given: none written
   // mean g = (2, 3); SGD lr 0.1: theta = (1 - 0.2, 2 - 0.3)
   check_vec("theta after the round", s.weights(), {0.8, 1.7});
   std::vector<float> reply(s.theta.size());
@@ -109,12 +110,65 @@ TEST_CASE("sync: the round averages in worker order and applies the master optim
     Stub t("algorithm: {name: sync}", {0.1f, 0.2f, 0.3f}, 3);
     const std::vector<std::vector<float>> g = {{1e-3f, 7.0f, -3.3f}, {1e7f, -2.5f, 1e-5f}, {-1e7f, 0.3f, 9.9f}};
     for (int w : order) t.exchange(w, g[static_cast<std::size_t>(w)], {}, 0);
-    t.master->close_round();
+    t.master->close_round(0, {});
     return t.weights();
   };
   const auto a = run({0, 1, 2}), b = run({2, 0, 1}), c = run({1, 2, 0});
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("sync: updates held in place and the reply written with the round give the same bits") {
+  // A master holds updates that lie in shared-memory slots (meta.stable) as views, others as
+  // copies; it may write the first worker's reply in the optimizer's pass. Neither may change a bit.
+  Rng rng(11);
+  const std::size_t n = 37;
+  std::vector<float> theta0(n);
+  rng.fill_uniform(theta0, -1.0f, 1.0f);
+  std::vector<std::vector<float>> g(3, std::vector<float>(n));
+  for (auto& v : g) rng.fill_uniform(v, -1.0f, 1.0f);
+  for (const char* reduce : {"mean", "sum"})
+    for (int workers : {1, 3}) {
+      CAPTURE(reduce);
+      CAPTURE(workers);
+      auto run = [&](bool stable, bool fused) {
+        Stub t(fmt::format("algorithm: {{name: sync, reduce: {}}}", reduce), theta0, workers,
+               nn::OptimizerConfig::defaults("rmsprop"));
+        std::vector<std::vector<float>> slot;
+        for (int w = 0; w < workers; ++w) slot.push_back(t.pad(g[static_cast<std::size_t>(w)]));
+        for (int w = workers - 1; w >= 0; --w) {
+          RuleStats st;
+          std::vector<float>& u = slot[static_cast<std::size_t>(w)];
+          CHECK(t.master->submit({w, 0, 0, 1, stable}, u, {}, st) == Verdict::held);
+          if (!stable) std::fill(u.begin(), u.end(), 1e30f);  // a copy was taken: the buffer is free
+        }
+        REQUIRE(t.master->round_ready(workers));
+        std::vector<float> reply(t.theta.size(), -1.0f);
+        const bool wrote = t.master->close_round(0, fused ? std::span<float>(reply) : std::span<float>());
+        CHECK(wrote == fused);
+        if (fused) CHECK(std::memcmp(reply.data(), t.theta.data(), reply.size() * sizeof(float)) == 0);
+        return t.weights();
+      };
+      const auto copied = run(false, false), viewed = run(true, false), fused = run(true, true);
+      CHECK(copied != theta0);
+      CHECK(std::memcmp(copied.data(), viewed.data(), n * sizeof(float)) == 0);
+      CHECK(std::memcmp(copied.data(), fused.data(), n * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("sum_scaled sums left to right and scales once") {
+  const std::vector<float> a{1e8f, 1.0f}, b{-1e8f, 2.0f}, c{1.0f, 4.0f}, d{0.5f, 8.0f};
+  std::vector<float> out(2);
+  const std::vector<std::span<const float>> one{a}, two{a, b}, four{a, b, c, d};
+  sum_scaled(one, 0.5f, out);
+  CHECK(out == std::vector<float>{5e7f, 0.5f});
+  sum_scaled(two, 1.0f, out);
+  CHECK(out == std::vector<float>{0.0f, 3.0f});
+  sum_scaled(four, 0.25f, out);
+  // ((1e8 - 1e8) + 1) + 0.5 = 1.5 (left to right: a different order would lose the 1e8s' bits)
+  CHECK(out == std::vector<float>{0.375f, 3.75f});
+  std::vector<float> short_out(1);
+  CHECK_THROWS_WITH_AS(sum_scaled(two, 1.0f, short_out), doctest::Contains("sum_scaled"), Error);
 }
 
 TEST_CASE("downpour: each update is applied at once; staleness scaling; local mode adds deltas") {
@@ -256,7 +310,7 @@ TEST_CASE("a stub cluster of virtual workers converges on a quadratic with every
         pulled[static_cast<std::size_t>(w)] = s.version;
       }
       if (s.alg->synchronous()) {
-        s.master->close_round();
+        s.master->close_round(0, {});
         ++s.version;
         for (int w = 0; w < W; ++w) {
           local[static_cast<std::size_t>(w)] = s.weights();
