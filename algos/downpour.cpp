@@ -6,6 +6,7 @@
 // s(tau) = 1, or 1/max(1, tau) with staleness_scale: inverse (staleness-aware ASGD, Zhang et al. 2016).
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rules.hpp"
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 
 #include <algorithm>
 
@@ -28,11 +29,7 @@ class DownpourMaster final : public MasterRule {
     stats.scale = s;
     // The reply (the new weights) is written in the same pass as the update.
     if (m_local) {
-      float* w = m_weights.data();
-      for (std::size_t i = 0; i < update.size(); ++i) {
-        w[i] += s * update[i];
-        reply[i] = w[i];
-      }
+      cpu::add_scaled_range(m_weights.data(), update.data(), s, reply.data(), update.size());
     } else {
       m_opt->apply(update, s, reply);
     }

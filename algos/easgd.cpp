@@ -5,6 +5,7 @@
 //   worker:  x_i <- x_i - alpha (x_i - x~_old)
 // alpha defaults to 0.9 / workers (beta = 0.9 in the paper, as mpi-learn sets it).
 #include "mpigan/algos/rules.hpp"
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 
 #include <algorithm>
 
@@ -26,9 +27,9 @@ class EasgdMaster final : public MasterRule {
  public:
   EasgdMaster(ParameterSet& w, const RuleContext& ctx, float alpha) : MasterRule(w, ctx.backend), m_alpha(alpha) {}
   Verdict submit(const UpdateMeta& meta, std::span<const float> x, std::span<float> reply, RuleStats& stats) override {
-    pull(meta.worker, reply);  // the centre before the elastic move
-    float* c = m_weights.data();
-    for (std::size_t i = 0; i < x.size(); ++i) c[i] += m_alpha * (x[i] - c[i]);
+    (void)meta;
+    // The reply is the centre before the elastic move, written in the same pass as the move.
+    cpu::elastic_range(m_weights.data(), x.data(), m_alpha, reply.data(), x.size());
     stats.scale = m_alpha;
     return Verdict::applied;
   }

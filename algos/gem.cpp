@@ -15,6 +15,7 @@
 // 100) give gradient norms of ~10^3, a hundred times a classifier's; 1e-4 moves the weights about
 // as far per update as RMSprop's 1e-3 does.
 #include "mpigan/algos/rules.hpp"
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
 
@@ -90,9 +91,9 @@ class GemMaster final : public MasterRule {
  public:
   using MasterRule::MasterRule;
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply, RuleStats&) override {
-    float* w = m_weights.data();
-    for (std::size_t i = 0; i < update.size(); ++i) w[i] += update[i];
-    pull(meta.worker, reply);
+    (void)meta;
+    // theta += update, and the reply (the new theta) in the same pass.
+    cpu::add_scaled_range(m_weights.data(), update.data(), 1.0f, reply.data(), update.size());
     return Verdict::applied;
   }
 };

@@ -1,5 +1,6 @@
 #include "mpigan/master/master.hpp"
 
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/train/checkpoint.hpp"
@@ -43,11 +44,7 @@ class TreeMaster final : public algos::MasterRule {
       }
       return algos::Verdict::held;
     }
-    float* w = m_weights.data();
-    for (std::size_t i = 0; i < delta.size(); ++i) {
-      w[i] += delta[i];
-      reply[i] = w[i];
-    }
+    cpu::add_scaled_range(m_weights.data(), delta.data(), 1.0f, reply.data(), delta.size());
     return algos::Verdict::applied;
   }
   bool round_ready(int expected) const override { return static_cast<int>(m_held.size()) >= expected; }

@@ -167,6 +167,27 @@ inline __attribute__((always_inline)) void adam_loop(float* w, const float* g, f
   }
 }
 
+template <bool kMirror>
+inline __attribute__((always_inline)) void add_scaled_loop(float* w, const float* u, float scale, float* mirror,
+                                                           std::size_t n) {
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    const float nw = w[i] + scale * u[i];
+    w[i] = nw;
+    if constexpr (kMirror) mirror[i] = nw;
+  }
+}
+
+inline __attribute__((always_inline)) void elastic_loop(float* c, const float* x, float alpha, float* before,
+                                                        std::size_t n) {
+#pragma GCC ivdep
+  for (std::size_t i = 0; i < n; ++i) {
+    const float ci = c[i];
+    before[i] = ci;
+    c[i] = ci + alpha * (x[i] - ci);
+  }
+}
+
 // 16 double lanes, combined in a fixed order: the result does not depend on the ISA version.
 template <bool kCopy>
 inline __attribute__((always_inline)) double sum_squares_loop(const float* x, float* dst, std::size_t n) {
@@ -218,6 +239,18 @@ void adam_plain(float* w, const float* g, float* m, float* v, float* mirror, std
     adam_loop<true>(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
   else
     adam_loop<false>(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
+}
+MPIGAN_MULTIVERSION
+void add_scaled_plain(float* w, const float* u, float scale, float* mirror, std::size_t n) {
+  if (mirror != nullptr)
+    add_scaled_loop<true>(w, u, scale, mirror, n);
+  else
+    add_scaled_loop<false>(w, u, scale, mirror, n);
+}
+
+MPIGAN_MULTIVERSION
+void elastic_plain(float* c, const float* x, float alpha, float* before, std::size_t n) {
+  elastic_loop(c, x, alpha, before, n);
 }
 }  // namespace
 
@@ -274,6 +307,18 @@ void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std
                 float beta2, float epsilon) {
   MPIGAN_DISPATCH_MIRROR(adam, w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon)
   adam_plain(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
+}
+
+void add_scaled_range(float* w, const float* u, float scale, float* mirror, std::size_t n) {
+  MPIGAN_DISPATCH_MIRROR(add_scaled, w, u, scale, mirror, n)
+  add_scaled_plain(w, u, scale, mirror, n);
+}
+
+void elastic_range(float* c, const float* x, float alpha, float* before, std::size_t n) {
+  float* mirror = before;
+  (void)mirror;
+  MPIGAN_DISPATCH_MIRROR(elastic, c, x, alpha, before, n)
+  elastic_plain(c, x, alpha, before, n);
 }
 
 MPIGAN_MULTIVERSION

@@ -24,6 +24,12 @@ void rmsprop_range(float* w, const float* g, float* ms, float* mirror, std::size
                    float epsilon);
 void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std::size_t n, float lr_t, float beta1,
                 float beta2, float epsilon);
+/// Master-side updates that hand the worker its reply in the same pass (streaming stores where
+/// the machine has AVX, as the optimizer mirrors): w[i] += scale * u[i], and mirror[i] = the new
+/// w[i] when @p mirror is not null (gem, downpour's local mode, a tree's asynchronous root).
+void add_scaled_range(float* w, const float* u, float scale, float* mirror, std::size_t n);
+/// Elastic averaging's centre move: before[i] = c[i], then c[i] += alpha * (x[i] - c[i]).
+void elastic_range(float* c, const float* x, float alpha, float* before, std::size_t n);
 /// Sum of x[i]^2 in double precision.
 double sum_squares_range(const float* x, std::size_t n);
 /// Copies src to dst (n floats, no overlap) and returns the sum of src[i]^2 in double precision,

@@ -438,6 +438,35 @@ TEST_CASE_TEMPLATE("optimizer updates with a mirror: the same bits, in the weigh
                        doctest::Contains("mirror"), Error);
 }
 
+TEST_CASE("master update kernels: the formula's bits, in place and in the reply, at any alignment") {
+  Rng rng(9);
+  const std::size_t n = 40013;
+  std::vector<float> w0(n), u(n);
+  rng.fill_uniform(w0, -1.0f, 1.0f);
+  rng.fill_uniform(u, -1.0f, 1.0f);
+  for (std::size_t offset : {0, 1, 5}) {
+    CAPTURE(offset);
+    std::vector<float> backing(n + 32, -9.0f);
+    float* mirror = backing.data() + offset;
+    for (float scale : {1.0f, 0.37f}) {
+      std::vector<float> w = w0, plain = w0;
+      cpu::add_scaled_range(w.data(), u.data(), scale, mirror, n);
+      cpu::add_scaled_range(plain.data(), u.data(), scale, nullptr, n);
+      bool exact = true;
+      for (std::size_t i = 0; i < n; ++i) exact = exact && w[i] == w0[i] + scale * u[i] && plain[i] == w[i];
+      CHECK(exact);
+      CHECK(std::memcmp(mirror, w.data(), n * sizeof(float)) == 0);
+    }
+    std::vector<float> c = w0;
+    cpu::elastic_range(c.data(), u.data(), 0.3f, mirror, n);
+    bool exact = true;
+    for (std::size_t i = 0; i < n; ++i) exact = exact && c[i] == w0[i] + 0.3f * (u[i] - w0[i]);
+    CHECK(exact);
+    CHECK(std::memcmp(mirror, w0.data(), n * sizeof(float)) == 0);  // the centre before the move
+    CHECK(backing[offset + n] == -9.0f);  // nothing written past the end
+  }
+}
+
 TEST_CASE("copy_sum_squares_range copies and sums like sum_squares_range") {
   Rng rng(8);
   for (std::size_t n : {0, 1, 15, 16, 17, 1000, 40013}) {
