@@ -92,8 +92,8 @@ class GemMaster final : public MasterRule {
   using MasterRule::MasterRule;
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply, RuleStats&) override {
     (void)meta;
-    // theta += update, and the reply (the new theta) in the same pass.
-    cpu::add_scaled_range(m_weights.data(), update.data(), 1.0f, reply.data(), update.size());
+    // theta += update (pull-then-push: no reply follows, so none is written).
+    cpu::add_scaled_range(m_weights.data(), update.data(), 1.0f, reply.empty() ? nullptr : reply.data(), update.size());
     return Verdict::applied;
   }
 };

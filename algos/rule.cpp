@@ -1,5 +1,6 @@
 #include "mpigan/algos/rule.hpp"
 
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
@@ -22,10 +23,14 @@ void WorkerRule::after_reply(std::span<float> local, std::span<const float> repl
 }
 
 void MasterRule::reply_after_round(int, std::span<float> reply) const {
-  std::copy(weights().begin(), weights().end(), reply.begin());
+  MPIGAN_CHECK(reply.size() == weights().size(), "reply of {} values for {} weights", reply.size(), weights().size());
+  cpu::stream_copy_range(weights().data(), reply.data(), reply.size());
 }
 
-void MasterRule::pull(int, std::span<float> out) { std::copy(weights().begin(), weights().end(), out.begin()); }
+void MasterRule::pull(int, std::span<float> out) {
+  MPIGAN_CHECK(out.size() == weights().size(), "pull into {} values for {} weights", out.size(), weights().size());
+  cpu::stream_copy_range(weights().data(), out.data(), out.size());
+}
 
 void sum_scaled(std::span<const std::span<const float>> parts, float scale, std::span<float> out) {
   MPIGAN_CHECK(!parts.empty(), "sum_scaled: no parts");

@@ -79,6 +79,8 @@ class MasterRule {
   virtual ~MasterRule() = default;
   /// Serve one (finite) update. For applied/rejected verdicts @p reply is filled with what the
   /// worker gets back (default: the weights after applying). Held updates wait for close_round().
+  /// Pull-then-push exchanges get no reply to the update (the worker pulled just before): there
+  /// @p reply is empty.
   virtual Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
                          RuleStats& stats) = 0;
   /// Synchronous rules: whether the held updates complete a round (of @p expected workers).

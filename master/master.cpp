@@ -377,8 +377,11 @@ class Master {
     algos::Verdict vg, vd;
     {
       auto span = m_trace.span("apply", "compute");
-      vg = m_rule_g->submit(meta, m_layout.gen(std::span<const float>(u)), m_layout.gen(r), sg);
-      vd = m_rule_d->submit(meta, m_layout.dis(std::span<const float>(u)), m_layout.dis(r), sd);
+      // No reply follows the update of a pull-then-push exchange: the rule gets empty reply spans.
+      const std::span<float> rg = reply ? m_layout.gen(r) : std::span<float>();
+      const std::span<float> rd = reply ? m_layout.dis(r) : std::span<float>();
+      vg = m_rule_g->submit(meta, m_layout.gen(std::span<const float>(u)), rg, sg);
+      vd = m_rule_d->submit(meta, m_layout.dis(std::span<const float>(u)), rd, sd);
     }
     MPIGAN_CHECK(vg == vd, "{}: the update rule gave different verdicts for G and D", m_t.label());
     row.scale_g = sg.scale;

@@ -314,6 +314,13 @@ void add_scaled_range(float* w, const float* u, float scale, float* mirror, std:
   add_scaled_plain(w, u, scale, mirror, n);
 }
 
+void stream_copy_range(const float* src, float* dst, std::size_t n) {
+  float* mirror = dst;
+  (void)mirror;
+  MPIGAN_DISPATCH_MIRROR(copy, src, dst, n)
+  std::copy(src, src + n, dst);
+}
+
 void elastic_range(float* c, const float* x, float alpha, float* before, std::size_t n) {
   float* mirror = before;
   (void)mirror;

@@ -28,6 +28,9 @@ void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std
 /// the machine has AVX, as the optimizer mirrors): w[i] += scale * u[i], and mirror[i] = the new
 /// w[i] when @p mirror is not null (gem, downpour's local mode, a tree's asynchronous root).
 void add_scaled_range(float* w, const float* u, float scale, float* mirror, std::size_t n);
+/// dst = src (n floats, no overlap) with streaming stores where the machine has AVX: a master's
+/// reply, which it does not read again.
+void stream_copy_range(const float* src, float* dst, std::size_t n);
 /// Elastic averaging's centre move: before[i] = c[i], then c[i] += alpha * (x[i] - c[i]).
 void elastic_range(float* c, const float* x, float alpha, float* before, std::size_t n);
 /// Sum of x[i]^2 in double precision.

@@ -68,7 +68,8 @@ struct Stub {
     const RuleStats ws = workers[static_cast<std::size_t>(w)]->before_send(update, master_now);
     if (wstats) *wstats = ws;
     RuleStats ms;
-    const Verdict v = master->submit({w, pulled, version, 1}, update, reply, ms);
+    const bool pull_push = alg->exchange() == Exchange::pull_push;  // as the master: no reply buffer
+    const Verdict v = master->submit({w, pulled, version, 1}, update, pull_push ? std::span<float>() : reply, ms);
     if (verdict) *verdict = v;
     if (v == Verdict::applied) ++version;
     if (alg->exchange() == Exchange::pull_push) reply = master_now;

@@ -463,7 +463,11 @@ TEST_CASE("master update kernels: the formula's bits, in place and in the reply,
     for (std::size_t i = 0; i < n; ++i) exact = exact && c[i] == w0[i] + 0.3f * (u[i] - w0[i]);
     CHECK(exact);
     CHECK(std::memcmp(mirror, w0.data(), n * sizeof(float)) == 0);  // the centre before the move
+    std::fill(backing.begin(), backing.end(), -9.0f);
+    cpu::stream_copy_range(u.data(), mirror, n);
+    CHECK(std::memcmp(mirror, u.data(), n * sizeof(float)) == 0);
     CHECK(backing[offset + n] == -9.0f);  // nothing written past the end
+    if (offset > 0) CHECK(backing[offset - 1] == -9.0f);
   }
 }
 
