@@ -240,6 +240,7 @@ void adam_plain(float* w, const float* g, float* m, float* v, float* mirror, std
   else
     adam_loop<false>(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
 }
+
 MPIGAN_MULTIVERSION
 void add_scaled_plain(float* w, const float* u, float scale, float* mirror, std::size_t n) {
   if (mirror != nullptr)
@@ -277,54 +278,51 @@ void elastic_plain(float* c, const float* x, float alpha, float* before, std::si
 #undef MPIGAN_MIRROR_BITS
 #pragma GCC pop_options
 
-// With a mirror: streaming stores on the widest unit the machine has (mirror_kernels.inc).
-#define MPIGAN_DISPATCH_MIRROR(kernel, ...)                          \
-  if (mirror != nullptr && __builtin_cpu_supports("avx512f")) {      \
+// With a mirror (the destination of streaming stores): the widest unit the machine has runs
+// mirror_kernels.inc's version and the function returns; without one, it goes on to the plain loop.
+#define MPIGAN_DISPATCH_MIRROR(mirror, kernel, ...)                  \
+  if ((mirror) != nullptr && __builtin_cpu_supports("avx512f")) {    \
     avx512::kernel(__VA_ARGS__);                                     \
     return;                                                          \
   }                                                                  \
-  if (mirror != nullptr && __builtin_cpu_supports("avx")) {          \
+  if ((mirror) != nullptr && __builtin_cpu_supports("avx")) {        \
     avx::kernel(__VA_ARGS__);                                        \
     return;                                                          \
   }
 #else
-#define MPIGAN_DISPATCH_MIRROR(kernel, ...)
+#define MPIGAN_DISPATCH_MIRROR(mirror, kernel, ...)
 #endif
 
 void sgd_range(float* w, const float* g, float* v, float* mirror, std::size_t n, float lr, float momentum,
                bool nesterov) {
-  MPIGAN_DISPATCH_MIRROR(sgd, w, g, v, mirror, n, lr, momentum, nesterov)
+  MPIGAN_DISPATCH_MIRROR(mirror, sgd, w, g, v, mirror, n, lr, momentum, nesterov)
   sgd_plain(w, g, v, mirror, n, lr, momentum, nesterov);
 }
 
 void rmsprop_range(float* w, const float* g, float* ms, float* mirror, std::size_t n, float lr, float rho,
                    float epsilon) {
-  MPIGAN_DISPATCH_MIRROR(rmsprop, w, g, ms, mirror, n, lr, rho, epsilon)
+  MPIGAN_DISPATCH_MIRROR(mirror, rmsprop, w, g, ms, mirror, n, lr, rho, epsilon)
   rmsprop_plain(w, g, ms, mirror, n, lr, rho, epsilon);
 }
 
 void adam_range(float* w, const float* g, float* m, float* v, float* mirror, std::size_t n, float lr_t, float beta1,
                 float beta2, float epsilon) {
-  MPIGAN_DISPATCH_MIRROR(adam, w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon)
+  MPIGAN_DISPATCH_MIRROR(mirror, adam, w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon)
   adam_plain(w, g, m, v, mirror, n, lr_t, beta1, beta2, epsilon);
 }
 
 void add_scaled_range(float* w, const float* u, float scale, float* mirror, std::size_t n) {
-  MPIGAN_DISPATCH_MIRROR(add_scaled, w, u, scale, mirror, n)
+  MPIGAN_DISPATCH_MIRROR(mirror, add_scaled, w, u, scale, mirror, n)
   add_scaled_plain(w, u, scale, mirror, n);
 }
 
 void stream_copy_range(const float* src, float* dst, std::size_t n) {
-  float* mirror = dst;
-  (void)mirror;
-  MPIGAN_DISPATCH_MIRROR(copy, src, dst, n)
+  MPIGAN_DISPATCH_MIRROR(dst, copy, src, dst, n)
   std::copy(src, src + n, dst);
 }
 
 void elastic_range(float* c, const float* x, float alpha, float* before, std::size_t n) {
-  float* mirror = before;
-  (void)mirror;
-  MPIGAN_DISPATCH_MIRROR(elastic, c, x, alpha, before, n)
+  MPIGAN_DISPATCH_MIRROR(before, elastic, c, x, alpha, before, n)
   elastic_plain(c, x, alpha, before, n);
 }
 
