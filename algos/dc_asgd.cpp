@@ -8,6 +8,7 @@
 // constant lambda = lambda0 (DC-ASGD-c).
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rules.hpp"
+#include "mpigan/core/backend/cpu/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
 
@@ -58,7 +59,9 @@ class DcAsgdMaster final : public MasterRule {
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
     m_opt.apply(m_corrected, 1.0f, reply);  // the reply (new weights) in the optimizer's pass
-    it->second.assign(m_weights.data(), m_weights.data() + m_weights.size());  // the new backup
+    // The new backup, read again only at this worker's next update: streaming stores.
+    it->second.resize(m_weights.size());
+    cpu::stream_copy_range(m_weights.data(), it->second.data(), m_weights.size());
     stats.scale = n == 0 ? 0.0 : lambda_sum / static_cast<double>(n);  // mean lambda
     return Verdict::applied;
   }
