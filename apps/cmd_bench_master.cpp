@@ -40,7 +40,7 @@ void stand_in_worker(const worker::Topology& t, const worker::PayloadLayout& lay
   std::vector<float> payload(layout.total()), reply(layout.total());
   Rng rng(static_cast<std::uint64_t>(t.rank));
   rng.fill_uniform(payload, -1e-3f, 1e-3f);
-  Header h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds);
+  Header h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds, ch.from_parent());
   pull_payload(t.links, ch, t.parent, reply);
   Header u;
   u.child = t.child_id;
@@ -49,8 +49,8 @@ void stand_in_worker(const worker::Topology& t, const worker::PayloadLayout& lay
     u.version = h.version;
     if (pull_push) {
       u.kind = Kind::pull;
-      send_header(t.links, u, t.parent, kTagHeader);
-      h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds);
+      send_header(t.links, u, t.parent, kTagHeader, ch.to_parent());
+      h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds, ch.from_parent());
       if (h.kind != Kind::weights) break;
       pull_payload(t.links, ch, t.parent, reply);
       u.kind = Kind::update;
@@ -59,7 +59,7 @@ void stand_in_worker(const worker::Topology& t, const worker::PayloadLayout& lay
     }
     u.kind = Kind::update;
     push_payload(t.links, ch, u, t.parent, payload, layout);
-    h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds);
+    h = recv_header(t.links, t.parent, kTagReply, kReplySpinSeconds, ch.from_parent());
     if (h.kind != Kind::weights) break;
     pull_payload(t.links, ch, t.parent, reply);
   }

@@ -197,10 +197,10 @@ class Master {
       MPIGAN_CHECK(payload.data() == m_ch.child_down(i).data(), "{}: the reply to child {} was not built in its slot",
                    m_t.label(), i);
       m_ch.sync();
-      send_header(m_t.links, h, m_children[i].rank, kTagReply);
+      send_header(m_t.links, h, m_children[i].rank, kTagReply, m_ch.to_child(i));
       return;
     }
-    send_header(m_t.links, h, m_children[i].rank, kTagReply);
+    send_header(m_t.links, h, m_children[i].rank, kTagReply, m_ch.to_child(i));
     m_t.links.send(payload, m_children[i].rank, kTagReplyPayload);
   }
 
@@ -212,7 +212,7 @@ class Master {
       h.flags = kFlagCheckpoint;
       h.checkpoint = m_final_checkpoint;
     }
-    send_header(m_t.links, h, m_children[i].rank, kTagReply);
+    send_header(m_t.links, h, m_children[i].rank, kTagReply, m_ch.to_child(i));
     m_children[i].stopped = true;
   }
 
@@ -258,7 +258,7 @@ class Master {
       {
         auto span = m_trace.span("idle", "wait");
         const double w0 = MPI_Wtime();
-        ready = wait_some_quietly(reqs, idle_sleep_cap());
+        ready = wait_some_quietly(reqs, m_ch.from_children(idle_sleep_cap()));
         m_result.idle_s += MPI_Wtime() - w0;
       }
       const double now = MPI_Wtime();
@@ -313,7 +313,7 @@ class Master {
         // The same child's update follows at once (pull-then-push): serve it before anyone else,
         // so the weights it computed against are exactly the ones the update is applied to.
         const double w0 = MPI_Wtime();  // waiting for the child's update counts as idle time
-        c.header = recv_header(m_t.links, c.rank, kTagHeader, kReplySpinSeconds);
+        c.header = recv_header(m_t.links, c.rank, kTagHeader, kReplySpinSeconds, m_ch.from_children(idle_sleep_cap()));
         m_result.idle_s += MPI_Wtime() - w0;
         MPIGAN_CHECK(c.header.kind == Kind::update, "{}: child {} (rank {}) pulled but then sent message kind {}",
                      m_t.label(), i, c.rank, static_cast<int>(c.header.kind));
@@ -497,8 +497,8 @@ class Master {
       h.kind = Kind::done;
       h.child = m_t.child_id;
       h.version = m_parent_version;
-      send_header(m_t.links, h, m_t.parent, kTagHeader);
-      const Header r = recv_header(m_t.links, m_t.parent, kTagReply);
+      send_header(m_t.links, h, m_t.parent, kTagHeader, m_ch.to_parent());
+      const Header r = recv_header(m_t.links, m_t.parent, kTagReply, 0.0, m_ch.from_parent());
       MPIGAN_CHECK(r.kind == Kind::stop, "{}: expected stop after done, got message kind {}", m_t.label(),
                    static_cast<int>(r.kind));
       m_parent_stopped = true;
@@ -569,7 +569,7 @@ class Master {
 
   // ---------------------------------------------------------------- sub-master <-> top
   void receive_parent_weights_initial() {
-    const Header h = recv_header(m_t.links, m_t.parent, kTagReply);
+    const Header h = recv_header(m_t.links, m_t.parent, kTagReply, 0.0, m_ch.from_parent());
     MPIGAN_CHECK(h.kind == Kind::weights, "{}: expected the initial weights from the master", m_t.label());
     std::vector<float> buf(m_layout.total());
     pull_payload(m_t.links, m_ch, m_t.parent, buf);
@@ -604,7 +604,7 @@ class Master {
     h.samples = m_samples_since;
     m_samples_since = 0;
     push_payload(m_t.links, m_ch, h, m_t.parent, buf, m_layout);
-    const Header r = recv_header(m_t.links, m_t.parent, kTagReply, kReplySpinSeconds);
+    const Header r = recv_header(m_t.links, m_t.parent, kTagReply, kReplySpinSeconds, m_ch.from_parent());
     if (r.kind == Kind::stop) {
       if (r.flags & kFlagCheckpoint) write_part(r.checkpoint);
       m_parent_stopped = true;

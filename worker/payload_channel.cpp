@@ -14,6 +14,12 @@ namespace mpigan::worker {
 namespace {
 /// Slots start on 64-byte boundaries: 16 floats.
 std::size_t round_up16(std::size_t n) { return (n + 15) / 16 * 16; }
+/// A segment for n local children: n + 1 doorbells, then two slots per child.
+constexpr std::size_t kBellFloats = Doorbell::kBytes / sizeof(float);
+std::size_t bells_floats(std::size_t children) { return children == 0 ? 0 : kBellFloats * (children + 1); }
+Doorbell bell_at(float* segment, std::size_t k) { return Doorbell(reinterpret_cast<std::uint32_t*>(segment + kBellFloats * k)); }
+/// How long a waiter with a doorbell every sender rings sleeps on it at most (a safety net).
+constexpr double kBellTimeoutSeconds = 0.05;
 }  // namespace
 
 PayloadChannels::~PayloadChannels() {
@@ -30,12 +36,17 @@ void PayloadChannels::release() noexcept {
   if (m_node != MPI_COMM_NULL) MPI_Comm_free(&m_node);
   m_child_slot.clear();
   m_parent_slot = nullptr;
+  m_bell = {};
+  m_child_bell.clear();
+  m_parent_bell = m_my_bell = {};
 }
 
 PayloadChannels::PayloadChannels(PayloadChannels&& o) noexcept
     : m_node(std::exchange(o.m_node, MPI_COMM_NULL)), m_win(std::exchange(o.m_win, MPI_WIN_NULL)),
       m_floats(o.m_floats), m_stride(o.m_stride), m_child_slot(std::move(o.m_child_slot)),
-      m_parent_slot(std::exchange(o.m_parent_slot, nullptr)) {}
+      m_parent_slot(std::exchange(o.m_parent_slot, nullptr)), m_bell(std::exchange(o.m_bell, {})),
+      m_child_bell(std::move(o.m_child_bell)), m_parent_bell(std::exchange(o.m_parent_bell, {})),
+      m_my_bell(std::exchange(o.m_my_bell, {})) {}
 
 PayloadChannels& PayloadChannels::operator=(PayloadChannels&& o) noexcept {
   if (this != &o) {
@@ -46,6 +57,10 @@ PayloadChannels& PayloadChannels::operator=(PayloadChannels&& o) noexcept {
     m_stride = o.m_stride;
     m_child_slot = std::move(o.m_child_slot);
     m_parent_slot = std::exchange(o.m_parent_slot, nullptr);
+    m_bell = std::exchange(o.m_bell, {});
+    m_child_bell = std::move(o.m_child_bell);
+    m_parent_bell = std::exchange(o.m_parent_bell, {});
+    m_my_bell = std::exchange(o.m_my_bell, {});
   }
   return *this;
 }
@@ -76,7 +91,8 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
   };
 
   const std::vector<int> my_children = t.role == Role::worker ? std::vector<int>{} : children_of(t.rank);
-  const auto bytes = static_cast<MPI_Aint>(2 * ch.m_stride * my_children.size() * sizeof(float));
+  const std::size_t bell_floats = bells_floats(my_children.size());
+  const auto bytes = static_cast<MPI_Aint>((bell_floats + 2 * ch.m_stride * my_children.size()) * sizeof(float));
   MPI_Info info;
   MPIGAN_MPI_CHECK(MPI_Info_create(&info));
   MPIGAN_MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
@@ -88,10 +104,15 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
 
   if (!my_children.empty()) {
     ch.m_child_slot.assign(t.children.size(), nullptr);
+    ch.m_child_bell.assign(t.children.size(), Doorbell());
+    ch.m_bell = bell_at(base, 0);
+    ch.m_bell.reset();
     for (std::size_t k = 0; k < my_children.size(); ++k) {
       const auto id = static_cast<std::size_t>(my_children[k]);
       MPIGAN_CHECK(id < t.children.size(), "{}: node peer claims child id {} of {}", t.label(), id, t.children.size());
-      ch.m_child_slot[id] = base + 2 * ch.m_stride * k;
+      ch.m_child_slot[id] = base + bell_floats + 2 * ch.m_stride * k;
+      ch.m_child_bell[id] = bell_at(base, k + 1);
+      ch.m_child_bell[id].reset();
     }
   }
   if (is_child) {
@@ -105,9 +126,12 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
       int unit = 0;
       float* parent_base = nullptr;
       MPIGAN_MPI_CHECK(MPI_Win_shared_query(ch.m_win, parent_node_rank, &size, &unit, &parent_base));
-      MPIGAN_CHECK(static_cast<std::size_t>(size) >= 2 * ch.m_stride * (k + 1) * sizeof(float),
+      const std::size_t bell_floats_parent = bells_floats(siblings.size());
+      MPIGAN_CHECK(static_cast<std::size_t>(size) >= (bell_floats_parent + 2 * ch.m_stride * (k + 1)) * sizeof(float),
                    "{}: the parent's shared segment holds {} bytes, slot {} needs more", t.label(), size, k);
-      ch.m_parent_slot = parent_base + 2 * ch.m_stride * k;
+      ch.m_parent_slot = parent_base + bell_floats_parent + 2 * ch.m_stride * k;
+      ch.m_parent_bell = bell_at(parent_base, 0);
+      ch.m_my_bell = bell_at(parent_base, k + 1);
     }
   }
   MPIGAN_MPI_CHECK(MPI_Barrier(ch.m_node));
@@ -116,6 +140,24 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
 
 int PayloadChannels::shared_children() const {
   return static_cast<int>(std::count_if(m_child_slot.begin(), m_child_slot.end(), [](float* p) { return p != nullptr; }));
+}
+
+Idle PayloadChannels::from_children(double poll_s) const {
+  Idle idle;
+  idle.max_sleep_s = poll_s;
+  const int shared = shared_children();
+  if (shared == 0) return idle;
+  idle.bell = m_bell;
+  // Children on other nodes do not ring: then the bell sleeps no longer than the polling interval.
+  idle.bell_timeout_s = shared == static_cast<int>(m_child_slot.size()) ? kBellTimeoutSeconds : poll_s;
+  return idle;
+}
+
+Idle PayloadChannels::from_parent() const {
+  Idle idle;
+  idle.bell = m_my_bell;
+  idle.bell_timeout_s = kBellTimeoutSeconds;
+  return idle;
 }
 
 void PayloadChannels::sync() const {
@@ -132,7 +174,7 @@ void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int pa
     for (int b = 0; b < 3; ++b)
       h.sumsq[b] = cpu::copy_sum_squares_range(p.data() + begin[b], slot + begin[b], begin[b + 1] - begin[b]);
     ch.sync();
-    send_header(links, h, parent, kTagHeader);
+    send_header(links, h, parent, kTagHeader, ch.to_parent());
     return;
   }
   for (int b = 0; b < 3; ++b) h.sumsq[b] = cpu::sum_squares_range(p.data() + begin[b], begin[b + 1] - begin[b]);

@@ -17,6 +17,13 @@
 // once at the start). The header message orders the accesses; MPI_Win_sync on both sides (the
 // window is locked for the whole run with MPI_Win_lock_all) makes the writes visible.
 //
+// Doorbells: the master's segment starts with one Doorbell (core/mpi/doorbell.hpp) that its
+// children on the node ring after each header they send it, and one per child that the master
+// rings after each header it sends that child. Waiting for a header, either side sleeps on its
+// bell instead of polling MPI on a timer: a master whose children all share its node sleeps
+// through their whole compute phase (children on other nodes do not ring: the master then
+// sleeps on its bell no longer than its polling interval).
+//
 // Lifetime: create() and the destructor are collective over the ranks of the node (every rank of
 // the run calls create() once, with the same `enabled`); a destructor reached by stack unwinding
 // (an exception, followed by MPI_Abort) frees nothing, so it cannot hang the failing rank.
@@ -49,11 +56,20 @@ class PayloadChannels {
   std::span<float> child_down(std::size_t i) const { return {m_child_slot[i] + m_stride, m_floats}; }
   /// The children that share this rank's node (for the log).
   int shared_children() const;
+  /// Ring after sending child i a header (invalid unless the child shares this node).
+  Doorbell to_child(std::size_t i) const { return i < m_child_bell.size() ? m_child_bell[i] : Doorbell(); }
+  /// How the master waits for its children's headers; @p poll_s: its polling interval, used for
+  /// children on other nodes.
+  Idle from_children(double poll_s) const;
 
   // Child side (a group leader or a sub-master, towards its parent).
   bool parent_shared() const { return m_parent_slot != nullptr; }
   std::span<float> up() const { return {m_parent_slot, m_floats}; }
   std::span<float> down() const { return {m_parent_slot + m_stride, m_floats}; }
+  /// Ring after sending the parent a header (invalid unless the parent shares this node).
+  Doorbell to_parent() const { return m_parent_bell; }
+  /// How this child waits for its parent's headers.
+  Idle from_parent() const;
 
   /// MPI_Win_sync: after writing a slot and before the header goes out; after a header came in
   /// and before reading a slot.
@@ -66,6 +82,9 @@ class PayloadChannels {
   std::size_t m_floats = 0, m_stride = 0;
   std::vector<float*> m_child_slot;  ///< per child: its up slot (down follows at +stride); null = MPI
   float* m_parent_slot = nullptr;
+  Doorbell m_bell;                     ///< master side: the bell its node's children ring
+  std::vector<Doorbell> m_child_bell;  ///< master side: per child, the bell it sleeps on
+  Doorbell m_parent_bell, m_my_bell;   ///< child side: the parent's bell, and this child's own
 };
 
 /// Child side: send @p h and then the payload @p p (laid out as @p layout) to @p parent (shared

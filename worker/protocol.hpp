@@ -67,11 +67,13 @@ struct PayloadLayout {
   std::span<const float> dis_state(std::span<const float> p) const { return p.subspan(g + d + g_state, d_state); }
 };
 
-void send_header(const Comm& c, const Header& h, int dest, int tag);
+/// Send @p h to @p dest, then ring @p bell (the receiver's doorbell, when it shares this node).
+void send_header(const Comm& c, const Header& h, int dest, int tag, const Doorbell& bell = {});
 /// How long a worker polls without sleeping for the master's reply to its update (the master
 /// usually answers within a millisecond; after this the wait backs off to sleeps).
 inline constexpr double kReplySpinSeconds = 0.002;
 
-Header recv_header(const Comm& c, int source, int tag, double spin_s = 0.0);
+/// Receive a header from @p source; @p idle: how to wait (PayloadChannels::from_parent()).
+Header recv_header(const Comm& c, int source, int tag, double spin_s = 0.0, const Idle& idle = {});
 
 }  // namespace mpigan::worker

@@ -328,8 +328,8 @@ class Worker {
       if (m_d.dist.algorithm->exchange() == algos::Exchange::pull_push) {
         {
           auto span = m_trace.span("pull", "comm");
-          send_header(c, make_header(Kind::pull, samples, last, compute, loader), m_t.parent, kTagHeader);
-          ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
+          send_header(c, make_header(Kind::pull, samples, last, compute, loader), m_t.parent, kTagHeader, m_ch.to_parent());
+          ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds, m_ch.from_parent());
           if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
         }
         if (ctl.kind == Kind::weights) {
@@ -346,7 +346,7 @@ class Worker {
           push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p, m_layout);
         }
         auto span = m_trace.span("wait", "wait");
-        ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds);
+        ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds, m_ch.from_parent());
         if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
       }
       m_last_wait = seconds_since(t0);
@@ -390,7 +390,7 @@ class Worker {
   void receive_initial_weights() {
     Header h;
     if (m_t.leader()) {
-      h = recv_header(m_t.links, m_t.parent, kTagReply);
+      h = recv_header(m_t.links, m_t.parent, kTagReply, 0.0, m_ch.from_parent());
       MPIGAN_CHECK(h.kind == Kind::weights, "{}: expected the initial weights from rank {}, got message kind {}",
                    m_t.label(), m_t.parent, static_cast<int>(h.kind));
       pull_payload(m_t.links, m_ch, m_t.parent, m_reply);
@@ -415,8 +415,8 @@ class Worker {
 
   void send_done(const data::BatchSource& loader) {
     Header h = make_header(Kind::done, 0, {}, 0, loader);
-    send_header(m_t.links, h, m_t.parent, kTagHeader);
-    const Header reply = recv_header(m_t.links, m_t.parent, kTagReply);
+    send_header(m_t.links, h, m_t.parent, kTagHeader, m_ch.to_parent());
+    const Header reply = recv_header(m_t.links, m_t.parent, kTagReply, 0.0, m_ch.from_parent());
     MPIGAN_CHECK(reply.kind == Kind::stop, "{}: expected stop after done, got message kind {}", m_t.label(),
                  static_cast<int>(reply.kind));
     if (reply.flags & kFlagCheckpoint) write_part(reply.checkpoint, loader);

@@ -150,9 +150,9 @@ void Comm::send(std::span<const float> data, int dest, int tag) const {
   wait_quietly(req, kTransferSpinSeconds);
 }
 
-void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s) const {
+void Comm::recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s, const Idle& idle) const {
   MPI_Request req = irecv_bytes(data, bytes, source, tag);
-  const MPI_Status st = wait_quietly(req, spin_s);
+  const MPI_Status st = wait_quietly(req, spin_s, idle);
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   MPIGAN_CHECK(static_cast<std::size_t>(count) == bytes, "MPI receive from rank {} (tag {}): expected {} bytes, got {}",
@@ -181,50 +181,77 @@ namespace {
 /// costs little CPU.
 class Backoff {
  public:
-  explicit Backoff(int max_us = 1000) : m_max_us(std::max(max_us, 50)) {}
+  explicit Backoff(double max_s = 1e-3) : m_max_us(std::max(static_cast<int>(max_s * 1e6), 50)) {}
   void pause() {
     std::this_thread::sleep_for(std::chrono::microseconds(m_us));
     m_us = std::min(m_us * 2, m_max_us);
   }
+  void restart() { m_us = 50; }
 
  private:
   int m_us = 50, m_max_us;
 };
-}  // namespace
 
-MPI_Status wait_quietly(MPI_Request& req, double spin_s) {
-  MPI_Status st{};
-  Backoff b;
+/// The idle loop of every wait: @p test() returns true when done. Tests without sleeping for 16
+/// tries and for up to @p spin_s, then sleeps between tests: on the doorbell when there is one
+/// (polling with backoff for a grace period after each ring), else with backoff.
+template <class Test>
+void idle_until(Test&& test, double spin_s, const Idle& idle) {
+  using clock = std::chrono::steady_clock;
   // Test without sleeping first: for a few tries (short messages and collectives often complete
   // at once), or for up to spin_s while a payload is in flight. Transports that move a large
   // message in fragments (UCX over shared memory, TCP) advance only inside MPI calls, on both
   // sides: sleeping between tests would stretch a 4 MB transfer from under a millisecond to tens.
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::duration<double>(spin_s);
+  const auto spin_until = clock::now() + std::chrono::duration<double>(spin_s);
   bool spinning = spin_s > 0;
+  Backoff b(idle.max_sleep_s);
+  const auto grace = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(kBellGraceSeconds));
+  auto grace_until = clock::now() + grace;  // a message may be announced already
   for (int tries = 0;; ++tries) {
-    int done = 0;
-    MPIGAN_MPI_CHECK(MPI_Test(&req, &done, &st));
-    if (done) return st;
+    // Read the bell before testing: a ring after this read makes the sleep below return at once.
+    const std::uint32_t seen = idle.bell.value();
+    if (test()) return;
     if (tries < 16) continue;
     if (spinning) {
-      if (tries % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) spinning = false;
+      if (tries % 64 == 0 && clock::now() >= spin_until) spinning = false;
       continue;
     }
-    b.pause();
+    if (!idle.bell.valid() || clock::now() < grace_until) {
+      b.pause();
+      continue;
+    }
+    if (idle.bell.wait(seen, idle.bell_timeout_s)) {
+      grace_until = clock::now() + grace;
+      b.restart();
+    }
   }
 }
+}  // namespace
 
-std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, double max_sleep_s) {
+MPI_Status wait_quietly(MPI_Request& req, double spin_s, const Idle& idle) {
+  MPI_Status st{};
+  idle_until(
+      [&] {
+        int done = 0;
+        MPIGAN_MPI_CHECK(MPI_Test(&req, &done, &st));
+        return done != 0;
+      },
+      spin_s, idle);
+  return st;
+}
+
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, const Idle& idle) {
   std::vector<int> idx(reqs.size());
   std::vector<MPI_Status> st(reqs.size());
-  Backoff b(static_cast<int>(max_sleep_s * 1e6));
-  for (int spin = 0;; ++spin) {
-    int n = 0;
-    MPIGAN_MPI_CHECK(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
-    if (n == MPI_UNDEFINED) return {};
-    if (n > 0) return {idx.begin(), idx.begin() + n};
-    if (spin >= 16) b.pause();
-  }
+  int n = 0;
+  idle_until(
+      [&] {
+        MPIGAN_MPI_CHECK(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
+        return n != 0;  // some completed, or MPI_UNDEFINED: nothing left to wait for
+      },
+      0.0, idle);
+  if (n == MPI_UNDEFINED) return {};
+  return {idx.begin(), idx.begin() + n};
 }
 
 double process_cpu_seconds() {

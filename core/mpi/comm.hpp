@@ -11,7 +11,11 @@
 // latency (< 1 ms) is negligible against training steps of 0.1-10 s. Payload operations (float
 // spans) poll without sleeping for up to kTransferSpinSeconds first: once a large message is in
 // flight, both sides must keep calling MPI for it to move at memory speed.
+// A waiter whose senders share its node can sleep on a Doorbell instead (Idle::bell): it then
+// wakes when a message is announced, not on a timer.
 #pragma once
+
+#include "mpigan/core/mpi/doorbell.hpp"
 
 #include <mpi.h>
 
@@ -33,6 +37,22 @@ namespace detail {
     if (mpigan_rc_ != MPI_SUCCESS) [[unlikely]]                               \
       ::mpigan::detail::raise_mpi_error(mpigan_rc_, #call, __FILE__, __LINE__); \
   } while (0)
+
+/// How a waiter idles once its first quick tests found nothing.
+struct Idle {
+  /// Polling: the cap of the sleeps between tests (they start at 50 us and double).
+  double max_sleep_s = 1e-3;
+  /// When valid, every sender of the awaited messages rings it after sending: the waiter sleeps
+  /// on the bell between tests and polls only for a short grace period after each ring (the
+  /// message may still be on its way through the transport).
+  Doorbell bell;
+  /// The longest sleep on the bell: a safety net; set it to the polling cap when some senders
+  /// do not ring (children on other nodes).
+  double bell_timeout_s = 0.05;
+};
+
+/// How long a waiter woken by its doorbell keeps polling for the announced message.
+inline constexpr double kBellGraceSeconds = 0.002;
 
 /// A communicator, owned (freed on destruction) or borrowed (world).
 class Comm {
@@ -71,8 +91,9 @@ class Comm {
   void send_bytes(const void* data, std::size_t bytes, int dest, int tag) const;
   void send(std::span<const float> data, int dest, int tag) const;
   /// Receive exactly @p bytes / data.size() floats from @p source with @p tag, without spinning.
-  /// @p spin_s: poll without sleeping this long first (a reply expected within milliseconds).
-  void recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s = 0.0) const;
+  /// @p spin_s: poll without sleeping this long first (a reply expected within milliseconds);
+  /// @p idle: how to wait after that (a doorbell the sender rings).
+  void recv_bytes(void* data, std::size_t bytes, int source, int tag, double spin_s = 0.0, const Idle& idle = {}) const;
   void recv(std::span<float> data, int source, int tag) const;
   MPI_Request irecv_bytes(void* data, std::size_t bytes, int source, int tag) const;
 
@@ -86,14 +107,13 @@ class Comm {
 /// only advance while both sides poll.
 inline constexpr double kTransferSpinSeconds = 0.02;
 
-/// Wait for @p req: poll without sleeping for up to @p spin_s, then with sleeps (see the header
-/// comment). Returns the status.
-MPI_Status wait_quietly(MPI_Request& req, double spin_s = 0.0);
-/// Wait until at least one of @p reqs completes; returns the indices completed (MPI_Testsome),
-/// polling with sleeps.
-/// @p max_sleep_s caps the backoff: a waiter that expects its next message no sooner than in
-/// hundreds of milliseconds can wake less often (less CPU) at no relative cost in latency.
-std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, double max_sleep_s = 1e-3);
+/// Wait for @p req: poll without sleeping for up to @p spin_s, then idle as @p idle says (see the
+/// header comment). Returns the status.
+MPI_Status wait_quietly(MPI_Request& req, double spin_s = 0.0, const Idle& idle = {});
+/// Wait until at least one of @p reqs completes; returns the indices completed (MPI_Testsome).
+/// A waiter that expects its next message no sooner than in hundreds of milliseconds can set a
+/// longer Idle::max_sleep_s (less CPU at no relative cost in latency), or sleep on a doorbell.
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, const Idle& idle = {});
 
 /// CPU seconds this process has used (user + system), for measuring what waiting costs.
 double process_cpu_seconds();
