@@ -13,6 +13,12 @@
 #   framework:   `mpiexec -n N+1 mpigan train ... --set algorithm.name=RULE`, each worker S steps.
 # Each measurement is repeated R times, independent and framework runs alternating (a shared
 # machine's speed drifts), and the medians are compared: efficiency = framework / independent.
+# The loss splits in two, from the framework run's updates.csv (each worker's first update left
+# out): the workers' compute bound, the samples/s the workers' compute times alone allow (sync:
+# samples over the sum of each round's slowest compute time; asynchronous rules: the sum of each
+# worker's samples over its compute time), against independent shows what the workers lost while
+# computing (the slower worker of each round, contention); framework / bound shows what the
+# exchanges cost (the master, the protocol, waiting for replies).
 # Prints a table; LOG_DIR=dir keeps every output.
 # Defaults: workers 1..nproc, rules "sync gem", steps 8, batch 16, repeat 3, model 3dgan-25,
 # build `build`, mpiexec `mpiexec.mpich` (or `mpiexec`).
@@ -29,7 +35,7 @@ model=3dgan-25
 build=build
 mpiexec=$(command -v mpiexec.mpich || command -v mpiexec || true)
 
-usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "efficiency.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -66,6 +72,21 @@ steady() {  # the steady-state rate from a summary line "... (steady state X)."
 "$mpiexec" -n 1 "$mpigan" train "$exp" "${common[@]}" --out "$work/warm" --set training.max_updates=1 \
   >"$work/warm.log" 2>&1 || { cat "$work/warm.log"; die "the warm-up run failed"; }
 
+# The workers' compute bound of a framework run (see the header) from its updates.csv.
+compute_bound() {  # UPDATES_CSV SYNC(0|1)
+  awk -F, -v sync="$2" '
+    NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+    $col["verdict"] !~ /^applied/ { next }
+    { w = $col["worker"]; if (!(w in seen)) { seen[w] = 1; next }
+      c = $col["compute_s"]; n = $col["samples"]
+      if (sync) { r = $col["step"]; rs[r] += n; if (c > rm[r]) rm[r] = c }
+      else { ws[w] += n; wc[w] += c } }
+    END { b = 0
+      if (sync) { for (r in rs) { s += rs[r]; t += rm[r] } if (t > 0) b = s / t }
+      else { for (w in ws) if (wc[w] > 0) b += ws[w] / wc[w] }
+      print b }' "$1"
+}
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 independent_run() {  # N TAG: N single-process trainers at once; prints the sum of their rates
@@ -84,7 +105,7 @@ independent_run() {  # N TAG: N single-process trainers at once; prints the sum 
   echo "$total"
 }
 
-framework_run() {  # N RULE TAG: prints the master's steady-state rate
+framework_run() {  # N RULE TAG: prints the master's steady-state rate and the workers' compute bound
   local n=$1 rule=$2 tag=$3 updates=$steps log
   # sync: one update per round of n gradients; asynchronous rules: one per worker step.
   [[ $rule == sync ]] || updates=$((steps * n))
@@ -97,22 +118,30 @@ framework_run() {  # N RULE TAG: prints the master's steady-state rate
     die "the $rule run with $n worker(s) failed (see $log)"
   r=$(steady "$log")
   [[ -n $r ]] || die "no steady-state rate in $log"
-  echo "$r"
+  echo "$r $(compute_bound "$work/$rule-$tag/updates.csv" "$([[ $rule == sync ]] && echo 1 || echo 0)")"
 }
 
-printf '%-8s %-6s %14s %14s %10s   %s\n' workers rule framework independent efficiency "(medians of $repeat; samples/s)"
+printf '%-8s %-6s %10s %12s %10s %10s %10s   %s\n' workers rule framework independent efficiency bound fw/bound \
+  "(medians of $repeat; samples/s)"
 for n in $workers; do
-  declare -A got=()
+  declare -A got=() bnd=()
   ind=()
   for k in $(seq 1 "$repeat"); do
     ind+=("$(independent_run "$n" "$n-$k")")
-    for rule in $rules; do got[$rule]+="$(framework_run "$n" "$rule" "$n-$k") "; done
+    for rule in $rules; do
+      read -r r b < <(framework_run "$n" "$rule" "$n-$k")
+      got[$rule]+="$r "
+      bnd[$rule]+="$b "
+    done
   done
   independent=$(printf '%s\n' "${ind[@]}" | median)
   for rule in $rules; do
     framework=$(printf '%s\n' ${got[$rule]} | median)
-    printf '%-8s %-6s %14.2f %14.2f %10.3f   framework %s| independent %s\n' "$n" "$rule" "$framework" "$independent" \
-      "$(awk -v a="$framework" -v b="$independent" 'BEGIN { print a / b }')" "${got[$rule]}" "${ind[*]}"
+    bound=$(printf '%s\n' ${bnd[$rule]} | median)
+    printf '%-8s %-6s %10.2f %12.2f %10.3f %10.2f %10.3f   framework %s| independent %s| bound %s\n' "$n" "$rule" \
+      "$framework" "$independent" "$(awk -v a="$framework" -v b="$independent" 'BEGIN { print a / b }')" \
+      "$bound" "$(awk -v a="$framework" -v b="$bound" 'BEGIN { print b > 0 ? a / b : 0 }')" \
+      "${got[$rule]}" "${ind[*]} " "${bnd[$rule]}"
   done
-  unset got
+  unset got bnd
 done
