@@ -8,9 +8,12 @@
 #
 # Both sides run `mpigan train bench/efficiency.yaml` (simulated 3dgan-25 showers, batch B,
 # no validation or checkpoints in the timed window) and report their steady-state samples/s
-# (after each process's first step; for the distributed run, once every worker has contributed):
+# (each process's or worker's rate from the end of its first step to the end of its last, summed):
 #   independent: N copies of `mpiexec -n 1 mpigan train ...`, each S steps; their rates summed;
-#   framework:   `mpiexec -n N+1 mpigan train ... --set algorithm.name=RULE`, each worker S steps.
+#   framework:   `mpiexec -n N+1 mpigan train ... --set algorithm.name=RULE`, each worker S steps;
+#                each worker's rate between its first and last update at the master (updates.csv),
+#                summed. (The master's own steady-state figure, one window across all workers,
+#                gains or loses up to a step of work at each edge when workers are out of phase.)
 # Each measurement is repeated R times, independent and framework runs alternating (a shared
 # machine's speed drifts), and the medians are compared: efficiency = framework / independent.
 # The loss splits in two, from the framework run's updates.csv (each worker's first update left
@@ -35,7 +38,7 @@ model=3dgan-25
 build=build
 mpiexec=$(command -v mpiexec.mpich || command -v mpiexec || true)
 
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "efficiency.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -73,6 +76,16 @@ steady() {  # the steady-state rate from a summary line "... (steady state X)."
   >"$work/warm.log" 2>&1 || { cat "$work/warm.log"; die "the warm-up run failed"; }
 
 # The workers' compute bound of a framework run (see the header) from its updates.csv.
+worker_rates() {  # UPDATES_CSV: the sum over workers of each one's samples/s between its first and last update
+  awk -F, '
+    NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+    $col["verdict"] !~ /^applied/ { next }
+    { w = $col["worker"]; t = $col["time_s"]
+      if (!(w in t0)) { t0[w] = t; next }
+      n[w] += $col["samples"]; t1[w] = t }
+    END { r = 0; for (w in n) if (t1[w] > t0[w]) r += n[w] / (t1[w] - t0[w]); print r }' "$1"
+}
+
 compute_bound() {  # UPDATES_CSV SYNC(0|1)
   awk -F, -v sync="$2" '
     NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
@@ -116,15 +129,14 @@ framework_run() {  # N RULE TAG: prints the master's steady-state rate and the w
   "$mpiexec" -n $((n + 1)) "$mpigan" train "$exp" "${common[@]}" --out "$work/$rule-$tag" \
     --set "algorithm.name=$rule" "${extra[@]}" --set "training.max_updates=$updates" >"$log" 2>&1 ||
     die "the $rule run with $n worker(s) failed (see $log)"
-  r=$(steady "$log")
-  [[ -n $r ]] || die "no steady-state rate in $log"
-  echo "$r $(compute_bound "$work/$rule-$tag/updates.csv" "$([[ $rule == sync ]] && echo 1 || echo 0)")"
+  [[ -n $(steady "$log") ]] || die "no steady-state rate in $log"
+  echo "$(worker_rates "$work/$rule-$tag/updates.csv") $(compute_bound "$work/$rule-$tag/updates.csv" "$([[ $rule == sync ]] && echo 1 || echo 0)")"
 }
 
 printf '%-8s %-6s %10s %12s %10s %10s %10s   %s\n' workers rule framework independent efficiency bound fw/bound \
-  "(medians of $repeat; samples/s)"
+  "(medians of $repeat runs; fw/bound: of the runs' ratios)"
 for n in $workers; do
-  declare -A got=() bnd=()
+  declare -A got=() bnd=() fwb=()
   ind=()
   for k in $(seq 1 "$repeat"); do
     ind+=("$(independent_run "$n" "$n-$k")")
@@ -132,6 +144,7 @@ for n in $workers; do
       read -r r b < <(framework_run "$n" "$rule" "$n-$k")
       got[$rule]+="$r "
       bnd[$rule]+="$b "
+      fwb[$rule]+="$(awk -v a="$r" -v b="$b" 'BEGIN { print (b > 0 ? a / b : 0) }') "
     done
   done
   independent=$(printf '%s\n' "${ind[@]}" | median)
@@ -140,8 +153,8 @@ for n in $workers; do
     bound=$(printf '%s\n' ${bnd[$rule]} | median)
     printf '%-8s %-6s %10.2f %12.2f %10.3f %10.2f %10.3f   framework %s| independent %s| bound %s\n' "$n" "$rule" \
       "$framework" "$independent" "$(awk -v a="$framework" -v b="$independent" 'BEGIN { print a / b }')" \
-      "$bound" "$(awk -v a="$framework" -v b="$bound" 'BEGIN { print b > 0 ? a / b : 0 }')" \
+      "$bound" "$(printf '%s\n' ${fwb[$rule]} | median)" \
       "${got[$rule]}" "${ind[*]} " "${bnd[$rule]}"
   done
-  unset got bnd
+  unset got bnd fwb
 done
