@@ -41,6 +41,7 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   d.experiment.resolved["training"]["max_nonfinite"] = d.dist.max_nonfinite;
   d.experiment.resolved["topology"]["master_threads"] = d.dist.topology.master_threads;
   d.experiment.resolved["topology"]["shared_memory"] = d.dist.topology.shared_memory;
+  d.experiment.resolved["topology"]["worker_wait"] = d.dist.topology.worker_wait;
   d.experiment.resolved["topology"]["masters"] = d.dist.topology.masters;
   d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
   d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;

@@ -2,6 +2,11 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
 namespace mpigan::worker {
 
 TopologyConfig TopologyConfig::parse(ConfigNode& s) {
@@ -12,8 +17,15 @@ TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   t.submaster_every = s.get_int("submaster_every", 1, 1, 1 << 20);
   t.master_threads = static_cast<int>(s.get_int("master_threads", 1, 1, 1024));
   t.shared_memory = s.get_bool("shared_memory", true);
+  t.worker_wait = s.get_choice("worker_wait", "auto", {"auto", "spin", "sleep"});
   s.reject_unknown();
   return t;
+}
+
+bool worker_spins(const std::string& mode, int local_workers, int threads, int local_cpus) {
+  if (mode == "spin") return true;
+  if (mode == "sleep") return false;
+  return local_workers > 0 && threads > 0 && static_cast<std::int64_t>(local_workers) * threads <= local_cpus;
 }
 
 const char* to_string(Role r) {
@@ -97,6 +109,18 @@ Topology Topology::build(const Comm& comm, const TopologyConfig& c) {
   t.local_rank = node.rank();
   t.local_size = c.ranks_per_node > 0 ? c.ranks_per_node : node.size();
   t.device_id = t.local_rank;  // the CUDA backend takes it modulo the visible devices
+  t.local_workers = static_cast<int>(node.allreduce_sum(static_cast<std::int64_t>(t.role == Role::worker)));
+  // The node's CPUs as its ranks see them (cgroups and launcher binding included): the union of
+  // their affinity masks.
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) {
+    CPU_ZERO(&mask);
+    for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()) && i < CPU_SETSIZE; ++i)
+      CPU_SET(i, &mask);
+  }
+  MPIGAN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mask, static_cast<int>(sizeof mask), MPI_BYTE, MPI_BOR, node.get()));
+  t.local_cpus = CPU_COUNT(&mask);
   return t;
 }
 

@@ -31,9 +31,18 @@ struct TopologyConfig {
   int master_threads = 1;
   /// Masters and children on one node exchange payloads through shared memory (payload_channel.hpp).
   bool shared_memory = true;
+  /// How a worker waits for its master's reply: "spin" polls without sleeping for up to its last
+  /// step's compute time (keeps its core busy: a core that idles comes back slower on shared
+  /// virtual machines, and the wake-up costs latency), "sleep" sleeps on its doorbell after 2 ms,
+  /// "auto" spins when the node's workers times their compute threads fit its CPUs.
+  std::string worker_wait = "auto";
   /// Reads the `topology` section; problems go to the document.
   static TopologyConfig parse(ConfigNode& section);
 };
+
+/// Whether a worker polls without sleeping while it waits for its reply (TopologyConfig::worker_wait):
+/// "auto" spins when @p local_workers ranks of @p threads compute threads each fit @p local_cpus.
+bool worker_spins(const std::string& mode, int local_workers, int threads, int local_cpus);
 
 enum class Role { top_master, sub_master, worker };
 const char* to_string(Role r);
@@ -48,6 +57,8 @@ struct Topology {
   int group = -1, group_rank = -1;
   int shard = -1, shards = 0;    ///< worker data shard
   int local_rank = 0, local_size = 1;  ///< among the ranks of this node
+  int local_workers = 0;         ///< worker ranks on this node
+  int local_cpus = 0;            ///< CPUs the ranks of this node may run on (union of their affinity masks)
   int device_id = -1;            ///< GPU for this rank (node-local rank), -1 = none chosen
   Comm links;                    ///< duplicate of the run communicator, for master-worker messages
   Comm group_comm;               ///< the ranks of this worker group (workers only)

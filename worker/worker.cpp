@@ -147,6 +147,12 @@ class Worker {
     m_acc_g = ParameterSet::like(m.generator.weights(), *m_session.backend);
     m_acc_d = ParameterSet::like(m.discriminator.weights(), *m_session.backend);
     m_device_reduce = std::make_unique<DeviceGroupReduce>(*m_session.backend, t);
+    // Compute threads of this rank: a GPU worker's CPU side is one thread; `threads: 0` takes them all.
+    const int threads = m_e.backend == "cuda" ? 1 : (m_e.threads > 0 ? m_e.threads : t.local_cpus);
+    m_spin = worker_spins(d.dist.topology.worker_wait, t.local_workers, threads, t.local_cpus);
+    if (t.leader())
+      spdlog::debug("{}: waits for replies {} ({} workers x {} threads on {} CPUs of this node)", t.label(),
+                    m_spin ? "spinning" : "sleeping", t.local_workers, threads, t.local_cpus);
   }
 
   WorkerResult run(std::int64_t resume_checkpoint) {
@@ -311,6 +317,10 @@ class Worker {
     return h;
   }
 
+  /// How long to poll for a reply before sleeping: a step's worth when spinning (a round's
+  /// straggler wait; a longer pause, a checkpoint or validation, then sleeps), else 2 ms.
+  double reply_spin_s(double compute) const { return m_spin ? std::max(kReplySpinSeconds, compute) : kReplySpinSeconds; }
+
   /// One exchange; returns false when the master says stop.
   bool exchange(std::int64_t samples, const models::StepLosses& last, double compute, const data::BatchSource& loader,
                 WorkerResult& r) {
@@ -329,7 +339,7 @@ class Worker {
         {
           auto span = m_trace.span("pull", "comm");
           send_header(c, make_header(Kind::pull, samples, last, compute, loader), m_t.parent, kTagHeader, m_ch.to_parent());
-          ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds, m_ch.from_parent());
+          ctl = recv_header(c, m_t.parent, kTagReply, reply_spin_s(compute), m_ch.from_parent());
           if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
         }
         if (ctl.kind == Kind::weights) {
@@ -346,7 +356,7 @@ class Worker {
           push_payload(c, m_ch, make_header(Kind::update, samples, last, compute, loader), m_t.parent, p, m_layout);
         }
         auto span = m_trace.span("wait", "wait");
-        ctl = recv_header(c, m_t.parent, kTagReply, kReplySpinSeconds, m_ch.from_parent());
+        ctl = recv_header(c, m_t.parent, kTagReply, reply_spin_s(compute), m_ch.from_parent());
         if (ctl.kind == Kind::weights) pull_payload(c, m_ch, m_t.parent, rep);
       }
       m_last_wait = seconds_since(t0);
@@ -487,6 +497,7 @@ class Worker {
   std::vector<float> m_payload, m_reply, m_local, m_pulled;
   std::int64_t m_version = 0, m_steps = 0, m_checkpoint_written = -1;
   double m_last_wait = 0;
+  bool m_spin = false;  ///< topology.worker_wait resolved for this rank
 };
 
 }  // namespace

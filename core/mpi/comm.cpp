@@ -214,6 +214,7 @@ void idle_until(Test&& test, double spin_s, const Idle& idle) {
     if (tries < 16) continue;
     if (spinning) {
       if (tries % 64 == 0 && clock::now() >= spin_until) spinning = false;
+      std::this_thread::yield();  // a rank sharing this core (a master) runs at once when it wakes
       continue;
     }
     if (!idle.bell.valid() || clock::now() < grace_until) {

@@ -20,6 +20,7 @@
 #include "mpigan/worker/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <yaml-cpp/yaml.h>
 
@@ -229,6 +231,26 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   }
 }
 
+TEST_CASE("worker_wait: auto spins only when the node's workers and their threads fit its CPUs") {
+  CHECK(worker::worker_spins("spin", 8, 4, 2));
+  CHECK_FALSE(worker::worker_spins("sleep", 1, 1, 64));
+  CHECK(worker::worker_spins("auto", 2, 1, 2));
+  CHECK(worker::worker_spins("auto", 3, 4, 12));
+  CHECK_FALSE(worker::worker_spins("auto", 4, 1, 2));
+  CHECK_FALSE(worker::worker_spins("auto", 2, 2, 3));
+  CHECK_FALSE(worker::worker_spins("auto", 0, 1, 2));
+  // This job runs on one node: every rank sees the same worker count and at least its own CPUs.
+  worker::TopologyConfig cfg;
+  const Comm world = Comm::world();
+  const auto t = worker::Topology::build(world, cfg);
+  CHECK(t.local_workers == world.size() - 1);
+  cpu_set_t mine;
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  CHECK(t.local_cpus >= CPU_COUNT(&mine));
+  CHECK(t.local_cpus <= static_cast<int>(std::thread::hardware_concurrency()));
+  CHECK(world.allreduce_max(static_cast<double>(t.local_cpus)) == static_cast<double>(t.local_cpus));
+}
+
 TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI messages, also stopped and resumed") {
   if (!ranks(3)) return;
   const std::vector<std::string> base{"algorithm.name=sync", "training.max_updates=30", "checkpoint.every=10"};
@@ -236,10 +258,12 @@ TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI m
   const auto sa = run(a, base);  // payloads through shared memory (all ranks share this node)
   std::vector<std::string> over_mpi = base;
   over_mpi.push_back("topology.shared_memory=false");
+  over_mpi.push_back("topology.worker_wait=spin");  // how a worker waits must not change a bit
   const auto sb = run(b, over_mpi);
   // c: stop at 10, then resume to 30.
   std::vector<std::string> first = base;
   first.push_back("training.max_updates=10");
+  first.push_back("topology.worker_wait=sleep");
   run(c, first);
   const auto sc = run(c, base, true);
   if (world_rank() != 0) return;
