@@ -19,6 +19,7 @@ endif()
 option(MPIGAN_BUILD_TESTS "Build the doctest suites (tests/)" ON)
 option(MPIGAN_BUILD_BENCH "Build the benchmarks (bench/)" ON)
 option(MPIGAN_NATIVE "Compile for the build machine's CPU (-march=native)" OFF)
+option(MPIGAN_WERROR "Treat compiler warnings as errors (CI: scripts/sanitize.sh, setup.sh --werror)" OFF)
 
 # Warnings and per-target flags go through this interface target, never CMAKE_CXX_FLAGS.
 add_library(mpigan_build_flags INTERFACE)
@@ -27,4 +28,9 @@ target_compile_options(mpigan_build_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers -Wno-restrict>
   # No code reads errno after a math call; without it sqrt and friends vectorise.
   $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MPIGAN_NATIVE}>>:-march=native>)
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MPIGAN_NATIVE}>>:-march=native>
+  # MPIGAN_WERROR (CI): every warning fails the build; for .cu files nvcc's own warnings and the
+  # host compiler's (-Xcompiler=-Wall,-Wextra in core/backend/cuda).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${MPIGAN_WERROR}>>:-Werror>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${MPIGAN_WERROR}>>:--Werror=all-warnings>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${MPIGAN_WERROR}>>:-Xcompiler=-Werror>)

@@ -86,6 +86,8 @@ Tensor Backend::to_host(const Tensor& src) {
   return canon.clone();
 }
 
+std::unique_ptr<GroupReducer> Backend::make_group_reducer(int, int, const IdBroadcast&) { return nullptr; }
+
 void Backend::from_host(const Tensor& host, Tensor& dst) {
   MPIGAN_CHECK_SHAPE(host.shape() == dst.shape(), "from_host: shapes differ ({} vs {})", host.shape(), dst.shape());
   if (dst.canonical()) {

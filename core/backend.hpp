@@ -19,8 +19,11 @@
 #include "mpigan/core/shape.hpp"
 #include "mpigan/core/tensor.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -174,6 +177,19 @@ struct AdamStep {
 };
 
 // ----------------------------------------------------------------------------------------------
+// Averaging over the ranks of a group (batch parallelism) without leaving the device.
+
+/// Averages device buffers over the ranks of a group, on the device (NCCL on the cuda backend).
+class GroupReducer {
+ public:
+  virtual ~GroupReducer() = default;
+  /// x <- mean of x over the group's ranks, in place. Collective: every rank calls it in the same order.
+  virtual void average(Tensor& x) = 0;
+};
+/// Sends an opaque id from group rank 0 to the others (the caller's communicator does it).
+using IdBroadcast = std::function<void(std::span<std::byte> id)>;
+
+// ----------------------------------------------------------------------------------------------
 
 class Backend {
  public:
@@ -243,6 +259,15 @@ class Backend {
   virtual void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) = 0;
   /// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; w -= lr_t*m/(sqrt(v)+eps)
   virtual void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) = 0;
+
+  // --- group averaging
+  /// A device-side group reducer, or nullptr when this backend has none (host averaging over MPI then).
+  /// Collective over the group when it returns non-null.
+  /// This rank is @p group_rank of @p group_size; @p broadcast_id carries the backend's opaque
+  /// rendezvous id from group rank 0 to the others (called once, on every rank, before the reducer
+  /// is made). Every rank of a group uses the same backend, so all get null or none do.
+  virtual std::unique_ptr<GroupReducer> make_group_reducer(int group_rank, int group_size,
+                                                           const IdBroadcast& broadcast_id);
 };
 
 /// Floats a dropout mask of @p n elements occupies (one bit per element, 32 per word).

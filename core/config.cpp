@@ -1,3 +1,4 @@
+// Strict YAML configuration: overrides, typed getters that record problems, and the final report (config.hpp).
 #include "mpigan/core/config.hpp"
 
 #include "mpigan/core/error.hpp"

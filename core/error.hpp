@@ -11,6 +11,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mpigan {
@@ -64,9 +65,14 @@ namespace detail {
 /// Shortens __FILE__ to the path inside the repository ("nn/conv3d.cpp").
 std::string source_location(const char* file, int line);
 
+/// A ConfigError raised this way holds the one formatted message as its only problem.
 template <class E, class... Args>
 [[noreturn]] void raise(const char* file, int line, fmt::format_string<Args...> format, Args&&... args) {
-  throw E(source_location(file, line), fmt::format(format, std::forward<Args>(args)...));
+  if constexpr (std::is_same_v<E, ConfigError>) {
+    throw E(source_location(file, line), {fmt::format(format, std::forward<Args>(args)...)});
+  } else {
+    throw E(source_location(file, line), fmt::format(format, std::forward<Args>(args)...));
+  }
 }
 }  // namespace detail
 
@@ -85,4 +91,12 @@ template <class E, class... Args>
     if (!(cond)) [[unlikely]] {                       \
       MPIGAN_THROW(::mpigan::ShapeError, __VA_ARGS__); \
     }                                                 \
+  } while (0)
+/// Throws a ConfigError listing every problem in @p problems (a std::vector<std::string>) when
+/// there is at least one; a single problem is MPIGAN_THROW(::mpigan::ConfigError, "fmt", args...).
+#define MPIGAN_CHECK_PROBLEMS(problems)                                                            \
+  do {                                                                                             \
+    if (!(problems).empty()) [[unlikely]] {                                                        \
+      throw ::mpigan::ConfigError(::mpigan::detail::source_location(__FILE__, __LINE__), problems); \
+    }                                                                                              \
   } while (0)

@@ -1,3 +1,4 @@
+// Logging setup: the process-wide spdlog logger, its level and its rank label (log.hpp).
 #include "mpigan/core/log.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,4 @@
+// ParameterSet: named tensors laid out in one flat buffer, on a backend or over host memory.
 #include "mpigan/core/parameter_set.hpp"
 
 #include "mpigan/core/error.hpp"

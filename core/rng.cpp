@@ -1,3 +1,4 @@
+// Philox4x32-10 and the Rng built on it: words, uniform/normal/gamma draws, checkpointable state.
 #include "mpigan/core/rng.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -38,11 +39,6 @@ std::uint32_t philox_word(std::uint64_t seed, std::uint64_t stream, std::uint64_
 
 Rng::Rng(std::uint64_t seed, std::uint64_t stream) { m_state = {seed, stream, 0}; }
 Rng::Rng(const State& state) : m_state(state) {}
-
-void Rng::set_state(const State& s) {
-  m_state = s;
-  m_block_id = ~std::uint64_t{0};
-}
 
 void Rng::refill() {
   m_block_id = m_state.position / 4;
@@ -102,10 +98,6 @@ double Rng::gamma(double shape) {
     if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
     if (std::log(u) < 0.5 * x * x + d * (1.0 - v + std::log(v))) return d * v;
   }
-}
-
-void Rng::fill_normal(std::span<float> out, float mean, float stddev) {
-  for (float& x : out) x = mean + stddev * normal();
 }
 
 void Rng::fill_uniform(std::span<float> out, float lo, float hi) {

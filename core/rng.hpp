@@ -59,14 +59,12 @@ class Rng {
   /// Gamma(shape, 1) variate (Marsaglia-Tsang), shape > 0.
   double gamma(double shape);
 
-  void fill_normal(std::span<float> out, float mean = 0.0f, float stddev = 1.0f);
   void fill_uniform(std::span<float> out, float lo, float hi);
 
   /// A generator on another stream of the same seed (independent of this one).
   Rng split(std::uint64_t stream) const { return Rng(m_state.seed, stream); }
 
   const State& state() const { return m_state; }
-  void set_state(const State& s);
 
  private:
   void refill();

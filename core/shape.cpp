@@ -1,3 +1,4 @@
+// Shape and Dims3 arithmetic and printing (shape.hpp).
 #include "mpigan/core/shape.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,4 @@
+// Tensor, TensorDesc and host Storage: allocation, views, reshapes and host copies (tensor.hpp).
 #include "mpigan/core/tensor.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -133,11 +134,6 @@ std::size_t Tensor::flat_index(std::initializer_list<std::int64_t> index) const 
 
 float& Tensor::at(std::initializer_list<std::int64_t> index) { return m_data[flat_index(index)]; }
 float Tensor::at(std::initializer_list<std::int64_t> index) const { return m_data[flat_index(index)]; }
-
-std::vector<float> Tensor::to_vector() const {
-  auto v = values();
-  return {v.begin(), v.end()};
-}
 
 void Tensor::fill(float value) {
   auto v = values();

@@ -106,7 +106,6 @@ class Tensor {
   std::span<const float> values() const;
   float& at(std::initializer_list<std::int64_t> index);
   float at(std::initializer_list<std::int64_t> index) const;
-  std::vector<float> to_vector() const;
   void fill(float value);
   /// Deep copy (host canonical).
   Tensor clone() const;

@@ -7,10 +7,11 @@
 #  1. records the machine (nvidia-smi, driver, toolkit, cuDNN/NCCL versions, git commit);
 #  2. configures and builds with CUDA in build-gpu/ (-DMPIGAN_CUDA=ON, Release, architectures
 #     "native" = the GPUs of this machine; --arch "80;90" to override);
-#  3. runs the GPU test suite (doctest suite "cuda" of mpigan_test_core, i.e. every op against the
-#     reference backend) in strict fp32, again with MPIGAN_CUDA_TF32=1, the convolutions again
-#     with cuDNN's heuristics and deterministic algorithms only, the whole core suite (whose
-#     backend-templated op tests include cuda), then `ctest -L gpu` if such tests exist; with
+#  3. runs the GPU tests of mpigan_test_core (doctest suite "cuda", the backend's own tests, and
+#     the cuda instances "...<cuda>" of test_ops.cpp's backend-templated cases, i.e. every op
+#     against the reference backend) in strict fp32, the convolutions and inner products again
+#     with MPIGAN_CUDA_TF32=1, the convolutions again with cuDNN's heuristics and deterministic
+#     algorithms only, the whole core suite, then `ctest -L gpu` if such tests exist; with
 #     --sanitize also under compute-sanitizer memcheck (slow);
 #  4. runs the benchmarks (hooks below: `mpigan bench step` on cuda and its PyTorch peer);
 #  5. writes all logs and a summary.txt to the results directory (default runs/gpu-HOST-DATE/,
@@ -109,20 +110,22 @@ gpu_suite() {  # gpu_suite LOGNAME [ENV=VALUE...] -- [doctest args...]
   while [[ $# -gt 0 && $1 != -- ]]; do envs+=("$1"); shift; done
   shift
   echo "== tests ${envs[*]} $* (log: ${log#"$out"/})"
-  if ! env "${envs[@]}" "$tests" -ts=cuda --force-colors=0 "$@" > "$log" 2>&1; then
+  if ! env "${envs[@]}" "$tests" --force-colors=0 "$@" > "$log" 2>&1; then
     note "FAIL  tests ${envs[*]} $* (see ${log#"$out"/})"
     failed=1
-  elif grep -q "SKIPPED: no GPU" "$log"; then
+  elif grep -q "SKIPPED: no GPU\|SKIPPED: backend 'cuda'" "$log"; then
     note "FAIL  tests ${envs[*]} $*: the tests saw no GPU (CUDA_VISIBLE_DEVICES? driver?)"
     failed=1
   else
     note "PASS  tests ${envs[*]} $* ($(grep -m1 -o 'test cases: .*' "$log"))"
   fi
 }
-gpu_suite test_cuda_fp32.log MPIGAN_CUDA_TF32=0 --
-gpu_suite test_cuda_tf32.log MPIGAN_CUDA_TF32=1 -- -tc="*conv3d*,*inner product*"
+# Suite "cuda" (test_cuda_backend.cpp) and the cuda instances of test_ops.cpp's templated cases.
+gpu_tests="cuda: *,*<cuda>"
+gpu_suite test_cuda_fp32.log MPIGAN_CUDA_TF32=0 -- -tc="$gpu_tests"
+gpu_suite test_cuda_tf32.log MPIGAN_CUDA_TF32=1 -- -tc="*conv3d*<cuda>,*inner product*<cuda>,cuda: conv3d*"
 gpu_suite test_cuda_heuristic_deterministic.log MPIGAN_CUDA_CONV_ALGO=heuristic MPIGAN_CUDA_DETERMINISTIC=1 -- \
-  -tc="*conv3d*"
+  -tc="*conv3d*<cuda>,cuda: conv3d*"
 # The whole core suite: also runs the op tests of tests/unit/core/test_ops.cpp, which are templated
 # over backend tags and include the cuda backend (CudaTag) when it is compiled.
 step "tests: whole core suite (incl. CudaTag op tests)" "$out/test_core_all.log" "$tests" --force-colors=0
@@ -140,7 +143,7 @@ if [[ $sanitize -eq 1 ]]; then
   if command -v compute-sanitizer > /dev/null; then
     # Without the caching allocator, so that use-after-free reaches the driver.
     step "compute-sanitizer memcheck" "$out/sanitizer.log" env MPIGAN_CUDA_CACHING=0 \
-      compute-sanitizer --tool memcheck --error-exitcode 1 "$tests" -ts=cuda --force-colors=0
+      compute-sanitizer --tool memcheck --error-exitcode 1 "$tests" -tc="$gpu_tests" --force-colors=0
   else
     note "NOTE  compute-sanitizer not found, --sanitize skipped"
   fi

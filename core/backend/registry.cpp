@@ -1,13 +1,13 @@
 // The backend registry: names to constructors, compiled in per build (MPIGAN_HAVE_CUDA is 0 or 1).
+#include "mpigan/backend/cpu/cpu_backend.hpp"
+#include "mpigan/backend/reference/reference_backend.hpp"
 #include "mpigan/core/backend.hpp"
-#include "mpigan/core/backend/cpu/cpu_backend.hpp"
-#include "mpigan/core/backend/reference/reference_backend.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <omp.h>
 
 #if MPIGAN_HAVE_CUDA
-#include "mpigan/core/backend/cuda/cuda_backend.hpp"
+#include "mpigan/backend/cuda/cuda_backend.hpp"
 #endif
 
 namespace mpigan {

@@ -1,3 +1,4 @@
+// MPI wrappers (comm.hpp): RAII communicators, checked calls, collectives and quiet waits.
 #include "mpigan/core/mpi/comm.hpp"
 
 #include "mpigan/core/error.hpp"

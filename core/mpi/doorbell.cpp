@@ -1,3 +1,4 @@
+// Shared-memory doorbells (doorbell.hpp): ring and futex waits on a counter shared by a node's ranks.
 #include "mpigan/core/mpi/doorbell.hpp"
 
 #include <atomic>

@@ -1,9 +1,25 @@
+// Test helpers (test_utils.hpp): backends or a visible skip, random tensors, tolerance checks.
 #include "test_utils.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace mpigan::test {
+
+bool cuda_tf32_requested() {
+  const char* v = std::getenv("MPIGAN_CUDA_TF32");
+  return v && (std::string(v) == "1" || std::string(v) == "on" || std::string(v) == "true");
+}
+
+Tolerance library_tolerance(const Backend& be, Tolerance t, const Tensor& want) {
+  if (be.name() != "cuda") return t;
+  const double frac = cuda_tf32_requested() ? 5e-3 : 1e-4;
+  double sq = 0.0;
+  for (float v : want.values()) sq += static_cast<double>(v) * v;
+  const double rms = want.numel() > 0 ? std::sqrt(sq / static_cast<double>(want.numel())) : 0.0;
+  return {std::max(t.abs, frac * rms), std::max(t.rel, frac)};
+}
 
 std::unique_ptr<Backend> backend_or_skip(const std::string& name) {
   std::string why;

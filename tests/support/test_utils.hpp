@@ -36,6 +36,19 @@ struct Tolerance {
   double rel = 1e-5;
 };
 
+/// Whether MPIGAN_CUDA_TF32 asks the cuda backend for TF32 tensor-core math (1, on, true).
+bool cuda_tf32_requested();
+/// @p t, widened on the cuda backend to what cuDNN and cuBLAS (convolutions, inner products) may
+/// differ by: 1e-4 of rms(@p want) absolute plus 1e-4 relative in strict fp32, 5e-3 with TF32.
+/// Other backends get @p t unchanged.
+///
+/// Why: outputs are sums of K products (K up to ~15000 forward, ~30000 for weight gradients);
+/// recursive fp32 summation errs by about eps*sqrt(K) of the sums' scale (1.2e-7 * 177 = 2e-5),
+/// and the FFT and Winograd algorithms that cudnnFind may pick lose up to one more digit: 1e-4 of
+/// the RMS. TF32 rounds operands to 10 mantissa bits (2^-11 = 4.9e-4 relative per product);
+/// random-sign sums keep that relative to the RMS, so 5e-3 leaves a 10x margin.
+Tolerance library_tolerance(const Backend& be, Tolerance t, const Tensor& want);
+
 /// CHECKs |got - want| <= abs + rel*|want| everywhere; on failure prints @p what, the number of
 /// mismatches, the first ones with their flat index, and the largest error.
 void check_close(const std::string& what, const Tensor& got, const Tensor& want, Tolerance tol);
@@ -47,3 +60,7 @@ void check_close(const std::string& what, std::span<const double> got, std::span
 void check_rel_l2(const std::string& what, const Tensor& got, const Tensor& want, double max_rel, double abs_rms = 1e-4);
 
 }  // namespace mpigan::test
+
+// Templated cases are named "<name><cpu>", "<name><cuda>": `-tc="*<cuda>"` runs one backend's.
+TYPE_TO_STRING_AS("cpu", mpigan::test::CpuTag);
+TYPE_TO_STRING_AS("cuda", mpigan::test::CudaTag);

@@ -11,9 +11,9 @@
 // The output keeps the chosen layout (a DnnlLayout) and the next layers work in it; when the
 // incoming layout differs, a staging reorder runs at this edge. Backward primitives are created
 // on first use (a generator run only for inference never creates them), with the forward hint.
-#include "mpigan/core/backend/cpu/cpu_ops.hpp"
+#include "mpigan/backend/cpu/cpu_ops.hpp"
 
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 
 #include <Eigen/Core>
 

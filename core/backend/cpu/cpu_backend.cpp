@@ -1,9 +1,10 @@
-#include "mpigan/core/backend/cpu/cpu_backend.hpp"
+// The CPU backend: memory, reorders, op factories, and the flat and optimizer math (Eigen, vector_kernels).
+#include "mpigan/backend/cpu/cpu_backend.hpp"
 
-#include "mpigan/core/backend/cpu/cpu_ops.hpp"
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/backend/cpu/cpu_ops.hpp"
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 #include "mpigan/core/rng.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include <Eigen/Core>
 #include <omp.h>

@@ -1,4 +1,5 @@
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+// oneDNN plumbing shared by the CPU backend's ops: context, memory descriptors, layouts, staging.
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 
 #include <algorithm>
 #include <cstdlib>

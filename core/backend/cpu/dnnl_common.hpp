@@ -112,4 +112,26 @@ auto dnnl_call(const std::string& what, F&& f) -> decltype(f()) {
   }
 }
 
+/// A primitive created on first use: the backward (or inference) primitive of an op that may only
+/// ever run forward. reset() forgets it (setup() with a new input); get() creates it once, from
+/// the primitive descriptor @p make_pd returns, with oneDNN errors naming "@p what @p desc".
+template <class Primitive>
+class LazyPrimitive {
+ public:
+  void reset() { m_made = false; }
+
+  template <class Desc, class MakePd>
+  const Primitive& get(const char* what, const Desc& desc, MakePd&& make_pd) {
+    if (!m_made) {
+      dnnl_call(std::string(what) + " " + desc.to_string(), [&] { m_primitive = Primitive(make_pd()); });
+      m_made = true;
+    }
+    return m_primitive;
+  }
+
+ private:
+  bool m_made = false;
+  Primitive m_primitive;
+};
+
 }  // namespace mpigan::cpu

@@ -1,7 +1,7 @@
 // oneDNN element-wise activations and batch normalisation. Both work in whatever layout the
 // previous op produced and keep it.
-#include "mpigan/core/backend/cpu/cpu_ops.hpp"
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/backend/cpu/cpu_ops.hpp"
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 
 #include <algorithm>
 
@@ -25,7 +25,7 @@ class CpuEltwise final : public EltwiseOp {
   TensorDesc setup(const TensorDesc& src) override {
     m_src = src;
     m_md = md_of(src);
-    m_has_bwd = false;
+    m_bwd.reset();
     dnnl_call("eltwise " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::eltwise_forward::desc d(prop_kind::forward_training, to_dnnl(m_desc.kind), m_md, m_desc.alpha, 0.0f);
       m_fwd_pd = dnnl::eltwise_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
@@ -40,15 +40,11 @@ class CpuEltwise final : public EltwiseOp {
   }
 
   void backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override {
-    if (!m_has_bwd) {
-      dnnl_call("eltwise backward " + m_desc.to_string(), [&] {
-        dnnl::eltwise_backward::desc d(to_dnnl(m_desc.kind), m_md, m_md, m_desc.alpha, 0.0f);
-        m_bwd_pd = dnnl::eltwise_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
-        m_bwd = dnnl::eltwise_backward(m_bwd_pd);
-      });
-      m_has_bwd = true;
-    }
-    m_ctx.run(m_bwd, {{DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())},
+    const auto& bwd = m_bwd.get("eltwise backward", m_desc, [&] {
+      dnnl::eltwise_backward::desc d(to_dnnl(m_desc.kind), m_md, m_md, m_desc.alpha, 0.0f);
+      return dnnl::eltwise_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
+    });
+    m_ctx.run(bwd, {{DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())},
                                  {DNNL_ARG_DIFF_DST, make_memory(m_md, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_md, m_ctx, diff_src.data())}});
   }
@@ -60,9 +56,7 @@ class CpuEltwise final : public EltwiseOp {
   dnnl::memory::desc m_md;
   dnnl::eltwise_forward::primitive_desc m_fwd_pd;
   dnnl::eltwise_forward m_fwd;
-  bool m_has_bwd = false;
-  dnnl::eltwise_backward::primitive_desc m_bwd_pd;
-  dnnl::eltwise_backward m_bwd;
+  LazyPrimitive<dnnl::eltwise_backward> m_bwd;
 };
 
 class CpuBatchNorm final : public BatchNormOp {
@@ -74,7 +68,8 @@ class CpuBatchNorm final : public BatchNormOp {
                        "batch_norm {}: input expected {} channels, found {}", m_desc.to_string(), m_desc.channels,
                        src.to_string());
     m_md = md_of(src);
-    m_has_infer = m_has_bwd = false;
+    m_infer.reset();
+    m_bwd.reset();
     dnnl_call("batch_norm " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::batch_normalization_forward::desc d(prop_kind::forward_training, m_md, m_desc.epsilon,
                                                 flags::use_scale | flags::use_shift);
@@ -96,16 +91,12 @@ class CpuBatchNorm final : public BatchNormOp {
 
   void forward_inference(const Tensor& src, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
                          const Tensor& var, Tensor& dst) override {
-    if (!m_has_infer) {
-      dnnl_call("batch_norm inference " + m_desc.to_string(), [&] {
-        dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, m_md, m_desc.epsilon,
-                                                  flags::use_global_stats | flags::use_scale | flags::use_shift);
-        m_infer_pd = dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
-        m_infer = dnnl::batch_normalization_forward(m_infer_pd);
-      });
-      m_has_infer = true;
-    }
-    m_ctx.run(m_infer, {{DNNL_ARG_SRC, mem(src)},
+    const auto& infer = m_infer.get("batch_norm inference", m_desc, [&] {
+      dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, m_md, m_desc.epsilon,
+                                                flags::use_global_stats | flags::use_scale | flags::use_shift);
+      return dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
+    });
+    m_ctx.run(infer, {{DNNL_ARG_SRC, mem(src)},
                                    {DNNL_ARG_SCALE, vec(gamma)},
                                    {DNNL_ARG_SHIFT, vec(beta)},
                                    {DNNL_ARG_MEAN, vec(mean)},
@@ -118,20 +109,16 @@ class CpuBatchNorm final : public BatchNormOp {
     // oneDNN 2.6 has no backward_data implementation with scale/shift, so the full backward runs
     // and the parameter gradients go to scratch buffers, added to the caller's only when asked.
     // The shift is an input of the primitive even though the math does not use it.
-    if (!m_has_bwd) {
-      dnnl_call("batch_norm backward " + m_desc.to_string(), [&] {
-        dnnl::batch_normalization_backward::desc d(prop_kind::backward, m_md, m_md, m_desc.epsilon,
-                                                   flags::use_scale | flags::use_shift);
-        m_bwd_pd = dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_train_pd);
-        m_bwd = dnnl::batch_normalization_backward(m_bwd_pd);
-        m_dscale = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
-        m_dshift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
-        m_zero_shift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
-        std::fill_n(static_cast<float*>(m_zero_shift.get_data_handle()), m_desc.channels, 0.0f);
-      });
-      m_has_bwd = true;
-    }
-    m_ctx.run(m_bwd, {{DNNL_ARG_SRC, mem(src)},
+    const auto& bwd = m_bwd.get("batch_norm backward", m_desc, [&] {
+      dnnl::batch_normalization_backward::desc d(prop_kind::backward, m_md, m_md, m_desc.epsilon,
+                                                 flags::use_scale | flags::use_shift);
+      m_dscale = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+      m_dshift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+      m_zero_shift = dnnl::memory(plain_md({m_desc.channels}), m_ctx.engine);
+      std::fill_n(static_cast<float*>(m_zero_shift.get_data_handle()), m_desc.channels, 0.0f);
+      return dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_train_pd);
+    });
+    m_ctx.run(bwd, {{DNNL_ARG_SRC, mem(src)},
                                  {DNNL_ARG_DIFF_DST, mem(diff_dst)},
                                  {DNNL_ARG_SCALE, vec(gamma)},
                                  {DNNL_ARG_SHIFT, m_zero_shift},
@@ -155,11 +142,10 @@ class CpuBatchNorm final : public BatchNormOp {
   BatchNormDesc m_desc;
   DnnlContext& m_ctx;
   dnnl::memory::desc m_md;
-  dnnl::batch_normalization_forward::primitive_desc m_train_pd, m_infer_pd;
-  dnnl::batch_normalization_forward m_train, m_infer;
-  bool m_has_infer = false, m_has_bwd = false;
-  dnnl::batch_normalization_backward::primitive_desc m_bwd_pd;
-  dnnl::batch_normalization_backward m_bwd;
+  dnnl::batch_normalization_forward::primitive_desc m_train_pd;
+  dnnl::batch_normalization_forward m_train;
+  LazyPrimitive<dnnl::batch_normalization_forward> m_infer;
+  LazyPrimitive<dnnl::batch_normalization_backward> m_bwd;
   dnnl::memory m_dscale, m_dshift, m_zero_shift;
 };
 

@@ -1,7 +1,7 @@
 // oneDNN inner product (dense layer). src/dst are canonical (N,IC)/(N,OC); the weights are
 // reordered from canonical OI into oneDNN's preferred format at this edge.
-#include "mpigan/core/backend/cpu/cpu_ops.hpp"
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/backend/cpu/cpu_ops.hpp"
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 
 #include <Eigen/Core>
 

@@ -1,7 +1,7 @@
 // oneDNN average pooling and nearest-neighbour resampling (UpSampling3D). Both keep the layout
 // of their input; the output format is chosen by oneDNN ('any') and returned to the next layer.
-#include "mpigan/core/backend/cpu/cpu_ops.hpp"
-#include "mpigan/core/backend/cpu/dnnl_common.hpp"
+#include "mpigan/backend/cpu/cpu_ops.hpp"
+#include "mpigan/backend/cpu/dnnl_common.hpp"
 
 namespace mpigan::cpu {
 namespace {
@@ -16,7 +16,7 @@ class CpuAvgPool final : public AvgPoolOp {
   TensorDesc setup(const TensorDesc& src) override {
     const Shape dst_shape = m_desc.output_shape(src.shape);
     m_src_md = md_of(src);
-    m_has_bwd = false;
+    m_bwd.reset();
     // No padding; oneDNN requires out = (in - k + pad_l + pad_r)/stride + 1 exactly, so a window
     // that does not fit at the end (23 -> 11 with k = s = 2) gets a negative right padding.
     dnnl::memory::dims pad_r(3);
@@ -38,16 +38,12 @@ class CpuAvgPool final : public AvgPoolOp {
   }
 
   void backward(const Tensor& diff_dst, Tensor& diff_src) override {
-    if (!m_has_bwd) {
-      dnnl_call("avg_pool backward " + m_desc.to_string(), [&] {
-        dnnl::pooling_backward::desc d(algorithm::pooling_avg_include_padding, m_src_md, md_of(m_dst),
-                                       to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0}, m_pad_r);
-        m_bwd_pd = dnnl::pooling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
-        m_bwd = dnnl::pooling_backward(m_bwd_pd);
-      });
-      m_has_bwd = true;
-    }
-    m_ctx.run(m_bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
+    const auto& bwd = m_bwd.get("avg_pool backward", m_desc, [&] {
+      dnnl::pooling_backward::desc d(algorithm::pooling_avg_include_padding, m_src_md, md_of(m_dst),
+                                     to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0}, m_pad_r);
+      return dnnl::pooling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
+    });
+    m_ctx.run(bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 
@@ -59,9 +55,7 @@ class CpuAvgPool final : public AvgPoolOp {
   TensorDesc m_dst;
   dnnl::pooling_forward::primitive_desc m_fwd_pd;
   dnnl::pooling_forward m_fwd;
-  bool m_has_bwd = false;
-  dnnl::pooling_backward::primitive_desc m_bwd_pd;
-  dnnl::pooling_backward m_bwd;
+  LazyPrimitive<dnnl::pooling_backward> m_bwd;
 };
 
 class CpuUpsample final : public UpsampleOp {
@@ -71,7 +65,7 @@ class CpuUpsample final : public UpsampleOp {
   TensorDesc setup(const TensorDesc& src) override {
     const Shape dst_shape = m_desc.output_shape(src.shape);
     m_src_md = md_of(src);
-    m_has_bwd = false;
+    m_bwd.reset();
     // oneDNN nearest resampling maps output index o to input round((o + 0.5)/f - 0.5), which for
     // an integer factor f is floor(o / f): the same voxel repetition as Keras UpSampling3D.
     dnnl_call("upsample " + m_desc.to_string() + " " + src.to_string(), [&] {
@@ -90,15 +84,11 @@ class CpuUpsample final : public UpsampleOp {
   }
 
   void backward(const Tensor& diff_dst, Tensor& diff_src) override {
-    if (!m_has_bwd) {
-      dnnl_call("upsample backward " + m_desc.to_string(), [&] {
-        dnnl::resampling_backward::desc d(algorithm::resampling_nearest, m_src_md, md_of(m_dst));
-        m_bwd_pd = dnnl::resampling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
-        m_bwd = dnnl::resampling_backward(m_bwd_pd);
-      });
-      m_has_bwd = true;
-    }
-    m_ctx.run(m_bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
+    const auto& bwd = m_bwd.get("upsample backward", m_desc, [&] {
+      dnnl::resampling_backward::desc d(algorithm::resampling_nearest, m_src_md, md_of(m_dst));
+      return dnnl::resampling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
+    });
+    m_ctx.run(bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
                                  {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 
@@ -109,9 +99,7 @@ class CpuUpsample final : public UpsampleOp {
   TensorDesc m_dst;
   dnnl::resampling_forward::primitive_desc m_fwd_pd;
   dnnl::resampling_forward m_fwd;
-  bool m_has_bwd = false;
-  dnnl::resampling_backward::primitive_desc m_bwd_pd;
-  dnnl::resampling_backward m_bwd;
+  LazyPrimitive<dnnl::resampling_backward> m_bwd;
 };
 
 }  // namespace

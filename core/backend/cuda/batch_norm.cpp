@@ -1,8 +1,8 @@
 // Batch normalisation op (kernels in batch_norm.cu; see its header for the plan of each call).
 // Statistics in the reference's conventions: batch mean and biased batch variance out of
 // forward_training, back into backward; running statistics are the layer's business.
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

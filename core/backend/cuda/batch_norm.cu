@@ -13,8 +13,8 @@
 // Invariants: two-pass statistics in double like the reference; every reduction has a fixed shape
 // (P depends on M only) and order, so results are deterministic and identical across GPU models;
 // no atomics. Scratch (bn_scratch_bytes) is the caller's: partials, double means, coefficients.
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

@@ -12,9 +12,9 @@
 // CUDNN_TENSOR_OP_MATH and the math type the chosen algorithm reports. backward_data overwrites
 // diff_src (beta = 0); backward_weights accumulates into diff_weights/diff_bias (beta = 1).
 // Setup plans all three directions: setup is the one place that may benchmark and allocate.
-#include "mpigan/core/backend/cuda/conv3d_plan.hpp"
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/conv3d_plan.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <vector>

@@ -15,8 +15,8 @@
 // on the host against the reference convolution (bit-exact: the added zeros add exact zeros).
 #pragma once
 
+#include "mpigan/backend/cuda/device_math.hpp"
 #include "mpigan/core/backend.hpp"
-#include "mpigan/core/backend/cuda/device_math.hpp"
 
 #include <algorithm>
 

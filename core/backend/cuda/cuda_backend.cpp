@@ -1,10 +1,10 @@
 // CudaBackend: device choice, memory and copies, op factories, and the flat-buffer math (whose
 // kernels are in flat_math.cu and optimizers.cu).
-#include "mpigan/core/backend/cuda/cuda_backend.hpp"
+#include "mpigan/backend/cuda/cuda_backend.hpp"
 
-#include "mpigan/core/backend/cuda/cuda_context.hpp"
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/cuda_context.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <cstdlib>
@@ -350,6 +350,7 @@ void CudaBackend::pow_backward_add(const Tensor& src, float p, const Tensor& dif
 void CudaBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) {
   const std::size_t n = same_size(w, g, "sgd_update");
   if (s.momentum != 0.0f) same_size(w, v, "sgd_update (velocity)");
+  if (s.mirror != nullptr) same_size(w, *s.mirror, "sgd_update (mirror)");  // before w changes
   m_ctx->activate();
   kernels::sgd_update(m_ctx->stream(), w.data(), g.data(), s.momentum != 0.0f ? v.data() : nullptr, n, s.lr,
                       s.momentum, s.nesterov);
@@ -359,6 +360,7 @@ void CudaBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdSte
 void CudaBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) {
   const std::size_t n = same_size(w, g, "rmsprop_update");
   same_size(w, ms, "rmsprop_update (mean square)");
+  if (s.mirror != nullptr) same_size(w, *s.mirror, "rmsprop_update (mirror)");
   m_ctx->activate();
   kernels::rmsprop_update(m_ctx->stream(), w.data(), g.data(), ms.data(), n, s.lr, s.rho, s.epsilon);
   if (s.mirror != nullptr) copy(w, *s.mirror);
@@ -368,6 +370,7 @@ void CudaBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, 
   const std::size_t n = same_size(w, g, "adam_update");
   same_size(w, m, "adam_update (first moment)");
   same_size(w, v, "adam_update (second moment)");
+  if (s.mirror != nullptr) same_size(w, *s.mirror, "adam_update (mirror)");
   m_ctx->activate();
   kernels::adam_update(m_ctx->stream(), w.data(), g.data(), m.data(), v.data(), n, s.lr_t, s.beta1, s.beta2,
                        s.epsilon);

@@ -106,6 +106,12 @@ class CudaBackend final : public Backend {
   void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const RmspropStep& s) override;
   void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override;
 
+  /// A NCCL communicator over the group (nccl_comm.hpp): rank 0 makes the unique id, @p broadcast_id
+  /// hands it to the others, all join. average() = allreduce (sum) + scale by 1/group_size on this
+  /// backend's stream, then a check for asynchronous NCCL errors. Never null.
+  std::unique_ptr<GroupReducer> make_group_reducer(int group_rank, int group_size,
+                                                   const IdBroadcast& broadcast_id) override;
+
   /// The CUDA device ordinal this backend runs on.
   int device_id() const;
   /// Bytes in use / cached by the caching allocator (for logs and leak checks).

@@ -1,7 +1,7 @@
 // Failure handlers of the checking macros (cuda_check.hpp): compose one message with the API's
 // status name and text, the failed expression, file:line and the device; abort on sticky CUDA
 // errors, throw mpigan::Error otherwise.
-#include "mpigan/core/backend/cuda/cuda_check.hpp"
+#include "mpigan/backend/cuda/cuda_check.hpp"
 
 #include "mpigan/core/error.hpp"
 

@@ -1,5 +1,5 @@
 // The CUDA backend's shared context: device, stream, library handles, workspace, settings.
-#include "mpigan/core/backend/cuda/cuda_context.hpp"
+#include "mpigan/backend/cuda/cuda_context.hpp"
 
 #include "mpigan/core/error.hpp"
 

@@ -13,8 +13,8 @@
 //  - Ops hold a Context& and must not outlive their backend (as with the cpu backend).
 #pragma once
 
-#include "mpigan/core/backend/cuda/cuda_check.hpp"
-#include "mpigan/core/backend/cuda/device_allocator.hpp"
+#include "mpigan/backend/cuda/cuda_check.hpp"
+#include "mpigan/backend/cuda/device_allocator.hpp"
 #include "mpigan/core/shape.hpp"
 
 #include <cstddef>

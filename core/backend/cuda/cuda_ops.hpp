@@ -2,8 +2,8 @@
 // the argument checks they share.
 #pragma once
 
+#include "mpigan/backend/cuda/cuda_context.hpp"
 #include "mpigan/core/backend.hpp"
-#include "mpigan/core/backend/cuda/cuda_context.hpp"
 
 namespace mpigan::cuda {
 

@@ -1,7 +1,7 @@
 // The caching device allocator (see device_allocator.hpp for the invariants).
-#include "mpigan/core/backend/cuda/device_allocator.hpp"
+#include "mpigan/backend/cuda/device_allocator.hpp"
 
-#include "mpigan/core/backend/cuda/cuda_check.hpp"
+#include "mpigan/backend/cuda/cuda_check.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

@@ -18,7 +18,7 @@
 //    but the cost of 64-bit indices is negligible next to the memory traffic.
 #pragma once
 
-#include "mpigan/core/backend/cuda/philox.hpp"
+#include "mpigan/backend/cuda/philox.hpp"
 
 #include <cstdint>
 #include <math.h>

@@ -1,7 +1,7 @@
 // Element-wise activation op (kernels in eltwise.cu). Works on the physical buffer; the backward
 // takes the forward OUTPUT (backend.hpp), so forward may run in place over its input.
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

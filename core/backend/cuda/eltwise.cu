@@ -5,8 +5,8 @@
 // writes element i only, so dst may alias src and diff_src may alias diff_dst.
 // Own kernels rather than cudnnActivation*: cuDNN's legacy activations have no leaky ReLU and
 // take x, not y, in the backward.
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

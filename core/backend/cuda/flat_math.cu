@@ -5,8 +5,8 @@
 // over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
 // fixed two-stage tree whose shape depends only on n, so results are reproducible bit for bit.
 // dropout draws Philox word i/2 for element i, as the reference does (philox.hpp, core/rng.hpp).
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

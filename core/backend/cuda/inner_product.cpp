@@ -12,8 +12,8 @@
 //   dst^T(OC,N)     = op_T(W as (IC,OC)) * (src as (IC,N))          sgemm(T, N, OC, N, IC)
 //   diff_src^T(IC,N) = (W as (IC,OC)) * (diff_dst as (OC,N))         sgemm(N, N, IC, N, OC)
 //   diff_W^T(IC,OC)  = (src as (IC,N)) * op_T(diff_dst as (OC,N))    sgemm(N, T, IC, OC, N)
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

@@ -7,8 +7,8 @@
 // Invariants: row-major (rows = batch N, cols = OC). The gradient is one thread per column summing
 // its rows in double in row order (adjacent threads read adjacent columns: coalesced), so it is
 // deterministic and follows the reference's accumulation contract (+=).
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

@@ -6,7 +6,7 @@
 // model, so reductions add in the same order on every device and every run.
 #pragma once
 
-#include "mpigan/core/backend/cuda/cuda_check.hpp"
+#include "mpigan/backend/cuda/cuda_check.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -7,7 +7,7 @@
 // pointers unless named otherwise.
 #pragma once
 
-#include "mpigan/core/backend/cuda/device_math.hpp"
+#include "mpigan/backend/cuda/device_math.hpp"
 
 #include <cuda_runtime_api.h>
 

@@ -1,11 +1,13 @@
-// The NCCL communicator wrapper (see nccl_comm.hpp).
-#include "mpigan/core/backend/cuda/nccl_comm.hpp"
+// The NCCL communicator wrapper (see nccl_comm.hpp), and the cuda backend's GroupReducer on it.
+#include "mpigan/backend/cuda/nccl_comm.hpp"
 
-#include "mpigan/core/backend/cuda/cuda_backend.hpp"
-#include "mpigan/core/backend/cuda/cuda_context.hpp"
+#include "mpigan/backend/cuda/cuda_backend.hpp"
+#include "mpigan/backend/cuda/cuda_context.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <cstring>
+#include <memory>
+#include <span>
 #include <utility>
 
 namespace mpigan {
@@ -91,6 +93,37 @@ void NcclComm::check_async() const {
 void NcclComm::abort() noexcept {
   if (m_comm) (void)ncclCommAbort(m_comm);
   m_comm = nullptr;
+}
+
+namespace {
+
+/// Backend::make_group_reducer of the cuda backend: the mean over the group, on the device.
+class NcclGroupReducer final : public GroupReducer {
+ public:
+  NcclGroupReducer(NcclComm comm, CudaBackend& backend) : m_comm(std::move(comm)), m_backend(backend) {}
+
+  void average(Tensor& x) override {
+    m_comm.allreduce_sum(x);
+    m_backend.axpby(0.0f, x, 1.0f / static_cast<float>(m_comm.size()), x);
+    m_comm.check_async();
+  }
+
+ private:
+  NcclComm m_comm;
+  CudaBackend& m_backend;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupReducer> CudaBackend::make_group_reducer(int group_rank, int group_size,
+                                                              const IdBroadcast& broadcast_id) {
+  MPIGAN_CHECK(group_size >= 1 && group_rank >= 0 && group_rank < group_size,
+               "cuda make_group_reducer: rank {} of a group of {} is not a valid member", group_rank, group_size);
+  MPIGAN_CHECK(static_cast<bool>(broadcast_id), "cuda make_group_reducer: no id broadcast given");
+  NcclId id{};
+  if (group_rank == 0) id = nccl_new_id();
+  broadcast_id(std::as_writable_bytes(std::span<char>(id)));
+  return std::make_unique<NcclGroupReducer>(NcclComm(id, group_rank, group_size, *this), *this);
 }
 
 }  // namespace mpigan

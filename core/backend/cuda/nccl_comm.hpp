@@ -2,6 +2,9 @@
 // buffers on the backend's stream, for the ranks of a worker group (batch parallelism) to sum
 // their gradients GPU to GPU.
 //
+// Layers above core do not see this header: they get the same through the Backend interface,
+// Backend::make_group_reducer (CudaBackend's makes a NcclComm as below; nccl_comm.cpp).
+//
 // Usage (the MPI part belongs to the caller: core/ does not depend on MPI):
 //   NcclId id{};
 //   if (group_rank == 0) id = nccl_new_id();

@@ -5,8 +5,8 @@
 // the reference's evaluation order; with -fmad=false (set for every .cu of this target) an update
 // is bit-identical to the reference backend's. The gap floats between ParameterSet segments are
 // zero in w, g and the state and stay zero under every rule (g = 0, state = 0 -> no change).
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

@@ -6,8 +6,8 @@
 //
 // Invariants: one thread per output element, index maps from device_math.hpp; every output
 // element is written (pad writes the zeros too), so neither needs a prior fill.
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

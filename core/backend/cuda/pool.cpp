@@ -10,7 +10,7 @@
 // read; our backward(diff_dst, diff_src) does not have them. diff_dst stands in for y (both are
 // read-only inputs) and the shared workspace for x (reserved in setup), so that no input aliases
 // the output diff_src.
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

@@ -1,6 +1,6 @@
 // Nearest-neighbour upsampling op (kernels in upsample.cu): integer factors per spatial dim.
-#include "mpigan/core/backend/cuda/cuda_ops.hpp"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/cuda_ops.hpp"
+#include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
 namespace mpigan::cuda {

@@ -5,8 +5,8 @@
 //
 // Invariants: one thread per output element; the backward gathers (no atomics), accumulating in
 // double in the reference's order, so it is deterministic and bit-identical to the reference.
-#include "mpigan/core/backend/cuda/kernel_utils.cuh"
-#include "mpigan/core/backend/cuda/launchers.hpp"
+#include "mpigan/backend/cuda/kernel_utils.cuh"
+#include "mpigan/backend/cuda/launchers.hpp"
 
 namespace mpigan::cuda::kernels {
 namespace {

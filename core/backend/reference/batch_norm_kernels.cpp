@@ -1,5 +1,5 @@
 // Reference batch normalisation (training and inference) with double accumulation.
-#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 
 #include <cmath>
 #include <vector>

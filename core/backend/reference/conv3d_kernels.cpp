@@ -1,5 +1,5 @@
 // Reference 3D convolution: direct loops with double accumulation.
-#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 
 namespace mpigan::ref {
 namespace {

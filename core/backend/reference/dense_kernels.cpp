@@ -1,5 +1,5 @@
 // Reference inner product, element-wise activations, pooling and upsampling.
-#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 
 #include <cmath>
 

@@ -1,6 +1,7 @@
-#include "mpigan/core/backend/reference/reference_backend.hpp"
+// The reference backend's ops and flat math over canonical host tensors, on the loops of kernels.hpp.
+#include "mpigan/backend/reference/reference_backend.hpp"
 
-#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 

@@ -1,36 +1,39 @@
-// The CUDA backend against the reference backend (the specification), op by op, on random
-// inputs including the exact 3DGAN layer shapes (batch 2).
+// What only the CUDA backend has: its internals (plans, device math, the NCCL wrapper) and its
+// device-specific behaviour. Every op against the reference backend is in test_ops.cpp, whose
+// backend-templated cases cover the cuda backend (CudaTag) with the 3DGAN shapes.
 //
 // Two kinds of tests, all in doctest suite "cuda" (run them alone with `mpigan_test_core -ts=cuda`):
 //  - host checks, which run wherever the backend is compiled, GPU or not: the Philox port used
 //    by dropout, the decomposition of asymmetric padding that the conv op hands to cuDNN, and the
 //    element formulas / index maps that the kernels share with the host (device_math.hpp),
 //    executed over every index on the host and compared with the reference;
-//  - GPU checks, which compare the backend's results with the reference's; when no GPU is visible
+//  - GPU checks (memory and device choice, conv re-planning, NCCL); when no GPU is visible
 //    (cuda_device_count() == 0) each prints "SKIPPED: no GPU" and returns.
 //
-// Tolerances are |got - want| <= abs_frac * rms(want) + rel * |want|, element by element; the
-// absolute part scales with the tensor's RMS because fp32 summation errors scale with the
-// magnitude of the sums, not of each element. Each tolerance says why it is what it is. With
-// MPIGAN_CUDA_TF32=1 the cuDNN/cuBLAS tolerances widen to TF32's 10-bit mantissa. On failure the
-// first mismatches are printed with their multi-index.
+// Tolerances of the host checks are |got - want| <= abs_frac * rms(want) + rel * |want|, element
+// by element; the absolute part scales with the tensor's RMS because fp32 summation errors scale
+// with the magnitude of the sums, not of each element. Each tolerance says why it is what it is.
+// On failure the first mismatches are printed with their multi-index.
 #include <doctest/doctest.h>
 
 #if MPIGAN_HAVE_CUDA
 
+#include "test_utils.hpp"
+
+#include "mpigan/backend/cuda/conv3d_plan.hpp"
+#include "mpigan/backend/cuda/cuda_backend.hpp"
+#include "mpigan/backend/cuda/device_math.hpp"
+#include "mpigan/backend/cuda/nccl_comm.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 #include "mpigan/core/backend.hpp"
-#include "mpigan/core/backend/cuda/conv3d_plan.hpp"
-#include "mpigan/core/backend/cuda/cuda_backend.hpp"
-#include "mpigan/core/backend/cuda/device_math.hpp"
-#include "mpigan/core/backend/cuda/nccl_comm.hpp"
-#include "mpigan/core/backend/reference/kernels.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,32 +54,12 @@ bool gpu_present() { return cuda_device_count() > 0; }
     }                                                                    \
   } while (0)
 
-bool tf32_enabled() {
-  const char* v = std::getenv("MPIGAN_CUDA_TF32");
-  return v && (std::string(v) == "1" || std::string(v) == "on" || std::string(v) == "true");
-}
-
 struct Tol {
   double abs_frac = 0.0;  ///< times rms(want)
   double rel = 0.0;       ///< times |want|
 };
 
 const Tol kExact{0.0, 0.0};
-// cuDNN convolutions and cuBLAS GEMMs in strict fp32: outputs are sums of K products (K up to
-// 64*6*5*8 = 15360 forward, N*OD*OH*OW up to 2*25^3 = 31250 for weight gradients). Recursive fp32
-// summation errs by about eps*sqrt(K) of the sum's scale (1.2e-7 * 177 = 2e-5); the FFT and
-// Winograd algorithms that cudnnFind may pick lose up to one more digit. Hence 1e-4 of the RMS,
-// plus 1e-4 relative for outputs far above it.
-// TF32 rounds operands to 10 mantissa bits (relative 2^-11 = 4.9e-4 per product); random-sign
-// sums keep that relative to the RMS, so 5e-3 leaves a 10x margin.
-Tol library_tol() { return tf32_enabled() ? Tol{5e-3, 5e-3} : Tol{1e-4, 1e-4}; }
-// Own kernels doing the reference's float operations in its order (-fmad=false), with double
-// sums where the reference sums in double: bit-identical expected; 1e-7 of the RMS and 3e-7
-// relative (about 2 ulp) keep the test meaningful without pinning every last bit (sums whose
-// double results round to float differently in the last place are allowed).
-const Tol kElementwise{1e-7, 3e-7};
-// expf/powf on the GPU err by up to 2 ulp (not correctly rounded), 1e-6 relative is ~8 ulp.
-const Tol kTranscendental{1e-7, 1e-6};
 // Batch norm: statistics in double on both sides, then a few fp32 operations per element
 // ((x - mean) * scale + shift, and the backward's a*(dy - b - (x - mean)*k)) on values of order
 // 1-10: a few ulp of 10 relative to outputs of order 1, i.e. ~1e-6; 1e-5 leaves a margin.
@@ -470,55 +453,6 @@ TEST_CASE("cuda: memory, copies and device choice") {
   CHECK(choose_cuda_device(0) == 0);
 }
 
-TEST_CASE("cuda: conv3d forward, backward data and backward weights match the reference") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(51);
-  for (const auto& c : conv_cases()) {
-    CAPTURE(c.name);
-    auto ref_op = b.ref->make_conv3d(c.desc);
-    auto gpu_op = b.gpu->make_conv3d(c.desc);
-    const TensorDesc dst_ref = ref_op->setup({c.src, nullptr});
-    const TensorDesc dst_gpu = gpu_op->setup({c.src, nullptr});
-    REQUIRE(dst_gpu.shape == dst_ref.shape);
-    CHECK(dst_gpu.canonical());
-    // Weights scaled by 1/sqrt(fan_in) keep outputs of order 1, as after a Glorot/He init.
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.desc.ic * c.desc.kernel.product()));
-    Tensor src = random_host(c.src, rng), w = random_host(c.desc.weights_shape(), rng, -scale, scale),
-           bias = random_host({c.desc.oc}, rng), dy = random_host(dst_ref.shape, rng);
-    // Gradients accumulate: start both from the same "previous" gradient.
-    Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
-    Tensor none;
-
-    Tensor dst_want = Tensor::empty(dst_ref.shape), dx_want = Tensor::empty(c.src);
-    Tensor dw_want = dw0.clone(), db_want = db0.clone();
-    ref_op->forward(src, w, c.desc.bias ? bias : none, dst_want);
-    ref_op->backward_data(dy, w, dx_want);
-    ref_op->backward_weights(src, dy, dw_want, c.desc.bias ? db_want : none);
-
-    Tensor g_src = to_gpu(*b.gpu, src), g_w = to_gpu(*b.gpu, w), g_bias = to_gpu(*b.gpu, bias),
-           g_dy = to_gpu(*b.gpu, dy);
-    Tensor g_dst = nan_gpu(*b.gpu, dst_ref.shape), g_dx = nan_gpu(*b.gpu, c.src);
-    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = to_gpu(*b.gpu, db0);
-    gpu_op->forward(g_src, g_w, c.desc.bias ? g_bias : none, g_dst);
-    gpu_op->backward_data(g_dy, g_w, g_dx);
-    gpu_op->backward_weights(g_src, g_dy, g_dw, c.desc.bias ? g_db : none);
-
-    const Tol tol = library_tol();
-    CHECK(close("forward", b.gpu->to_host(g_dst), dst_want, tol));
-    CHECK(close("backward data", b.gpu->to_host(g_dx), dx_want, tol));
-    CHECK(close("backward weights (accumulated)", b.gpu->to_host(g_dw), dw_want, tol));
-    if (c.desc.bias) CHECK(close("backward bias (accumulated)", b.gpu->to_host(g_db), db_want, tol));
-
-    // An undefined diff_bias skips the bias gradient (frozen bias), the weights still accumulate.
-    if (c.desc.bias) {
-      Tensor g_dw2 = to_gpu(*b.gpu, dw0);
-      gpu_op->backward_weights(g_src, g_dy, g_dw2, none);
-      CHECK(close("backward weights without diff_bias", b.gpu->to_host(g_dw2), dw_want, tol));
-    }
-  }
-}
-
 TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
   MPIGAN_REQUIRE_GPU();
   Pair b;
@@ -537,322 +471,9 @@ TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
     ref_op->forward(src, w, bias, want);
     Tensor g_dst = nan_gpu(*b.gpu, out);
     gpu_op->forward(to_gpu(*b.gpu, src), to_gpu(*b.gpu, w), to_gpu(*b.gpu, bias), g_dst);
-    CHECK(close("forward", b.gpu->to_host(g_dst), want, library_tol()));
+    // cuDNN's tolerance (test_utils.hpp library_tolerance; TF32-aware).
+    test::check_close("forward", b.gpu->to_host(g_dst), want, test::library_tolerance(*b.gpu, {0.0, 0.0}, want));
   }
-}
-
-TEST_CASE("cuda: inner product matches the reference") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(61);
-  struct Case {
-    const char* name;
-    std::int64_t n, ic, oc;
-    bool bias;
-  };
-  for (const Case& c : {Case{"G dense latent 200 -> 7*7*8*8", 2, 200, 3136, true},
-                       Case{"D dense 5832 -> 1", 2, 5832, 1, true}, Case{"odd sizes, no bias", 5, 37, 13, false}}) {
-    CAPTURE(c.name);
-    const InnerProductDesc d{c.ic, c.oc, c.bias};
-    auto ref_op = b.ref->make_inner_product(d);
-    auto gpu_op = b.gpu->make_inner_product(d);
-    const Shape out = ref_op->setup({{c.n, c.ic}, nullptr}).shape;
-    REQUIRE(gpu_op->setup({{c.n, c.ic}, nullptr}).shape == out);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.ic));
-    Tensor src = random_host({c.n, c.ic}, rng), w = random_host({c.oc, c.ic}, rng, -scale, scale),
-           bias = random_host({c.oc}, rng), dy = random_host(out, rng), dw0 = random_host({c.oc, c.ic}, rng),
-           db0 = random_host({c.oc}, rng);
-    Tensor none;
-    Tensor dst_want = Tensor::empty(out), dx_want = Tensor::empty({c.n, c.ic}), dw_want = dw0.clone(),
-           db_want = db0.clone();
-    ref_op->forward(src, w, c.bias ? bias : none, dst_want);
-    ref_op->backward_data(dy, w, dx_want);
-    ref_op->backward_weights(src, dy, dw_want, c.bias ? db_want : none);
-
-    Tensor g_src = to_gpu(*b.gpu, src), g_w = to_gpu(*b.gpu, w), g_bias = to_gpu(*b.gpu, bias),
-           g_dy = to_gpu(*b.gpu, dy), g_dw = to_gpu(*b.gpu, dw0), g_db = to_gpu(*b.gpu, db0);
-    Tensor g_dst = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, {c.n, c.ic});
-    gpu_op->forward(g_src, g_w, c.bias ? g_bias : none, g_dst);
-    gpu_op->backward_data(g_dy, g_w, g_dx);
-    gpu_op->backward_weights(g_src, g_dy, g_dw, c.bias ? g_db : none);
-    const Tol tol = library_tol();
-    CHECK(close("forward", b.gpu->to_host(g_dst), dst_want, tol));
-    CHECK(close("backward data", b.gpu->to_host(g_dx), dx_want, tol));
-    CHECK(close("backward weights (accumulated)", b.gpu->to_host(g_dw), dw_want, tol));
-    // The bias gradient is a column sum in double on both sides.
-    if (c.bias) CHECK(close("backward bias (accumulated)", b.gpu->to_host(g_db), db_want, kElementwise));
-  }
-}
-
-TEST_CASE("cuda: activations match the reference (forward in place, backward from the output)") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(71);
-  const Shape s{2, 8, 25, 25, 25};
-  Tensor x = random_host(s, rng, -4.0f, 4.0f);
-  for (std::int64_t i = 0; i < x.numel(); i += 5) x.data()[i] = 0.0f;  // exact kinks
-  for (const EltwiseDesc d : {EltwiseDesc{EltwiseKind::relu, 0.0f}, EltwiseDesc{EltwiseKind::leaky_relu, 0.3f},
-                              EltwiseDesc{EltwiseKind::sigmoid, 0.0f}}) {
-    CAPTURE(d.to_string());
-    auto ref_op = b.ref->make_eltwise(d);
-    auto gpu_op = b.gpu->make_eltwise(d);
-    ref_op->setup({s, nullptr});
-    CHECK(gpu_op->setup({s, nullptr}).canonical());
-    Tensor y_want = Tensor::empty(s);
-    ref_op->forward(x, y_want);
-    Tensor g = to_gpu(*b.gpu, x);
-    gpu_op->forward(g, g);  // in place
-    // relu/leaky_relu are exact; sigmoid goes through expf (2 ulp on the GPU).
-    CHECK(close("forward", b.gpu->to_host(g), y_want, d.kind == EltwiseKind::sigmoid ? kTranscendental : kExact));
-
-    // Backward from the same y on both sides: pure arithmetic, so exact.
-    Tensor dy = random_host(s, rng), dx_want = Tensor::empty(s);
-    ref_op->backward(y_want, dy, dx_want);
-    Tensor g_y = to_gpu(*b.gpu, y_want), g_dy = to_gpu(*b.gpu, dy);
-    gpu_op->backward(g_y, g_dy, g_dy);  // diff_src aliasing diff_dst is allowed
-    CHECK(close("backward", b.gpu->to_host(g_dy), dx_want, kExact));
-  }
-}
-
-TEST_CASE("cuda: batch norm matches the reference (training, inference, backward)") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(81);
-  struct Case {
-    const char* name;
-    Shape shape;
-    float eps;
-  };
-  for (const Case& c : {Case{"3DGAN D, eps 1e-3", {2, 8, 25, 25, 25}, 1e-3f},
-                       Case{"AngleGAN, eps 1e-6 (below cuDNN's minimum)", {2, 64, 7, 7, 8}, 1e-6f},
-                       Case{"after a dense layer (N, C)", {5, 3}, 1e-5f},
-                       Case{"large channel, many splits", {16, 2, 32, 32, 32}, 1e-3f}}) {
-    CAPTURE(c.name);
-    const std::int64_t C = c.shape[1];
-    const BatchNormDesc d{C, c.eps};
-    auto ref_op = b.ref->make_batch_norm(d);
-    auto gpu_op = b.gpu->make_batch_norm(d);
-    ref_op->setup({c.shape, nullptr});
-    CHECK(gpu_op->setup({c.shape, nullptr}).canonical());
-    // An offset mean (values in [1, 5]) checks the two-pass variance.
-    Tensor src = random_host(c.shape, rng, 1.0f, 5.0f), gamma = random_host({C}, rng, 0.5f, 1.5f),
-           beta = random_host({C}, rng), dy = random_host(c.shape, rng), run_mean = random_host({C}, rng, 2.0f, 4.0f),
-           run_var = random_host({C}, rng, 0.5f, 2.0f), dg0 = random_host({C}, rng), db0 = random_host({C}, rng);
-
-    Tensor y_want = Tensor::empty(c.shape), mean_want = Tensor::empty({C}), var_want = Tensor::empty({C});
-    ref_op->forward_training(src, gamma, beta, y_want, mean_want, var_want);
-    Tensor yi_want = Tensor::empty(c.shape);
-    ref_op->forward_inference(src, gamma, beta, run_mean, run_var, yi_want);
-    Tensor dx_want = Tensor::empty(c.shape), dg_want = dg0.clone(), db_want = db0.clone();
-    ref_op->backward(src, dy, gamma, mean_want, var_want, dx_want, dg_want, db_want);
-
-    Tensor g_src = to_gpu(*b.gpu, src), g_gamma = to_gpu(*b.gpu, gamma), g_beta = to_gpu(*b.gpu, beta);
-    Tensor g_y = nan_gpu(*b.gpu, c.shape), g_mean = nan_gpu(*b.gpu, {C}), g_var = nan_gpu(*b.gpu, {C});
-    gpu_op->forward_training(g_src, g_gamma, g_beta, g_y, g_mean, g_var);
-    CHECK(close("training dst", b.gpu->to_host(g_y), y_want, kBatchNorm));
-    // Batch statistics in double on both sides, rounded to float: ~1 ulp apart at most.
-    CHECK(close("batch mean", b.gpu->to_host(g_mean), mean_want, kElementwise));
-    CHECK(close("batch variance (biased)", b.gpu->to_host(g_var), var_want, Tol{1e-7, 1e-6}));
-
-    Tensor g_yi = nan_gpu(*b.gpu, c.shape);
-    gpu_op->forward_inference(g_src, g_gamma, g_beta, to_gpu(*b.gpu, run_mean), to_gpu(*b.gpu, run_var), g_yi);
-    CHECK(close("inference dst", b.gpu->to_host(g_yi), yi_want, kBatchNorm));
-
-    // The backward gets the reference's statistics so both differentiate at the same point.
-    Tensor g_dx = nan_gpu(*b.gpu, c.shape), g_dg = to_gpu(*b.gpu, dg0), g_db = to_gpu(*b.gpu, db0);
-    Tensor g_mean_ref = to_gpu(*b.gpu, mean_want), g_var_ref = to_gpu(*b.gpu, var_want);
-    Tensor g_dy = to_gpu(*b.gpu, dy);
-    gpu_op->backward(g_src, g_dy, g_gamma, g_mean_ref, g_var_ref, g_dx, g_dg, g_db);
-    CHECK(close("backward diff_src", b.gpu->to_host(g_dx), dx_want, kBatchNorm));
-    CHECK(close("backward diff_gamma (accumulated)", b.gpu->to_host(g_dg), dg_want, kBatchNorm));
-    CHECK(close("backward diff_beta (accumulated)", b.gpu->to_host(g_db), db_want, kBatchNorm));
-
-    // Frozen network: no parameter gradients, same diff_src.
-    Tensor none, none2;
-    Tensor g_dx2 = nan_gpu(*b.gpu, c.shape);
-    gpu_op->backward(g_src, g_dy, g_gamma, g_mean_ref, g_var_ref, g_dx2, none, none2);
-    CHECK(close("backward without parameter gradients", b.gpu->to_host(g_dx2), dx_want, kBatchNorm));
-  }
-}
-
-TEST_CASE("cuda: average pooling matches the reference") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(91);
-  struct Case {
-    const char* name;
-    AvgPoolDesc desc;
-    Shape src;
-  };
-  for (const Case& c : {Case{"3DGAN pool 23 -> 11 (last plane uncovered)", {{2, 2, 2}, {2, 2, 2}}, {2, 8, 23, 23, 23}},
-                       Case{"uneven window and stride", {{3, 2, 2}, {2, 3, 1}}, {2, 3, 9, 8, 7}}}) {
-    CAPTURE(c.name);
-    auto ref_op = b.ref->make_avg_pool(c.desc);
-    auto gpu_op = b.gpu->make_avg_pool(c.desc);
-    const Shape out = ref_op->setup({c.src, nullptr}).shape;
-    REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
-    Tensor src = random_host(c.src, rng), dy = random_host(out, rng);
-    Tensor y_want = Tensor::empty(out), dx_want = Tensor::empty(c.src);
-    ref_op->forward(src, y_want);
-    ref_op->backward(dy, dx_want);
-    Tensor g_y = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, c.src);
-    gpu_op->forward(to_gpu(*b.gpu, src), g_y);
-    gpu_op->backward(to_gpu(*b.gpu, dy), g_dx);
-    // Means of <= 12 values: a few fp32 roundings (the reference sums in double).
-    CHECK(close("forward", b.gpu->to_host(g_y), y_want, Tol{1e-6, 1e-6}));
-    CHECK(close("backward (zeros where no window reaches)", b.gpu->to_host(g_dx), dx_want, Tol{1e-6, 1e-6}));
-  }
-}
-
-TEST_CASE("cuda: upsampling matches the reference exactly") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(101);
-  const UpsampleDesc d{{2, 2, 3}};
-  const Shape s{2, 8, 7, 7, 8};
-  auto ref_op = b.ref->make_upsample(d);
-  auto gpu_op = b.gpu->make_upsample(d);
-  const Shape out = ref_op->setup({s, nullptr}).shape;
-  REQUIRE(gpu_op->setup({s, nullptr}).shape == out);
-  Tensor src = random_host(s, rng), dy = random_host(out, rng);
-  Tensor y_want = Tensor::empty(out), dx_want = Tensor::empty(s);
-  ref_op->forward(src, y_want);
-  ref_op->backward(dy, dx_want);
-  Tensor g_y = nan_gpu(*b.gpu, out), g_dx = nan_gpu(*b.gpu, s);
-  gpu_op->forward(to_gpu(*b.gpu, src), g_y);
-  gpu_op->backward(to_gpu(*b.gpu, dy), g_dx);
-  CHECK(close("forward", b.gpu->to_host(g_y), y_want, kExact));
-  CHECK(close("backward (double sums in the reference's order)", b.gpu->to_host(g_dx), dx_want, kExact));
-}
-
-TEST_CASE("cuda: flat math matches the reference") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(111);
-  const Shape flat{1000003};  // odd: grid-stride tails, dropout's partial Philox block
-  Tensor x = random_host(flat, rng, -2.0f, 2.0f), y = random_host(flat, rng, -2.0f, 2.0f);
-  for (std::int64_t i = 0; i < x.numel(); i += 11) x.data()[i] = 0.0f;
-  Tensor gx = to_gpu(*b.gpu, x), gy = to_gpu(*b.gpu, y);
-
-  SUBCASE("fill, copy, axpby, mul") {
-    Tensor t = b.gpu->allocate(flat);
-    b.gpu->fill(t, 0.25f);
-    CHECK(close("fill", b.gpu->to_host(t), Tensor::full(flat, 0.25f), kExact));
-    b.gpu->copy(gx, t);
-    CHECK(close("copy", b.gpu->to_host(t), x, kExact));
-    Tensor want = y.clone();
-    b.ref->axpby(0.7f, x, -1.3f, want);
-    b.gpu->axpby(0.7f, gx, -1.3f, gy);
-    CHECK(close("axpby", b.gpu->to_host(gy), want, kElementwise));
-    Tensor prod = Tensor::empty(flat);
-    b.ref->mul(x, y, prod);
-    Tensor g_prod = nan_gpu(*b.gpu, flat);
-    b.gpu->mul(gx, to_gpu(*b.gpu, y), g_prod);
-    CHECK(close("mul", b.gpu->to_host(g_prod), prod, kElementwise));
-  }
-  SUBCASE("reductions") {
-    // Double sums of 1e6 squares in different orders: relative differences ~1e-13.
-    const double want = b.ref->sum_squares(x);
-    CHECK(b.gpu->sum_squares(gx) == doctest::Approx(want).epsilon(1e-10));
-    CHECK(b.gpu->count_nonfinite(gx) == 0);
-    Tensor bad = x.clone();
-    bad.data()[0] = std::numeric_limits<float>::quiet_NaN();
-    bad.data()[12345] = std::numeric_limits<float>::infinity();
-    bad.data()[flat[0] - 1] = -std::numeric_limits<float>::infinity();
-    CHECK(b.gpu->count_nonfinite(to_gpu(*b.gpu, bad)) == 3);
-    Tensor empty_gpu = b.gpu->allocate(Shape{0});
-    CHECK(b.gpu->sum_squares(empty_gpu) == 0.0);
-  }
-  SUBCASE("dropout: the same mask as the reference, bit for bit; backward from the mask") {
-    const Shape ms{static_cast<std::int64_t>(dropout_mask_floats(static_cast<std::size_t>(flat.numel())))};
-    for (float rate : {0.0f, 0.2f, 0.5f}) {
-      CAPTURE(rate);
-      Tensor want = Tensor::empty(flat), rmask = Tensor::empty(ms);
-      b.ref->dropout(x, want, rate, 777, 3, rmask);
-      Tensor g = to_gpu(*b.gpu, x);
-      Tensor gmask = b.gpu->allocate(ms);
-      b.gpu->dropout(g, g, rate, 777, 3, gmask);  // in place
-      CHECK(close("dropout", b.gpu->to_host(g), want, kExact));
-      const Tensor hm = b.gpu->to_host(gmask);
-      CHECK(std::memcmp(hm.data(), rmask.data(), static_cast<std::size_t>(ms.numel()) * sizeof(float)) == 0);
-      Tensor dref = Tensor::empty(flat);
-      b.ref->dropout_backward(x, dref, rate, rmask);
-      Tensor dg = to_gpu(*b.gpu, x);
-      b.gpu->dropout_backward(dg, dg, rate, gmask);
-      CHECK(close("dropout backward", b.gpu->to_host(dg), dref, kExact));
-    }
-  }
-  SUBCASE("per-item sums and broadcasts") {
-    for (const Shape s : {Shape{3, 1, 25, 25, 25}, Shape{4, 7}}) {
-      CAPTURE(s.to_string());
-      Tensor src = random_host(s, rng);
-      Tensor want = Tensor::empty({s[0], 1});
-      b.ref->sum_per_item(src, want);
-      Tensor got = nan_gpu(*b.gpu, {s[0], 1});
-      b.gpu->sum_per_item(to_gpu(*b.gpu, src), got);
-      CHECK(close("sum_per_item", b.gpu->to_host(got), want, kElementwise));
-      Tensor dd = random_host({s[0], 1}, rng), acc_want = random_host(s, rng);
-      Tensor g_acc = to_gpu(*b.gpu, acc_want);
-      b.ref->add_per_item(dd, acc_want);
-      b.gpu->add_per_item(to_gpu(*b.gpu, dd), g_acc);
-      CHECK(close("add_per_item", b.gpu->to_host(g_acc), acc_want, kExact));
-    }
-  }
-  SUBCASE("pow and pow_backward_add") {
-    for (float p : {2.0f, 0.5f, 0.85f}) {
-      CAPTURE(p);
-      Tensor want = Tensor::empty(flat);
-      b.ref->pow(x, p, want);
-      Tensor got = nan_gpu(*b.gpu, flat);
-      b.gpu->pow(gx, p, got);
-      CHECK(close("pow", b.gpu->to_host(got), want, kTranscendental));
-      Tensor acc = y.clone();
-      Tensor g_acc = to_gpu(*b.gpu, y);
-      b.ref->pow_backward_add(x, p, y, acc);
-      b.gpu->pow_backward_add(gx, p, to_gpu(*b.gpu, y), g_acc);
-      CHECK(close("pow_backward_add", b.gpu->to_host(g_acc), acc, kTranscendental));
-    }
-  }
-}
-
-TEST_CASE("cuda: optimizer updates match the reference over three steps") {
-  MPIGAN_REQUIRE_GPU();
-  Pair b;
-  Rng rng(121);
-  const Shape flat{100003};
-  Tensor w0 = random_host(flat, rng), s0 = random_host(flat, rng, 0.0f, 0.5f), s1 = random_host(flat, rng, 0.0f, 0.5f);
-  std::vector<Tensor> grads;
-  for (int i = 0; i < 3; ++i) grads.push_back(random_host(flat, rng));
-
-  auto run = [&](const char* what, auto&& step) {
-    CAPTURE(what);
-    Tensor w = w0.clone(), a = s0.clone(), c = s1.clone();
-    Tensor gw = to_gpu(*b.gpu, w0), ga = to_gpu(*b.gpu, s0), gc = to_gpu(*b.gpu, s1);
-    for (const Tensor& g : grads) {
-      step(*b.ref, w, g, a, c);
-      Tensor gg = to_gpu(*b.gpu, g);
-      step(*b.gpu, gw, gg, ga, gc);
-    }
-    // Same float operations in the same order (-fmad=false): identical up to rounding noise.
-    CHECK(close("weights", b.gpu->to_host(gw), w, kElementwise));
-    CHECK(close("state", b.gpu->to_host(ga), a, kElementwise));
-    CHECK(close("state 2", b.gpu->to_host(gc), c, kElementwise));
-  };
-  run("sgd", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
-    be.sgd_update(w, g, v, {0.1f, 0.0f, false});
-  });
-  run("sgd momentum", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
-    be.sgd_update(w, g, v, {0.1f, 0.9f, false});
-  });
-  run("sgd nesterov", [](Backend& be, Tensor& w, const Tensor& g, Tensor& v, Tensor&) {
-    be.sgd_update(w, g, v, {0.1f, 0.9f, true});
-  });
-  run("rmsprop", [](Backend& be, Tensor& w, const Tensor& g, Tensor& ms, Tensor&) {
-    be.rmsprop_update(w, g, ms, {1e-3f, 0.9f, 1e-7f});
-  });
-  run("adam", [](Backend& be, Tensor& w, const Tensor& g, Tensor& m, Tensor& v) {
-    be.adam_update(w, g, m, v, {2e-4f, 0.5f, 0.999f, 1e-7f});
-  });
 }
 
 TEST_CASE("cuda: NCCL allreduce and broadcast on a one-rank communicator") {
@@ -871,6 +492,26 @@ TEST_CASE("cuda: NCCL allreduce and broadcast on a one-rank communicator") {
   Tensor out = nan_gpu(*gpu, host.shape());
   comm.allreduce_sum(buf, out);
   CHECK(close("out-of-place allreduce", gpu->to_host(out), host, kExact));
+}
+
+TEST_CASE("cuda: the group reducer of a one-rank group sends its id through the callback and averages") {
+  MPIGAN_REQUIRE_GPU();
+  auto gpu = make_backend("cuda");
+  int calls = 0;
+  const IdBroadcast broadcast = [&](std::span<std::byte> id) {
+    ++calls;
+    CHECK(id.size() == kNcclIdBytes);
+  };
+  CHECK_THROWS_AS(gpu->make_group_reducer(1, 1, broadcast), Error);
+  CHECK(calls == 0);
+  std::unique_ptr<GroupReducer> reducer = gpu->make_group_reducer(0, 1, broadcast);
+  REQUIRE(reducer != nullptr);
+  CHECK(calls == 1);
+  Rng rng(141);
+  Tensor host = random_host({4099}, rng);
+  Tensor buf = to_gpu(*gpu, host);
+  reducer->average(buf);  // sum over one rank, times 1/1: exact
+  CHECK(close("average over one rank is the identity", gpu->to_host(buf), host, kExact));
 }
 
 TEST_SUITE_END();

@@ -11,7 +11,7 @@
 // derivative is not defined there).
 #include "test_utils.hpp"
 
-#include "mpigan/core/backend/reference/kernels.hpp"
+#include "mpigan/backend/reference/kernels.hpp"
 
 #include <cmath>
 #include <functional>

@@ -1,6 +1,8 @@
-// Element-wise kernels of the CPU backend that the compiler vectorises, compiled for several ISAs
-// (function multi-versioning: AVX-512, AVX2, baseline) and picked at run time, so the portable
-// binary still uses the wide units of the machine it runs on (oneDNN does its own dispatch).
+// Host vector kernels over plain float arrays, compiled for several ISAs (function multi-versioning:
+// AVX-512, AVX2, baseline) and picked at run time, so the portable binary still uses the wide units
+// of the machine it runs on (oneDNN does its own dispatch). Target mpigan_kernels, included as
+// "mpigan/kernels/vector_kernels.hpp": the CPU backend's element-wise and optimizer math, and the
+// masters' update rules over host buffers (algos/, dist/, master/), which use them without a backend.
 #pragma once
 
 #include <cstddef>

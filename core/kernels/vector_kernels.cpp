@@ -1,4 +1,5 @@
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+// Multi-versioned host vector kernels (vector_kernels.hpp): dropout, optimizer updates, master-side updates.
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include "mpigan/core/rng.hpp"
 
