@@ -7,8 +7,8 @@
 // lambda0 defaults to 0.04 (MXNet's default), rho to 0.95 (the paper's). adaptive: false uses a
 // constant lambda = lambda0 (DC-ASGD-c).
 #include "mpigan/algos/optimizer_apply.hpp"
-#include "mpigan/algos/rules.hpp"
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
 

@@ -5,8 +5,8 @@
 //   worker: local                theta <- theta + s(tau) (w_i - w_pulled)   (worker trains locally)
 // s(tau) = 1, or 1/max(1, tau) with staleness_scale: inverse (staleness-aware ASGD, Zhang et al. 2016).
 #include "mpigan/algos/optimizer_apply.hpp"
-#include "mpigan/algos/rules.hpp"
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include <algorithm>
 

@@ -4,8 +4,8 @@
 //   master:  x~ <- x~ + alpha (x_i - x~)
 //   worker:  x_i <- x_i - alpha (x_i - x~_old)
 // alpha defaults to 0.9 / workers (beta = 0.9 in the paper, as mpi-learn sets it).
-#include "mpigan/algos/rules.hpp"
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include <algorithm>
 

@@ -14,8 +14,8 @@
 // Default lr 1e-4 rather than the paper's 0.01: the 3DGAN's weighted losses (MAPE terms scaled by
 // 100) give gradient norms of ~10^3, a hundred times a classifier's; 1e-4 moves the weights about
 // as far per update as RMSprop's 1e-3 does.
-#include "mpigan/algos/rules.hpp"
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
 

@@ -1,6 +1,6 @@
 #include "mpigan/algos/rule.hpp"
 
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>

@@ -1,15 +1,13 @@
-// Factories of the built-in update rules (one .cpp each); registry.cpp maps names to them.
-// Each reads its parameters from the experiment's `algorithm` section and records problems there.
+// Rules the masters use that are not chosen by name: the top master's rule above sub-masters.
+// (Named rules are found through the registry: make_algorithm in rule.hpp.)
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
 
 namespace mpigan::algos {
 
-std::unique_ptr<Algorithm> make_sync(ConfigNode& c);      // sync.cpp
-std::unique_ptr<Algorithm> make_downpour(ConfigNode& c);  // downpour.cpp
-std::unique_ptr<Algorithm> make_easgd(ConfigNode& c);     // easgd.cpp
-std::unique_ptr<Algorithm> make_gem(ConfigNode& c);       // gem.cpp
-std::unique_ptr<Algorithm> make_dc_asgd(ConfigNode& c);   // dc_asgd.cpp
+/// The top master's rule above sub-masters (tree.cpp): their weight changes added, or averaged in
+/// rounds when the sub-masters' rule is synchronous. Not registered under a name.
+std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, Backend& backend, bool synchronous);
 
 }  // namespace mpigan::algos

@@ -3,7 +3,7 @@
 // seed and a rank count), applies the experiment's optimizer once, and sends every worker the new
 // weights. theta <- Opt(theta, (1/N) sum_i g_i). Staleness is 0 by construction.
 #include "mpigan/algos/optimizer_apply.hpp"
-#include "mpigan/algos/rules.hpp"
+#include "mpigan/algos/rule.hpp"
 
 #include "mpigan/core/error.hpp"
 

@@ -13,9 +13,10 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
 #include "mpigan/core/rng.hpp"
-#include "mpigan/master/master.hpp"
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/master/server.hpp"
 #include "mpigan/models/gan_model.hpp"
-#include "mpigan/worker/protocol.hpp"
+#include "mpigan/dist/protocol.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -34,9 +35,9 @@ struct BenchMasterOptions {
   std::string transport = "shm";  ///< shm: shared-memory payload slots (the default of runs); mpi: messages
 };
 
-void stand_in_worker(const worker::Topology& t, const worker::PayloadLayout& layout, bool pull_push,
-                     const worker::PayloadChannels& ch) {
-  using namespace worker;
+void stand_in_worker(const dist::Topology& t, const dist::PayloadLayout& layout, bool pull_push,
+                     const dist::PayloadChannels& ch) {
+  using namespace dist;
   std::vector<float> payload(layout.total()), reply(layout.total());
   Rng rng(static_cast<std::uint64_t>(t.rank));
   rng.fill_uniform(payload, -1e-3f, 1e-3f);
@@ -143,7 +144,7 @@ void bench_master(const BenchMasterOptions& o) {
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   const Comm world = Comm::world();
   MPIGAN_CHECK(world.size() >= 2, "bench master: run under mpiexec with at least 2 ranks (1 master + workers)");
-  worker::DistExperiment d;
+  dist::DistExperiment d;
   d.experiment.name = "bench-master";
   d.experiment.model.name = o.model;
   d.experiment.max_updates = o.updates;
@@ -158,7 +159,7 @@ void bench_master(const BenchMasterOptions& o) {
     d.dist.algorithm = algos::make_algorithm(alg);
     doc.finish();
   }
-  worker::Topology t = worker::Topology::build(world, d.dist.topology);
+  dist::Topology t = dist::Topology::build(world, d.dist.topology);
   set_process_label(t.label());
   init_logging("warn");
   const std::string dir = (std::filesystem::temp_directory_path() / "mpigan-bench-master").string();
@@ -167,24 +168,17 @@ void bench_master(const BenchMasterOptions& o) {
     std::filesystem::create_directories(dir + "/checkpoints");
   }
   world.barrier();
-  std::size_t floats = 0;
-  {
-    auto be = make_backend("cpu");
-    auto m = models::make_gan({.name = o.model}, *be, 1);
-    floats = m->generator.weights().size() + m->discriminator.weights().size() + m->generator.state().size() +
-             m->discriminator.state().size();
-  }
+  // The masters' session (the canonical model); stand-ins only need its layout.
+  train::Session session = dist::role_session(d.experiment, t);
+  const dist::PayloadLayout layout = dist::PayloadLayout::of(*session.model);
+  const std::size_t floats = layout.total();
   const double transport = transport_bound(world, floats);
   MPIGAN_CHECK(o.transport == "shm" || o.transport == "mpi", "bench master: --transport must be shm or mpi, got '{}'",
                o.transport);
   {
-  const worker::PayloadChannels channels = worker::PayloadChannels::create(t, floats, o.transport == "shm");
-  worker::Trace trace;
-  if (t.role == worker::Role::worker) {
-    auto be = make_backend("cpu");
-    auto m = models::make_gan({.name = o.model}, *be, 1);
-    const worker::PayloadLayout layout{m->generator.weights().size(), m->discriminator.weights().size(),
-                                       m->generator.state().size(), m->discriminator.state().size()};
+  const dist::PayloadChannels channels = dist::PayloadChannels::create(t, floats, o.transport == "shm");
+  dist::Trace trace;
+  if (t.role == dist::Role::worker) {
     stand_in_worker(t, layout, d.dist.algorithm->exchange() == algos::Exchange::pull_push, channels);
     t.links.barrier();
   } else {
@@ -196,7 +190,8 @@ void bench_master(const BenchMasterOptions& o) {
       bound = copy_bound(floats);
       arithmetic = arithmetic_bound(floats);
     }
-    const auto r = master::run_master(d, t, dir, -1, trace, channels);
+    dist::RoleContext ctx{d, t, dir, -1, trace, channels, std::move(session), layout, {}};
+    const auto r = master::run_master(ctx);
     const double rate = static_cast<double>(r.samples) / r.wall_s;  // each stand-in update carries 1 sample
     // Capacity: updates per second of the master's busy time (not waiting for a request), i.e.
     // the rate it sustains when requests are always queued (many workers). The round-trip rate

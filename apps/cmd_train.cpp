@@ -6,8 +6,10 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
-#include "mpigan/master/run.hpp"
-#include "mpigan/worker/dist_config.hpp"
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/master/server.hpp"
+#include "mpigan/worker/worker.hpp"
+#include "mpigan/dist/dist_config.hpp"
 #include "mpigan/train/experiment.hpp"
 #include "mpigan/train/trainer.hpp"
 
@@ -37,10 +39,10 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
   // Every rank validates the experiment (cheap, no communication); they agree on the outcome
   // before anything else, and rank 0 prints the problems once (those of the lowest rank that
   // found any: a file may be readable on one node and not on another).
-  worker::DistExperiment d;
+  dist::DistExperiment d;
   std::string problems;
   try {
-    d = worker::load_distributed(a.experiment, a.set, size);
+    d = dist::load_distributed(a.experiment, a.set, size);
   } catch (const ConfigError& e) {
     problems = e.what();
   }
@@ -63,7 +65,7 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     std::exit(rank == 0 ? 1 : 0);
   }
   if (rank == 0) print_config(a.experiment, d.experiment.resolved);
-  const auto s = master::run_distributed(d, world, {a.out, a.resume});
+  const auto s = dist::run_job(d, world, {a.out, a.resume}, {master::run_master, worker::run_worker});
   if (rank == 0) {
     const auto& m = s.master;
     std::printf("\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s, steady "

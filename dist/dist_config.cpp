@@ -1,8 +1,8 @@
-#include "mpigan/worker/dist_config.hpp"
+#include "mpigan/dist/dist_config.hpp"
 
 #include "mpigan/core/error.hpp"
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
   ConfigDocument doc = ConfigDocument::load(path, overrides);
@@ -49,4 +49,4 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   return d;
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

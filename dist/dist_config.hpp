@@ -11,12 +11,12 @@
 
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/train/experiment.hpp"
-#include "mpigan/worker/topology.hpp"
+#include "mpigan/dist/topology.hpp"
 
 #include <memory>
 #include <optional>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 struct EarlyStopping {
   bool enabled = false;
@@ -46,4 +46,4 @@ struct DistExperiment {
 /// topology's fit to @p ranks).
 DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks);
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

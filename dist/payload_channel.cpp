@@ -1,6 +1,6 @@
-#include "mpigan/worker/payload_channel.hpp"
+#include "mpigan/dist/payload_channel.hpp"
 
-#include "mpigan/core/backend/cpu/vector_kernels.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <exception>
 #include <utility>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 namespace {
 /// Slots start on 64-byte boundaries: 16 floats.
@@ -109,7 +109,7 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
     ch.m_bell.reset();
     for (std::size_t k = 0; k < my_children.size(); ++k) {
       const auto id = static_cast<std::size_t>(my_children[k]);
-      MPIGAN_CHECK(id < t.children.size(), "{}: node peer claims child id {} of {}", t.label(), id, t.children.size());
+      MPIGAN_CHECK(id < t.children.size(), "node peer claims child id {} of {}", id, t.children.size());
       ch.m_child_slot[id] = base + bell_floats + 2 * ch.m_stride * k;
       ch.m_child_bell[id] = bell_at(base, k + 1);
       ch.m_child_bell[id].reset();
@@ -128,7 +128,7 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
       MPIGAN_MPI_CHECK(MPI_Win_shared_query(ch.m_win, parent_node_rank, &size, &unit, &parent_base));
       const std::size_t bell_floats_parent = bells_floats(siblings.size());
       MPIGAN_CHECK(static_cast<std::size_t>(size) >= (bell_floats_parent + 2 * ch.m_stride * (k + 1)) * sizeof(float),
-                   "{}: the parent's shared segment holds {} bytes, slot {} needs more", t.label(), size, k);
+                   "the parent's shared segment holds {} bytes, slot {} needs more", size, k);
       ch.m_parent_slot = parent_base + bell_floats_parent + 2 * ch.m_stride * k;
       ch.m_parent_bell = bell_at(parent_base, 0);
       ch.m_my_bell = bell_at(parent_base, k + 1);
@@ -192,4 +192,4 @@ void pull_payload(const Comm& links, const PayloadChannels& ch, int parent, std:
   links.recv(out, parent, kTagReplyPayload);
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

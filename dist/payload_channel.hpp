@@ -29,14 +29,14 @@
 // (an exception, followed by MPI_Abort) frees nothing, so it cannot hang the failing rank.
 #pragma once
 
-#include "mpigan/worker/protocol.hpp"
-#include "mpigan/worker/topology.hpp"
+#include "mpigan/dist/protocol.hpp"
+#include "mpigan/dist/topology.hpp"
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 class PayloadChannels {
  public:
@@ -95,4 +95,4 @@ void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int pa
 /// Child side, after a header with a payload came: the payload into @p out.
 void pull_payload(const Comm& links, const PayloadChannels& ch, int parent, std::span<float> out);
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

@@ -1,6 +1,25 @@
-#include "mpigan/worker/protocol.hpp"
+// Header messages between masters and their children (protocol.hpp).
+#include "mpigan/dist/protocol.hpp"
 
-namespace mpigan::worker {
+#include <fmt/format.h>
+
+namespace mpigan::dist {
+
+std::string to_string(Kind k) {
+  switch (k) {
+    case Kind::update: return "update";
+    case Kind::pull: return "pull";
+    case Kind::done: return "done";
+    case Kind::weights: return "weights";
+    case Kind::stop: return "stop";
+  }
+  return fmt::format("unknown kind {}", static_cast<int>(k));
+}
+
+PayloadLayout PayloadLayout::of(const models::GanModel& m) {
+  return {m.generator.weights().size(), m.discriminator.weights().size(), m.generator.state().size(),
+          m.discriminator.state().size()};
+}
 
 void send_header(const Comm& c, const Header& h, int dest, int tag, const Doorbell& bell) {
   c.send_bytes(&h, sizeof(Header), dest, tag);
@@ -13,4 +32,4 @@ Header recv_header(const Comm& c, int source, int tag, double spin_s, const Idle
   return h;
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

@@ -15,13 +15,16 @@
 
 #include "mpigan/core/mpi/comm.hpp"
 #include "mpigan/core/parameter_set.hpp"
+#include "mpigan/models/gan_model.hpp"
+#include "mpigan/models/gan_step.hpp"
 
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 constexpr int kTagHeader = 101;
 constexpr int kTagPayload = 102;
@@ -29,9 +32,14 @@ constexpr int kTagReply = 103;
 constexpr int kTagReplyPayload = 104;
 
 enum class Kind : std::int32_t { update = 1, pull = 2, done = 3, weights = 10, stop = 11 };
+/// The kind's name for messages ("update", "pull", ...; "unknown kind 7" otherwise).
+std::string to_string(Kind k);
 
 constexpr int kMaxLosses = 16;
 constexpr std::int32_t kFlagCheckpoint = 1;  ///< master -> worker: write your part of checkpoint `checkpoint`
+/// master -> sub-master, with a stop: the update this answers was not applied (training had ended),
+/// so the sub-master's change since its last pull is still its own (it keeps it for a resume).
+constexpr std::int32_t kFlagNotApplied = 2;
 
 struct Header {
   Kind kind = Kind::update;
@@ -53,19 +61,43 @@ struct Header {
   std::array<double, kMaxLosses> losses{};
 };
 
-/// Sizes of the four payload blocks.
+/// Sizes of the four payload blocks. Network n (models::Net: 0 generator, 1 discriminator) has
+/// a block of weights (or its update) and a block of BatchNorm state.
 struct PayloadLayout {
   std::size_t g = 0, d = 0, g_state = 0, d_state = 0;
+  /// The layout of @p m's networks.
+  static PayloadLayout of(const models::GanModel& m);
   std::size_t total() const { return g + d + g_state + d_state; }
-  std::span<float> gen(std::span<float> p) const { return p.subspan(0, g); }
-  std::span<float> dis(std::span<float> p) const { return p.subspan(g, d); }
-  std::span<float> gen_state(std::span<float> p) const { return p.subspan(g + d, g_state); }
-  std::span<float> dis_state(std::span<float> p) const { return p.subspan(g + d + g_state, d_state); }
-  std::span<const float> gen(std::span<const float> p) const { return p.subspan(0, g); }
-  std::span<const float> dis(std::span<const float> p) const { return p.subspan(g, d); }
-  std::span<const float> gen_state(std::span<const float> p) const { return p.subspan(g + d, g_state); }
-  std::span<const float> dis_state(std::span<const float> p) const { return p.subspan(g + d + g_state, d_state); }
+  std::size_t weights(models::Net n) const { return n == models::Net::generator ? g : d; }
+  std::size_t state(models::Net n) const { return n == models::Net::generator ? g_state : d_state; }
+  /// Network n's weight block, and its BatchNorm state block.
+  template <class T>
+  std::span<T> block(models::Net n, std::span<T> p) const {
+    return n == models::Net::generator ? p.subspan(0, g) : p.subspan(g, d);
+  }
+  template <class T>
+  std::span<T> state_block(models::Net n, std::span<T> p) const {
+    return n == models::Net::generator ? p.subspan(g + d, g_state) : p.subspan(g + d + g_state, d_state);
+  }
+  /// Network n's part of a state vector that holds both networks' state (all_state of a payload).
+  template <class T>
+  std::span<T> in_state(models::Net n, std::span<T> state) const {
+    return n == models::Net::generator ? state.subspan(0, g_state) : state.subspan(g_state, d_state);
+  }
+  /// Both networks' weight blocks, and both state blocks (each contiguous).
+  template <class T>
+  std::span<T> all_weights(std::span<T> p) const {
+    return p.subspan(0, g + d);
+  }
+  template <class T>
+  std::span<T> all_state(std::span<T> p) const {
+    return p.subspan(g + d, g_state + d_state);
+  }
 };
+
+/// Both networks, in payload order: `for (models::Net n : kNets)`.
+inline constexpr std::array<models::Net, 2> kNets{models::Net::generator, models::Net::discriminator};
+inline constexpr std::size_t index(models::Net n) { return static_cast<std::size_t>(n); }
 
 /// Send @p h to @p dest, then ring @p bell (the receiver's doorbell, when it shares this node).
 void send_header(const Comm& c, const Header& h, int dest, int tag, const Doorbell& bell = {});
@@ -76,4 +108,4 @@ inline constexpr double kReplySpinSeconds = 0.002;
 /// Receive a header from @p source; @p idle: how to wait (PayloadChannels::from_parent()).
 Header recv_header(const Comm& c, int source, int tag, double spin_s = 0.0, const Idle& idle = {});
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

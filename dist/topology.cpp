@@ -1,4 +1,4 @@
-#include "mpigan/worker/topology.hpp"
+#include "mpigan/dist/topology.hpp"
 
 #include "mpigan/core/error.hpp"
 
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <thread>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   TopologyConfig t;
@@ -124,4 +124,4 @@ Topology Topology::build(const Comm& comm, const TopologyConfig& c) {
   return t;
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

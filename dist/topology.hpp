@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 struct TopologyConfig {
   int masters = 1;
@@ -72,4 +72,4 @@ struct Topology {
   static Topology build(const Comm& comm, const TopologyConfig& cfg);
 };
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

@@ -1,4 +1,4 @@
-#include "mpigan/worker/trace.hpp"
+#include "mpigan/dist/trace.hpp"
 
 #include "mpigan/core/error.hpp"
 
@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 Trace::Trace(bool enabled, int pid, std::string name, double start)
     : m_enabled(enabled), m_pid(pid), m_name(std::move(name)), m_start(start) {
@@ -52,4 +52,4 @@ void Trace::write(const Comm& comm, const std::string& path) const {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

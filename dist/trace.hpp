@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 class Trace {
  public:
@@ -48,4 +48,4 @@ class Trace {
   std::string m_events;
 };
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

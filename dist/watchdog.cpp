@@ -1,4 +1,4 @@
-#include "mpigan/worker/watchdog.hpp"
+#include "mpigan/dist/watchdog.hpp"
 
 #include "mpigan/core/error.hpp"
 
@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 namespace {
 
@@ -322,4 +322,4 @@ void Watchdog::watch_parent() {
   }
 }
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

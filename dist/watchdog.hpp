@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-namespace mpigan::worker {
+namespace mpigan::dist {
 
 class Watchdog {
  public:
@@ -58,4 +58,4 @@ class Watchdog {
 /// test driver) calls this first thing in main(), before MPI_Init.
 std::optional<int> watchdog_monitor_main(int argc, char** argv);
 
-}  // namespace mpigan::worker
+}  // namespace mpigan::dist

@@ -1,3 +1,4 @@
+// The training session every computing process holds (session.hpp), and host copies of parameter sets.
 #include "mpigan/train/session.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -55,6 +56,18 @@ void Session::load(const CheckpointReader& r) {
     opt->set_iterations(r.get_int(base + "/iterations"));
     for (const auto& [slot, p] : opt->slots()) load_parameters(r, base + "/" + slot, *p, *backend);
   }
+}
+
+void copy_to_host(Backend& be, const ParameterSet& p, std::span<float> out) {
+  MPIGAN_CHECK(out.size() == p.size(), "copy_to_host: {} values into a span of {}", p.size(), out.size());
+  const Tensor h = be.to_host(p.flat());
+  std::copy(h.data(), h.data() + p.size(), out.begin());
+}
+
+void copy_from_host(Backend& be, std::span<const float> in, ParameterSet& p) {
+  MPIGAN_CHECK(in.size() == p.size(), "copy_from_host: {} values into a set of {}", in.size(), p.size());
+  Tensor flat = p.flat();
+  be.from_host(Tensor::from(flat.shape(), in), flat);
 }
 
 models::RealBatch real_batch(const data::Batch& b) { return {b.image, b.energy, b.ecal, b.angle}; }

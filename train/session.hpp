@@ -13,6 +13,7 @@
 #include "mpigan/train/experiment.hpp"
 
 #include <memory>
+#include <span>
 
 namespace mpigan::train {
 
@@ -33,6 +34,10 @@ struct Session {
   void save(CheckpointWriter& w) const;
   void load(const CheckpointReader& r);
 };
+
+/// Copy a ParameterSet (on any backend) into a host span of its size, or back.
+void copy_to_host(Backend& be, const ParameterSet& p, std::span<float> out);
+void copy_from_host(Backend& be, std::span<const float> in, ParameterSet& p);
 
 /// The model's view of a data batch (shallow).
 models::RealBatch real_batch(const data::Batch& b);

@@ -12,17 +12,19 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
 #include "mpigan/data/synthetic.hpp"
-#include "mpigan/master/run.hpp"
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/master/server.hpp"
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/train/checkpoint.hpp"
-#include "mpigan/worker/dist_config.hpp"
-#include "mpigan/worker/watchdog.hpp"
+#include "mpigan/dist/dist_config.hpp"
+#include "mpigan/dist/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
 
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -90,17 +92,17 @@ checkpoint: {every: 0}
 logging: {level: warn, every: 1000}
 )";
 
-worker::DistExperiment experiment(const std::vector<std::string>& set) {
+dist::DistExperiment experiment(const std::vector<std::string>& set) {
   const std::string path = (job_dir() / "exp.yaml").string();
   if (world_rank() == 0) std::ofstream(path) << kBase;
   MPI_Barrier(MPI_COMM_WORLD);
-  return worker::load_distributed(path, set, world_size());
+  return dist::load_distributed(path, set, world_size());
 }
 
-master::DistributedSummary run(const std::string& dir, const std::vector<std::string>& set, bool resume = false) {
+dist::JobSummary run(const std::string& dir, const std::vector<std::string>& set, bool resume = false) {
   const auto d = experiment(set);
   const Comm world = Comm::world();
-  return master::run_distributed(d, world, {resume ? "" : dir, resume ? dir : ""});
+  return dist::run_job(d, world, {resume ? "" : dir, resume ? dir : ""}, {master::run_master, worker::run_worker});
 }
 
 struct UpdateRow {
@@ -151,7 +153,7 @@ std::vector<float> final_generator(const std::string& dir, const std::string& ck
 }
 
 /// The assertions every healthy run must pass (rank 0).
-void check_healthy_run(const std::string& what, const std::string& dir, const master::DistributedSummary& s,
+void check_healthy_run(const std::string& what, const std::string& dir, const dist::JobSummary& s,
                        int workers, double max_error_ratio = 0.5) {
   INFO(what);
   REQUIRE(!s.master.last_checkpoint.empty());
@@ -231,18 +233,73 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   }
 }
 
+TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own state") {
+  if (!ranks(5)) return;
+  // rank 0 top master, ranks 1-2 sub-masters (sync over their one worker each, with RMSprop
+  // state of their own), ranks 3-4 workers. Synchronous: bit for bit the uninterrupted run.
+  const std::vector<std::string> base{"topology.masters=3", "algorithm.name=sync", "optimizer.name=rmsprop",
+                                      "topology.submaster_every=2", "training.max_updates=12", "checkpoint.every=4"};
+  const std::string a = run_dir("tree-sync-a"), b = run_dir("tree-sync-b");
+  const auto sa = run(a, base);
+  std::vector<std::string> first = base;
+  first.push_back("training.max_updates=4");
+  run(b, first);
+  const auto sb = run(b, base, true);
+  if (world_rank() == 0) {
+    CHECK(sa.master.version == 12);
+    CHECK(sb.master.version == 12);
+    for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
+      const auto x = train::CheckpointReader(sa.master.last_checkpoint).floats(name);
+      const auto y = train::CheckpointReader(sb.master.last_checkpoint).floats(name);
+      INFO(name);
+      REQUIRE(x.size() == y.size());
+      CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    }
+  }
+  // Asynchronous: when the top master stops, a sub-master's last change is ignored; its part
+  // says so, and the resumed sub-master pushes that change instead of dropping it.
+  const std::string c = run_dir("tree-async");
+  std::vector<std::string> async{"topology.masters=3", "algorithm.name=downpour", "topology.submaster_every=3",
+                                 "training.max_updates=6", "checkpoint.every=0"};
+  run(c, async);
+  if (world_rank() == 0) {
+    int unapplied = 0;
+    for (int sub : {1, 2}) {
+      const auto part = fmt::format("{}/checkpoints/step-{:08d}.submaster-{}.h5", c, 6, sub);
+      REQUIRE(fs::exists(part));
+      train::CheckpointReader r(part);
+      const auto w = r.floats("model/generator/weights/values");
+      const auto pulled = r.floats("pulled/generator");
+      const bool own = r.get_int("progress/unapplied") != 0;
+      unapplied += own;
+      // A change the top never applied is still the difference of the part's weights and pull.
+      if (own) CHECK(std::memcmp(w.data(), pulled.data(), w.size() * sizeof(float)) != 0);
+    }
+    // The top stopped at its 6th update: the other sub-master's update in flight was ignored.
+    CHECK(unapplied >= 1);
+  }
+  async.back() = "checkpoint.every=0";
+  async[3] = "training.max_updates=12";
+  const auto sc = run(c, async, true);
+  if (world_rank() == 0) {
+    CHECK(sc.master.version == 12);
+    const auto rows = read_updates(c);
+    CHECK(std::count_if(rows.begin(), rows.end(), [](const UpdateRow& r) { return r.verdict == "applied"; }) >= 12);
+  }
+}
+
 TEST_CASE("worker_wait: auto spins only when the node's workers and their threads fit its CPUs") {
-  CHECK(worker::worker_spins("spin", 8, 4, 2));
-  CHECK_FALSE(worker::worker_spins("sleep", 1, 1, 64));
-  CHECK(worker::worker_spins("auto", 2, 1, 2));
-  CHECK(worker::worker_spins("auto", 3, 4, 12));
-  CHECK_FALSE(worker::worker_spins("auto", 4, 1, 2));
-  CHECK_FALSE(worker::worker_spins("auto", 2, 2, 3));
-  CHECK_FALSE(worker::worker_spins("auto", 0, 1, 2));
+  CHECK(dist::worker_spins("spin", 8, 4, 2));
+  CHECK_FALSE(dist::worker_spins("sleep", 1, 1, 64));
+  CHECK(dist::worker_spins("auto", 2, 1, 2));
+  CHECK(dist::worker_spins("auto", 3, 4, 12));
+  CHECK_FALSE(dist::worker_spins("auto", 4, 1, 2));
+  CHECK_FALSE(dist::worker_spins("auto", 2, 2, 3));
+  CHECK_FALSE(dist::worker_spins("auto", 0, 1, 2));
   // This job runs on one node: every rank sees the same worker count and at least its own CPUs.
-  worker::TopologyConfig cfg;
+  dist::TopologyConfig cfg;
   const Comm world = Comm::world();
-  const auto t = worker::Topology::build(world, cfg);
+  const auto t = dist::Topology::build(world, cfg);
   CHECK(t.local_workers == world.size() - 1);
   cpu_set_t mine;
   REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
@@ -371,7 +428,7 @@ TEST_CASE("early stopping by threshold ends the run at a validation") {
 
 int main(int argc, char** argv) {
   // Rank 0 of each distributed run starts this executable again as its watchdog monitor.
-  if (const auto rc = mpigan::worker::watchdog_monitor_main(argc, argv)) return *rc;
+  if (const auto rc = mpigan::dist::watchdog_monitor_main(argc, argv)) return *rc;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   init_logging("warn");

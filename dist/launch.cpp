@@ -1,0 +1,106 @@
+// The launch of a distributed job's roles (launch.hpp).
+#include "mpigan/dist/launch.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/dist/run_files.hpp"
+#include "mpigan/dist/watchdog.hpp"
+#include "mpigan/train/run_dir.hpp"
+#include "mpigan/train/sources.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace mpigan::dist {
+
+namespace {
+
+/// Rank 0: the run directory (resolved config, the previous attempt's diagnosis) and the data.
+void prepare_run(const DistExperiment& d, const Topology& t, const std::string& dir, bool resume) {
+  const auto& e = d.experiment;
+  train::RunDirectory run(dir, resume);
+  // A previous attempt that failed left its diagnosis; say it once and keep it as FAILED.previous.
+  const std::filesystem::path failed = std::filesystem::path(dir) / "FAILED";
+  if (resume && std::filesystem::exists(failed)) {
+    std::ifstream in(failed);
+    const std::string why((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    spdlog::warn("the previous attempt of this run failed: {}", why.substr(0, why.find_last_not_of('\n') + 1));
+    std::filesystem::rename(failed, std::filesystem::path(dir) / "FAILED.previous");
+  }
+  YAML::Node resolved = YAML::Clone(e.resolved);
+  resolved["output"]["dir"] = dir;
+  run.write_config(resolved);
+  train::DataPlan::open(e, true);  // simulates when asked, validates every file once
+  spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size, t.masters,
+               t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
+}
+
+/// The rank table: launchers name a dead process by PID (MPICH's hydra) or task number (srun);
+/// this maps either to the rank's role. Every rank gets its own label; rank 0 all of them.
+std::vector<std::string> rank_table(const Topology& t) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string me = fmt::format("{} (pid {} on {})", t.label(), ::getpid(), host);
+  const auto table = t.links.gather_strings(me, 0);
+  if (t.rank != 0) return std::vector<std::string>(static_cast<std::size_t>(t.size), me);
+  for (const auto& line : table) spdlog::info("{}", line);
+  return table;
+}
+
+}  // namespace
+
+train::Session role_session(const train::ExperimentConfig& e, const Topology& t) {
+  if (t.role == Role::worker)
+    return train::Session::create(e, mix64(e.seed ^ mix64(0x3C0FFEEull + static_cast<std::uint64_t>(t.rank))),
+                                  t.device_id);
+  train::ExperimentConfig m = e;
+  if (t.role == Role::sub_master) m.backend = "cpu";  // a sub-master only adds vectors: no GPU needed
+  return train::Session::create(m, e.seed, t.device_id);
+}
+
+JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOptions& options, const Roles& roles) {
+  const auto& e = d.experiment;
+  Topology t = Topology::build(comm, d.dist.topology);
+  set_process_label(t.label());
+  init_logging(e.log_level);
+  const bool resume = !options.resume_dir.empty();
+  const std::string dir = resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir);
+
+  // Rank 0 prepares the directory and the data; everyone else waits at the rank table's gather.
+  // An error there aborts the job (the application's single exit point calls MPI_Abort).
+  if (t.rank == 0) prepare_run(d, t, dir, resume);
+  Watchdog watchdog(t.links, rank_table(t), dir + "/FAILED");
+  const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
+  train::Session session = role_session(e, t);
+  const PayloadLayout layout = PayloadLayout::of(*session.model);
+  const PayloadChannels channels = PayloadChannels::create(t, layout.total(), d.dist.topology.shared_memory);
+  if (t.role != Role::worker && !t.children.empty())
+    spdlog::info("{} of {} children exchange payloads through shared memory", channels.shared_children(),
+                 t.children.size());
+
+  t.links.barrier();
+  Trace trace(d.dist.trace, t.rank, t.label(), MPI_Wtime());
+  RoleContext ctx{d, t, dir, resume_id, trace, channels, std::move(session), layout, {}};
+  JobSummary s;
+  s.run_dir = dir;
+  s.workers = t.groups;
+  if (t.role == Role::worker) {
+    roles.worker(ctx);
+    watchdog.goodbye();
+    t.links.barrier();  // matches the masters' closing barrier
+  } else {
+    // A sub-master's goodbye must come before the closing barrier inside the master role.
+    if (t.role == Role::sub_master) ctx.before_barrier = [&] { watchdog.goodbye(); };
+    s.master = roles.master(ctx);
+    if (t.role == Role::top_master && !s.master.failure.empty())
+      std::ofstream(std::filesystem::path(dir) / "FAILED") << s.master.failure << '\n';
+  }
+  if (d.dist.trace) trace.write(t.links, dir + "/trace.json");
+  return s;
+}
+
+}  // namespace mpigan::dist

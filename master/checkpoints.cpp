@@ -1,0 +1,94 @@
+// The top master's checkpoints and their commit (checkpoints.hpp).
+#include "mpigan/master/checkpoints.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/dist/run_files.hpp"
+#include "mpigan/train/run_dir.hpp"
+
+#include <filesystem>
+
+namespace mpigan::master {
+
+namespace fs = std::filesystem;
+
+Checkpoints::Checkpoints(dist::RoleContext& ctx, UpdateService& service) : m_ctx(ctx), m_service(service) {}
+
+void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
+  auto span = m_ctx.trace.span("checkpoint", "io");
+  const auto& t = m_ctx.t;
+  const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
+  train::CheckpointWriter w(path);
+  m_service.save(w);
+  w.put_int("progress/samples", m_service.samples());
+  w.put_int("topology/masters", t.masters);
+  w.put_int("topology/groups", t.groups);
+  w.put_int("topology/group_size", t.group_size);
+  w.put_string("algorithm/name", m_ctx.d.dist.algorithm->name());
+  w.put_string("experiment/name", m_ctx.d.experiment.name);
+  w.put_string("experiment/model", m_ctx.d.experiment.model.name);
+  w.commit();
+  m_pending = id;
+  m_pending_path = path;
+  result.last_checkpoint = path;
+  spdlog::info("checkpoint {} written; 'latest' moves to it once every rank has written its part", path);
+  try_commit();
+}
+
+std::vector<std::string> Checkpoints::expected_parts(std::int64_t id) const {
+  std::vector<std::string> parts;
+  for (int s = 1; s < m_ctx.t.masters; ++s)
+    parts.push_back(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(s)));
+  for (int g = 0; g < m_ctx.t.groups; ++g)
+    parts.push_back(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::worker_part(g)));
+  return parts;
+}
+
+bool Checkpoints::try_commit() {
+  if (m_pending < 0 || m_pending_path.empty()) return false;
+  for (const auto& p : expected_parts(m_pending))
+    if (!fs::exists(p)) return false;
+  train::RunDirectory run(m_ctx.run_dir, false);
+  run.commit_checkpoint(m_pending_path, m_ctx.d.experiment.checkpoint_keep);
+  // Parts of checkpoints no longer kept go too.
+  for (const auto& e : fs::directory_iterator(m_ctx.run_dir + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    const auto dot = name.find('.');
+    if (!name.starts_with("step-") || dot == std::string::npos || name.ends_with(".tmp")) continue;
+    const std::string main = name.substr(0, dot) + ".h5";
+    if (name != main && !fs::exists(m_ctx.run_dir + "/checkpoints/" + main)) fs::remove(e.path());
+  }
+  spdlog::info("checkpoint {} complete (latest)", m_pending_path);
+  m_pending = -1;
+  return true;
+}
+
+void Checkpoints::finish() {
+  m_ctx.t.links.barrier();
+  if (m_pending >= 0 && !try_commit())
+    spdlog::warn("checkpoint {}: some ranks did not write their part; 'latest' stays at the previous checkpoint",
+                 m_pending_path);
+}
+
+void Checkpoints::load(std::int64_t id, dist::MasterResult& result) {
+  const auto& t = m_ctx.t;
+  const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
+  train::CheckpointReader r(path);
+  const auto masters = r.get_int("topology/masters"), groups = r.get_int("topology/groups"),
+             gs = r.get_int("topology/group_size");
+  if (masters != t.masters || groups != t.groups || gs != t.group_size)
+    MPIGAN_THROW(DataError,
+                 "checkpoint '{}' was written by {} master(s) and {} group(s) of {}; this run has {}, {} and {}: "
+                 "resume with the same topology",
+                 path, masters, groups, gs, t.masters, t.groups, t.group_size);
+  const std::string alg = r.get_string("algorithm/name");
+  if (alg != m_ctx.d.dist.algorithm->name())
+    MPIGAN_THROW(DataError, "checkpoint '{}' was written by update rule '{}', this run uses '{}'", path, alg,
+                 m_ctx.d.dist.algorithm->name());
+  m_service.load(r, path);
+  m_service.set_samples(r.get_int("progress/samples"));
+  result.samples = m_service.samples();
+  spdlog::info("resumed from {} at version {}", path, m_service.version());
+}
+
+}  // namespace mpigan::master

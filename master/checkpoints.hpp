@@ -1,0 +1,41 @@
+// The top master's checkpoints: it writes the main file (canonical weights, BN state, the rules'
+// state, progress, the topology and rule that wrote it) and asks every other rank, with its next
+// reply, to write its part (dist/run_files.hpp). 'latest' moves to the checkpoint only once every
+// part exists, so a resume always finds a complete set; parts of checkpoints no longer kept go too.
+// On a sub-master only the pending id is kept (to pass the parent's request on to its children).
+#pragma once
+
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/master/update_service.hpp"
+
+#include <string>
+
+namespace mpigan::master {
+
+class Checkpoints {
+ public:
+  Checkpoints(dist::RoleContext& ctx, UpdateService& service);
+
+  /// Top master: write the main file of checkpoint @p id (the current version).
+  void write(std::int64_t id, dist::MasterResult& result);
+  /// Top master: move 'latest' to the pending checkpoint if every part of it exists.
+  bool try_commit();
+  /// Top master, at the end: after the closing barrier (every rank wrote its final part), commit.
+  void finish();
+  /// Top master: restore checkpoint @p id (checks that the topology and the rule match).
+  void load(std::int64_t id, dist::MasterResult& result);
+
+  /// The checkpoint whose parts the children are asked to write (-1: none).
+  std::int64_t pending() const { return m_pending; }
+  void set_pending(std::int64_t id) { m_pending = id; }
+
+ private:
+  std::vector<std::string> expected_parts(std::int64_t id) const;
+
+  dist::RoleContext& m_ctx;
+  UpdateService& m_service;
+  std::int64_t m_pending = -1;
+  std::string m_pending_path;
+};
+
+}  // namespace mpigan::master

@@ -1,0 +1,143 @@
+// A sub-master's exchanges with its parent, and its checkpoint part (parent_link.hpp).
+#include "mpigan/master/parent_link.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/dist/run_files.hpp"
+
+#include <algorithm>
+
+namespace mpigan::master {
+
+using dist::Header;
+using dist::Kind;
+using dist::kNets;
+using models::Net;
+
+namespace {
+const char* net_name(Net n) { return n == Net::generator ? "generator" : "discriminator"; }
+}  // namespace
+
+ParentLink::ParentLink(dist::RoleContext& ctx, UpdateService& service)
+    : m_ctx(ctx), m_service(service), m_buf(service.layout().total()) {
+  for (Net n : kNets) {
+    const auto w = m_service.weights(n);
+    m_pulled[dist::index(n)].assign(w.begin(), w.end());
+  }
+}
+
+ParentLink::Reply ParentLink::receive_initial() {
+  const auto& t = m_ctx.t;
+  const Header h = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
+  MPIGAN_CHECK(h.kind == Kind::weights, "expected the initial weights from the master (rank {}), got a '{}' message",
+               t.parent, dist::to_string(h.kind));
+  dist::pull_payload(t.links, m_ctx.channels, t.parent, m_buf);
+  if (!m_resumed || !m_unapplied) return take_parent_weights(h, m_buf);
+  // Resumed with a change the parent never applied: keep it, on top of the parent's weights.
+  const auto& layout = m_service.layout();
+  for (Net n : kNets) {
+    const auto parent = layout.block(n, std::span<const float>(m_buf));
+    auto w = m_service.weights(n);
+    auto& pulled = m_pulled[dist::index(n)];
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = parent[k] + (w[k] - pulled[k]);
+    pulled.assign(parent.begin(), parent.end());
+  }
+  m_parent_version = h.version;
+  spdlog::info("resumed with its change since version {} of the parent still to push", m_parent_version);
+  return {};
+}
+
+ParentLink::Reply ParentLink::take_parent_weights(const Header& h, std::span<const float> buf) {
+  const auto& layout = m_service.layout();
+  for (Net n : kNets) {
+    const auto b = layout.block(n, buf);
+    std::copy(b.begin(), b.end(), m_service.weights(n).begin());
+    m_pulled[dist::index(n)].assign(b.begin(), b.end());
+  }
+  const auto st = layout.all_state(buf);
+  std::copy(st.begin(), st.end(), m_service.state().begin());
+  m_parent_version = h.version;
+  m_unapplied = false;
+  if (!(h.flags & dist::kFlagCheckpoint)) return {};
+  // The top master's checkpoint: write this sub-master's part and pass the request on.
+  write_part(h.checkpoint);
+  return {false, h.checkpoint};
+}
+
+ParentLink::Reply ParentLink::take_stop(const Header& h, bool unapplied) {
+  m_unapplied = unapplied;
+  Reply r{true, -1};
+  if (h.flags & dist::kFlagCheckpoint) {
+    write_part(h.checkpoint);
+    r.checkpoint = h.checkpoint;
+  }
+  return r;
+}
+
+ParentLink::Reply ParentLink::exchange() {
+  auto span = m_ctx.trace.span("parent_exchange", "comm");
+  const auto& t = m_ctx.t;
+  const auto& layout = m_service.layout();
+  std::span<float> buf(m_buf);
+  for (Net n : kNets) {
+    const auto w = m_service.weights(n);
+    const auto& pulled = m_pulled[dist::index(n)];
+    auto out = layout.block(n, buf);
+    for (std::size_t k = 0; k < w.size(); ++k) out[k] = w[k] - pulled[k];
+  }
+  m_service.fill_state(buf);
+  Header h;
+  h.kind = Kind::update;
+  h.child = t.child_id;
+  h.version = m_parent_version;
+  h.samples = m_service.samples() - m_samples_at_push;
+  m_samples_at_push = m_service.samples();
+  dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, layout);
+  const Header r = dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds,
+                                     m_ctx.channels.from_parent());
+  if (r.kind == Kind::stop) return take_stop(r, (r.flags & dist::kFlagNotApplied) != 0);
+  dist::pull_payload(t.links, m_ctx.channels, t.parent, buf);
+  return take_parent_weights(r, buf);
+}
+
+ParentLink::Reply ParentLink::done() {
+  const auto& t = m_ctx.t;
+  Header h;
+  h.kind = Kind::done;
+  h.child = t.child_id;
+  h.version = m_parent_version;
+  dist::send_header(t.links, h, t.parent, dist::kTagHeader, m_ctx.channels.to_parent());
+  const Header r = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
+  MPIGAN_CHECK(r.kind == Kind::stop, "expected 'stop' from the master after 'done', got a '{}' message",
+               dist::to_string(r.kind));
+  // Versions since the last push never reached the parent.
+  return take_stop(r, true);
+}
+
+void ParentLink::write_part(std::int64_t id) {
+  train::CheckpointWriter w(
+      dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank)));
+  m_service.save(w);
+  for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_pulled[dist::index(n)]);
+  w.put_int("progress/parent_version", m_parent_version);
+  w.put_int("progress/unapplied", m_unapplied ? 1 : 0);
+  w.commit();
+}
+
+void ParentLink::load_part(std::int64_t id) {
+  const std::string path = dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank));
+  train::CheckpointReader r(path);
+  m_service.load(r, path);
+  for (Net n : kNets) {
+    auto p = r.floats(fmt::format("pulled/{}", net_name(n)));
+    MPIGAN_CHECK(p.size() == m_service.weights(n).size(), "checkpoint '{}': pulled/{} has {} values, the model {}", path,
+                 net_name(n), p.size(), m_service.weights(n).size());
+    m_pulled[dist::index(n)] = std::move(p);
+  }
+  m_parent_version = r.get_int("progress/parent_version");
+  m_unapplied = r.get_int("progress/unapplied") != 0;
+  m_resumed = true;
+  spdlog::info("resumed from {} at version {}", path, m_service.version());
+}
+
+}  // namespace mpigan::master

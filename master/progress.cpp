@@ -1,0 +1,144 @@
+// The top master's logs, progress line, throughput and validation (progress.hpp).
+#include "mpigan/master/progress.hpp"
+
+#include "mpigan/core/log.hpp"
+#include "mpigan/train/session.hpp"
+#include "mpigan/train/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mpigan::master {
+
+using models::Net;
+
+Progress::Progress(dist::RoleContext& ctx, int children)
+    : m_ctx(ctx), m_compute_threads(host_threads()), m_contributed(static_cast<std::size_t>(children), false) {}
+
+void Progress::open_logs(bool append) {
+  train::RunDirectory run(m_ctx.run_dir, false);
+  m_updates = std::make_unique<train::CsvLog>(
+      run.file("updates.csv"),
+      std::vector<std::string>{"time_s", "step", "worker", "rank", "pulled", "staleness", "samples", "update_norm",
+                               "update_norm_g", "update_norm_d", "scale_g", "scale_d", "queue_s", "wait_s", "compute_s",
+                               "verdict", "d_loss", "g_loss"},
+      append);
+  m_metrics = std::make_unique<train::CsvLog>(
+      run.file("metrics.csv"), train::metrics_columns(m_ctx.session.model->discriminator.output_names()), append);
+  m_t0 = MPI_Wtime();
+}
+
+void Progress::log_update(const LogRow& r, std::int64_t version) {
+  if (!m_updates) return;
+  const double d_loss = r.h.n_losses >= 2 ? 0.5 * (r.h.losses[0] + r.h.losses[1]) : 0.0;
+  const double g_loss = r.h.n_losses >= 3 ? r.h.losses[2] : 0.0;
+  const std::int64_t staleness = r.version - r.h.version;
+  m_updates->row({train::csv_number(MPI_Wtime() - m_t0), std::to_string(version), std::to_string(r.child),
+                  std::to_string(r.rank), std::to_string(r.h.version), std::to_string(staleness),
+                  std::to_string(r.h.samples), train::csv_number(std::sqrt(r.norm_g * r.norm_g + r.norm_d * r.norm_d)),
+                  train::csv_number(r.norm_g), train::csv_number(r.norm_d), train::csv_number(r.scale[0]),
+                  train::csv_number(r.scale[1]), train::csv_number(r.queue_s), train::csv_number(r.h.wait_s),
+                  train::csv_number(r.h.compute_s), r.verdict, train::csv_number(d_loss), train::csv_number(g_loss)});
+  m_staleness_sum += static_cast<double>(staleness);
+  m_d_sum += d_loss;
+  m_g_sum += g_loss;
+  ++m_logged;
+}
+
+void Progress::note_applied(int child, std::int64_t samples) {
+  const double now = MPI_Wtime();
+  m_contributed[static_cast<std::size_t>(child)] = true;
+  if (m_steady_t0 < 0) {
+    if (std::all_of(m_contributed.begin(), m_contributed.end(), [](bool c) { return c; })) {
+      m_steady_t0 = now;
+      m_steady_samples = 0;
+    }
+    return;
+  }
+  m_steady_samples += samples;
+  m_steady_t1 = now;
+}
+
+double Progress::steady_samples_per_s() const {
+  if (m_steady_t1 > m_steady_t0 && m_steady_t0 >= 0)
+    return static_cast<double>(m_steady_samples) / (m_steady_t1 - m_steady_t0);
+  return 0;
+}
+
+void Progress::after_version(std::int64_t version, std::int64_t samples) {
+  const auto every = m_ctx.d.experiment.log_every;
+  if (m_updates && every > 0 && version % every == 0) print(version, samples);
+}
+
+void Progress::print(std::int64_t version, std::int64_t samples) {
+  const auto& e = m_ctx.d.experiment;
+  m_updates->flush();
+  const double elapsed = MPI_Wtime() - m_t0;
+  const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0;
+  std::string eta = "?";
+  if (e.max_updates > 0 && version > 0) {
+    const double left = elapsed / static_cast<double>(version) * static_cast<double>(e.max_updates - version);
+    eta = fmt::format("{}m{:02d}s", static_cast<long long>(left) / 60, static_cast<long long>(left) % 60);
+  }
+  const double k = m_logged > 0 ? 1.0 / static_cast<double>(m_logged) : 0.0;
+  spdlog::info("update {}{} | D {:.4f} G {:.4f} | {:.2f} samples/s | mean staleness {:.2f} | ETA {}", version,
+               e.max_updates > 0 ? fmt::format("/{}", e.max_updates) : std::string(), m_d_sum * k, m_g_sum * k, rate,
+               m_staleness_sum * k, eta);
+  m_d_sum = m_g_sum = m_staleness_sum = 0;
+  m_logged = 0;
+}
+
+bool Progress::validate(const UpdateService& service, dist::MasterResult& result) {
+  const auto& e = m_ctx.d.experiment;
+  if (!e.validate) return false;
+  auto span = m_ctx.trace.span("validate", "compute");
+  ScopedHostThreads validating(m_compute_threads);
+  m_validated_at = service.version();
+  if (!m_val_loader) {
+    if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(e, false));
+    m_val_loader = m_plan->validation(e.batch);
+    if (!m_val_loader) return false;
+  }
+  // The canonical weights and state into the session's model.
+  auto& m = *m_ctx.session.model;
+  auto& be = *m_ctx.session.backend;
+  const auto& layout = service.layout();
+  train::copy_from_host(be, service.weights(Net::generator), m.generator.weights());
+  train::copy_from_host(be, service.weights(Net::discriminator), m.discriminator.weights());
+  train::copy_from_host(be, layout.in_state(Net::generator, service.state()), m.generator.state());
+  train::copy_from_host(be, layout.in_state(Net::discriminator, service.state()), m.discriminator.state());
+  const auto l = train::validation_losses(e, *m_ctx.session.step, *m_val_loader);
+  if (!l) return false;
+  m_metrics->row(train::metrics_row("validation", 0, service.version(), service.samples(), MPI_Wtime() - m_t0, 0, *l));
+  m_metrics->flush();
+  result.last_val_d = l->d_loss();
+  result.last_val_g = l->g;
+  spdlog::info("validation at update {}: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", service.version(), l->d_loss(),
+               l->d_real, l->d_fake, l->g);
+  const auto& es = m_ctx.d.dist.early;
+  if (!es.enabled) return false;
+  const double v = es.metric == "val_d_loss"   ? l->d_loss()
+                   : es.metric == "val_g_loss" ? l->g
+                   : es.metric == "val_d_real" ? l->d_real
+                                               : l->d_fake;
+  return early_stop(v);
+}
+
+bool Progress::early_stop(double v) {
+  const auto& es = m_ctx.d.dist.early;
+  const double sign = es.minimize ? 1.0 : -1.0;
+  if (es.threshold && sign * v <= sign * *es.threshold) {
+    spdlog::info("early stopping: {} = {:.5g} reached the threshold {:.5g}", es.metric, v, *es.threshold);
+    return true;
+  }
+  if (!m_best || sign * v < sign * *m_best) {
+    m_best = v;
+    m_since_best = 0;
+  } else if (es.patience > 0 && ++m_since_best >= es.patience) {
+    spdlog::info("early stopping: {} did not improve for {} validations (best {:.5g})", es.metric, es.patience, *m_best);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace mpigan::master

@@ -1,0 +1,66 @@
+// The top master's progress: one row per served update in updates.csv (step, worker, staleness,
+// norms, the rules' scales, queue and wait times, verdict, losses), a progress line every
+// logging.every versions, throughput once every child has contributed, and validation of the
+// canonical weights (metrics.csv) with early stopping. Sub-masters keep no logs.
+#pragma once
+
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/master/update_service.hpp"
+#include "mpigan/train/run_dir.hpp"
+#include "mpigan/train/sources.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace mpigan::master {
+
+/// One served update, as logged.
+struct LogRow {
+  dist::Header h;
+  int child = 0, rank = 0;
+  std::int64_t version = 0;          ///< the master's version when it was served
+  double norm_g = 0, norm_d = 0, queue_s = 0;
+  std::array<double, 2> scale{1.0, 1.0};
+  std::string verdict;
+};
+
+class Progress {
+ public:
+  /// @p children: the master's children (for the steady-throughput window).
+  Progress(dist::RoleContext& ctx, int children);
+
+  /// Open updates.csv and metrics.csv (appending on a resume). Top master only.
+  void open_logs(bool append);
+  /// A served update, logged at master version @p version.
+  void log_update(const LogRow& r, std::int64_t version);
+  /// Child @p child's update of @p samples samples was applied (throughput bookkeeping).
+  void note_applied(int child, std::int64_t samples);
+  /// The progress line, every logging.every versions.
+  void after_version(std::int64_t version, std::int64_t samples);
+
+  /// Validation losses of the canonical weights (copied into the session's model) into
+  /// metrics.csv; returns true when early stopping triggers.
+  bool validate(const UpdateService& service, dist::MasterResult& result);
+  std::int64_t validated_at() const { return m_validated_at; }
+  double steady_samples_per_s() const;
+
+ private:
+  void print(std::int64_t version, std::int64_t samples);
+  bool early_stop(double value);
+
+  dist::RoleContext& m_ctx;
+  int m_compute_threads = 0;  ///< host threads for validation (the experiment's `threads`)
+  std::unique_ptr<train::CsvLog> m_updates, m_metrics;
+  double m_t0 = 0, m_staleness_sum = 0, m_d_sum = 0, m_g_sum = 0;
+  std::int64_t m_logged = 0;
+  std::unique_ptr<train::DataPlan> m_plan;
+  std::unique_ptr<data::BatchSource> m_val_loader;
+  std::optional<double> m_best;
+  std::int64_t m_since_best = 0, m_validated_at = -1;
+  std::vector<bool> m_contributed;
+  double m_steady_t0 = -1, m_steady_t1 = -1;
+  std::int64_t m_steady_samples = 0;
+};
+
+}  // namespace mpigan::master

@@ -1,0 +1,208 @@
+// The master's update service: verdicts, rounds, divergence, the canonical model (update_service.hpp).
+#include "mpigan/master/update_service.hpp"
+
+#include "mpigan/algos/rules.hpp"
+#include "mpigan/core/error.hpp"
+#include "mpigan/train/session.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mpigan::master {
+
+using models::Net;
+using dist::kNets;
+
+const char* to_string(Outcome o) {
+  switch (o) {
+    case Outcome::applied: return "applied";
+    case Outcome::held: return "held";
+    case Outcome::rejected_nonfinite: return "rejected_nonfinite";
+    case Outcome::rejected_by_rule: return "rejected_by_rule";
+    case Outcome::diverged: return "diverged";
+  }
+  return "?";
+}
+
+UpdateService::Networks UpdateService::Networks::of(const models::GanModel& m, Backend& backend,
+                                                   const train::ExperimentConfig& e) {
+  Networks n;
+  n.weights = {&m.generator.weights(), &m.discriminator.weights()};
+  n.state[0].resize(m.generator.state().size());
+  n.state[1].resize(m.discriminator.state().size());
+  train::copy_to_host(backend, m.generator.state(), n.state[0]);
+  train::copy_to_host(backend, m.discriminator.state(), n.state[1]);
+  n.backend = &backend;
+  n.optimizers = {e.opt_generator, e.opt_discriminator};
+  return n;
+}
+
+UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& networks, const Options& options,
+                             ReplySlot reply_slot)
+    : m_host(make_backend("cpu")),
+      m_layout{networks.weights[0]->size(), networks.weights[1]->size(), networks.state[0].size(),
+               networks.state[1].size()},
+      m_children(static_cast<std::size_t>(options.children)),
+      m_reply_slot(std::move(reply_slot)),
+      m_synchronous(algorithm.synchronous()),
+      m_fuse_first(options.fuse_first_reply),
+      m_max_nonfinite(options.max_nonfinite) {
+  MPIGAN_CHECK(options.children >= 1, "an update service needs at least one child, got {}", options.children);
+  const char* names[2] = {"generator", "discriminator"};
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    NetSlot& slot = m_nets[k];
+    slot.theta = ParameterSet::like(*networks.weights[k], *m_host);
+    train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
+    slot.rule = options.tree_top
+                    ? algos::make_tree_master(slot.theta, *m_host, m_synchronous)
+                    : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k], options.children,
+                                                         names[k]});
+  }
+  m_state.resize(m_layout.g_state + m_layout.d_state);
+  for (Net n : kNets) {
+    const auto& st = networks.state[dist::index(n)];
+    std::copy(st.begin(), st.end(), m_layout.in_state(n, state()).begin());
+  }
+}
+
+std::int64_t UpdateService::nonfinite_limit() const {
+  return m_max_nonfinite > 0 ? m_max_nonfinite : std::max<std::int64_t>(10, 2 * static_cast<std::int64_t>(m_children.size()));
+}
+
+void UpdateService::pull(int child, std::span<float> out) {
+  for (Net n : kNets) m_nets[dist::index(n)].rule->pull(child, m_layout.block(n, out));
+  fill_state(out);
+}
+
+void UpdateService::fill_state(std::span<float> reply) const {
+  std::copy(m_state.begin(), m_state.end(), m_layout.all_state(reply).begin());
+}
+
+void UpdateService::round_reply(int child, std::span<float> reply, bool weights_written) const {
+  if (!weights_written)
+    for (Net n : kNets) m_nets[dist::index(n)].rule->reply_after_round(child, m_layout.block(n, reply));
+  fill_state(reply);
+}
+
+Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
+  MPIGAN_CHECK(u.child >= 0 && u.child < children(), "update from child {}; this master has {} children", u.child,
+               children());
+  MPIGAN_CHECK(u.payload.size() == m_layout.total(), "update of {} values; the payload has {}", u.payload.size(),
+               m_layout.total());
+  Decision d;
+  // The sender computed the blocks' sums of squares as it copied the update out: a NaN or an
+  // infinity anywhere makes its block's sum non-finite.
+  if (!std::all_of(u.sumsq.begin(), u.sumsq.end(), [](double s) { return std::isfinite(s); })) {
+    ++m_rejected;
+    d.outcome = ++m_nonfinite_run >= nonfinite_limit() ? Outcome::diverged : Outcome::rejected_nonfinite;
+    return d;
+  }
+  m_nonfinite_run = 0;
+  ChildState& c = m_children[static_cast<std::size_t>(u.child)];
+  const auto st = m_layout.all_state(u.payload);
+  c.state.assign(st.begin(), st.end());
+  c.has_state = true;
+  const algos::UpdateMeta meta{u.child, u.pulled, m_version, u.samples, u.stable};
+  std::array<algos::Verdict, 2> verdict{};
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    algos::RuleStats stats;
+    verdict[k] = m_nets[k].rule->submit(meta, m_layout.block(n, u.payload),
+                                        reply.empty() ? reply : m_layout.block(n, reply), stats);
+    d.scale[k] = stats.scale;
+  }
+  MPIGAN_CHECK(verdict[0] == verdict[1], "the update rule gave different verdicts for G and D");
+  if (verdict[0] == algos::Verdict::rejected) {
+    // The rule declined it (e.g. too stale): nothing changed; the child gets the weights.
+    ++m_rejected;
+    d.outcome = Outcome::rejected_by_rule;
+    return d;
+  }
+  m_samples += u.samples;
+  if (verdict[0] == algos::Verdict::held) {
+    d.outcome = Outcome::held;
+    m_held.push_back(u.child);
+    if (round_ready()) {
+      const Decision r = close_round();
+      d.round = r.round;
+      d.first_reply_written = r.first_reply_written;
+    }
+    return d;
+  }
+  ++m_applied;
+  new_version();
+  return d;
+}
+
+Decision UpdateService::child_done(int child) {
+  m_children[static_cast<std::size_t>(child)].done = true;
+  if (m_synchronous && round_ready()) return close_round();
+  return {};
+}
+
+bool UpdateService::round_ready() const {
+  int active = 0;
+  for (const auto& c : m_children) active += !c.done;
+  return !m_held.empty() && m_nets[0].rule->round_ready(active);
+}
+
+Decision UpdateService::close_round() {
+  Decision d;
+  const int first = m_held.front();
+  const std::span<float> first_reply = m_fuse_first ? m_reply_slot(first) : std::span<float>();
+  std::array<bool, 2> wrote{};
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    wrote[k] = m_nets[k].rule->close_round(first, first_reply.empty() ? first_reply : m_layout.block(n, first_reply));
+  }
+  d.first_reply_written = wrote[0] && wrote[1] && !first_reply.empty();
+  MPIGAN_CHECK(d.first_reply_written || first_reply.empty() || !(wrote[0] || wrote[1]),
+               "the update rule wrote the first reply for one network only");
+  m_applied += static_cast<std::int64_t>(m_held.size());
+  new_version();
+  d.round = std::move(m_held);
+  m_held.clear();
+  return d;
+}
+
+void UpdateService::new_version() {
+  ++m_version;
+  // Canonical BN state = mean of the children's latest reports, in child order.
+  std::vector<double> sum(m_state.size(), 0.0);
+  int n = 0;
+  for (const auto& c : m_children) {
+    if (!c.has_state) continue;
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += c.state[i];
+    ++n;
+  }
+  if (n == 0) return;
+  for (std::size_t i = 0; i < sum.size(); ++i) m_state[i] = static_cast<float>(sum[i] / n);
+}
+
+void UpdateService::save(train::CheckpointWriter& w) const {
+  const char* names[2] = {"generator", "discriminator"};
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    train::save_parameters(w, fmt::format("model/{}/weights", names[k]), m_nets[k].theta, *m_host);
+    m_nets[k].rule->save(w, fmt::format("rule/{}", names[k]));
+  }
+  w.put("model/state", m_state);
+  w.put_int("progress/version", m_version);
+}
+
+void UpdateService::load(const train::CheckpointReader& r, const std::string& path) {
+  const char* names[2] = {"generator", "discriminator"};
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    train::load_parameters(r, fmt::format("model/{}/weights", names[k]), m_nets[k].theta, *m_host);
+  }
+  const auto st = r.floats("model/state");
+  MPIGAN_CHECK(st.size() == m_state.size(), "checkpoint '{}': BatchNorm state of {} values, model has {}", path,
+               st.size(), m_state.size());
+  m_state = st;
+  for (Net n : kNets) m_nets[dist::index(n)].rule->load(r, fmt::format("rule/{}", names[dist::index(n)]));
+  m_version = r.get_int("progress/version");
+}
+
+}  // namespace mpigan::master

@@ -1,0 +1,154 @@
+// The master's update service: the canonical weights of both networks and their BatchNorm state,
+// the update rule of each network, and every decision about an arriving update — applied, held
+// for a synchronous round, rejected (non-finite, or by the rule), or the end of training by
+// divergence. No MPI: the request loop (server.hpp) feeds it what arrived and sends what it
+// decided; the serial tests (tests/unit/master) and the research sandbox drive it from one process.
+//
+// Per update:      submit(update, reply) -> Decision
+//   applied        a new version; @p reply (if given) holds both networks' new weights, written by
+//                  the rules in their update pass; fill_state() adds the canonical BN state
+//   held           kept for the round; when it completes the round, the round is applied at once
+//                  (Decision::round lists the children to answer, in arrival order)
+//   rejected_*     nothing changed; the child gets the weights again (pull())
+//   diverged       max_nonfinite non-finite updates in a row: training has diverged
+// A child whose data ended (child_done) no longer counts towards a round, which may then close.
+//
+// BatchNorm state: the canonical state is the mean of the latest state reported by each child
+// (in child order), recomputed with every new version. Only finite updates report a state.
+#pragma once
+
+#include "mpigan/algos/rule.hpp"
+#include "mpigan/dist/protocol.hpp"
+#include "mpigan/train/checkpoint.hpp"
+#include "mpigan/train/experiment.hpp"
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace mpigan::master {
+
+/// An update as it arrived at the master.
+struct Incoming {
+  int child = 0;                    ///< 0..children-1
+  std::int64_t pulled = 0;          ///< the version its weights came from
+  std::int64_t samples = 0;         ///< samples behind it
+  std::array<double, 3> sumsq{};    ///< sums of squares of its G, D and state blocks (dist::Header::sumsq)
+  std::span<const float> payload;   ///< the whole payload (dist::PayloadLayout)
+  /// The payload stays valid and unchanged until this child is answered (a shared-memory slot):
+  /// a synchronous rule may hold a view instead of a copy.
+  bool stable = false;
+};
+
+enum class Outcome { applied, held, rejected_nonfinite, rejected_by_rule, diverged };
+const char* to_string(Outcome o);
+
+struct Decision {
+  Outcome outcome = Outcome::applied;
+  std::array<double, 2> scale{1.0, 1.0};  ///< the rules' effective scale per network (per-update log)
+  /// A synchronous round was applied (a new version): the held children to answer, in arrival
+  /// order. The first one's reply is already written when first_reply_written.
+  std::vector<int> round;
+  bool first_reply_written = false;
+};
+
+class UpdateService {
+ public:
+  /// The buffer a child's reply is built in (its shared-memory slot, or a send buffer).
+  using ReplySlot = std::function<std::span<float>(int child)>;
+
+  struct Options {
+    int children = 1;
+    /// Top master above sub-masters: the tree rule (algos::make_tree_master) instead of the
+    /// experiment's rule.
+    bool tree_top = false;
+    /// A round may write its first child's reply in the round's own pass (only where nothing
+    /// changes the weights between the round and the replies: not on a sub-master).
+    bool fuse_first_reply = true;
+    /// Non-finite updates in a row that end training (0: 10, or twice the children when more).
+    std::int64_t max_nonfinite = 0;
+  };
+
+  /// The two networks served: their weights' layouts and initial values (on any backend), their
+  /// initial BatchNorm state, and the optimizers the rules' masters apply (gradient rules).
+  struct Networks {
+    std::array<const ParameterSet*, 2> weights{};
+    std::array<std::vector<float>, 2> state;
+    Backend* backend = nullptr;  ///< where `weights` live
+    std::array<nn::OptimizerConfig, 2> optimizers;
+    /// A GAN's generator and discriminator, with the experiment's optimizers.
+    static Networks of(const models::GanModel& m, Backend& backend, const train::ExperimentConfig& e);
+  };
+
+  UpdateService(const algos::Algorithm& algorithm, const Networks& networks, const Options& options,
+                ReplySlot reply_slot);
+
+  // ---- serving
+  /// What child @p child is given when it pulls (and initially): both networks' weights (through
+  /// the rules, which may record what each child has) and the canonical BN state.
+  void pull(int child, std::span<float> out);
+  /// Serve one update. @p reply: where the reply's weights go; empty when no reply follows (the
+  /// update of a pull-then-push exchange).
+  Decision submit(const Incoming& update, std::span<float> reply);
+  /// Child @p child's data is exhausted: it no longer counts towards rounds. Returns a Decision
+  /// with a non-empty round when its absence completed one.
+  Decision child_done(int child);
+  /// The reply to a child of a closed round (its weights unless already written, and the state).
+  void round_reply(int child, std::span<float> reply, bool weights_written) const;
+  /// The canonical BN state into the reply's state blocks.
+  void fill_state(std::span<float> reply) const;
+
+  // ---- the canonical model
+  std::span<float> weights(models::Net n) { return {m_nets[dist::index(n)].theta.data(), layout().weights(n)}; }
+  std::span<const float> weights(models::Net n) const {
+    return {m_nets[dist::index(n)].theta.data(), layout().weights(n)};
+  }
+  ParameterSet& parameters(models::Net n) { return m_nets[dist::index(n)].theta; }
+  std::span<float> state() { return m_state; }
+  std::span<const float> state() const { return m_state; }
+  const dist::PayloadLayout& layout() const { return m_layout; }
+  bool synchronous() const { return m_synchronous; }
+  int children() const { return static_cast<int>(m_children.size()); }
+
+  // ---- progress
+  std::int64_t version() const { return m_version; }
+  std::int64_t samples() const { return m_samples; }  ///< behind applied and held updates
+  std::int64_t applied() const { return m_applied; }
+  std::int64_t rejected() const { return m_rejected; }
+  std::int64_t nonfinite_run() const { return m_nonfinite_run; }
+  std::int64_t nonfinite_limit() const;
+
+  /// Weights, state, the rules' state and the version, under "model/", "rule/" and "progress/".
+  void save(train::CheckpointWriter& w) const;
+  void load(const train::CheckpointReader& r, const std::string& path);
+  void set_samples(std::int64_t s) { m_samples = s; }
+
+ private:
+  struct NetSlot {
+    ParameterSet theta;                      ///< canonical weights (host)
+    std::unique_ptr<algos::MasterRule> rule;
+  };
+  struct ChildState {
+    bool done = false;
+    std::vector<float> state;  ///< latest BN state it reported
+    bool has_state = false;
+  };
+  bool round_ready() const;
+  Decision close_round();
+  void new_version();
+
+  std::unique_ptr<Backend> m_host;
+  dist::PayloadLayout m_layout;
+  std::array<NetSlot, 2> m_nets;
+  std::vector<float> m_state;
+  std::vector<ChildState> m_children;
+  std::vector<int> m_held;  ///< held children, in arrival order
+  ReplySlot m_reply_slot;
+  bool m_synchronous = false, m_fuse_first = true;
+  std::int64_t m_max_nonfinite = 0;
+  std::int64_t m_version = 0, m_samples = 0, m_applied = 0, m_rejected = 0, m_nonfinite_run = 0;
+};
+
+}  // namespace mpigan::master

@@ -1,0 +1,28 @@
+// MPIGAN_FAULT, parsed once (fault_injection.hpp).
+#include "mpigan/worker/fault_injection.hpp"
+
+#include "mpigan/core/error.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace mpigan::worker {
+
+FaultPlan FaultPlan::from_environment() {
+  const char* f = std::getenv("MPIGAN_FAULT");
+  FaultPlan r;
+  if (!f) return r;
+  int g = -1, used = 0;
+  long long e = -1;
+  if (std::sscanf(f, "nan_update@all:%lld%n", &e, &used) == 1)
+    r.group = -1;
+  else if (std::sscanf(f, "nan_update@%d:%lld%n", &g, &e, &used) == 2)
+    r.group = g;
+  else
+    MPIGAN_FATAL("MPIGAN_FAULT='{}': expected nan_update@GROUP:EXCHANGE or nan_update@all:EXCHANGE (+ for onwards)", f);
+  r.exchange = e;
+  r.onwards = f[used] == '+';
+  return r;
+}
+
+}  // namespace mpigan::worker

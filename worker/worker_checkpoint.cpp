@@ -1,0 +1,68 @@
+// A worker group's checkpoint part (worker_checkpoint.hpp).
+#include "mpigan/worker/worker_checkpoint.hpp"
+
+#include "mpigan/core/log.hpp"
+#include "mpigan/dist/run_files.hpp"
+#include "mpigan/train/checkpoint.hpp"
+
+#include <utility>
+
+namespace mpigan::worker {
+
+using models::Net;
+
+namespace {
+
+std::string part_path(const dist::RoleContext& ctx, std::int64_t id) {
+  return dist::checkpoint_part_path(ctx.run_dir, id, dist::worker_part(ctx.t.group));
+}
+
+/// The local optimizers by name (local mode only: gradient-mode workers keep none).
+std::array<std::pair<const char*, nn::Optimizer*>, 2> optimizers(dist::RoleContext& ctx) {
+  return {std::pair{"generator", ctx.session.opt_g.get()}, std::pair{"discriminator", ctx.session.opt_d.get()}};
+}
+
+const char* rule_key(Net n) { return n == Net::generator ? "rule/generator" : "rule/discriminator"; }
+
+}  // namespace
+
+void write_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, WorkerProgress& progress,
+                       const data::BatchSource& loader) {
+  if (!ctx.t.leader()) return;
+  auto span = ctx.trace.span("checkpoint", "io");
+  train::CheckpointWriter w(part_path(ctx, id));
+  w.put_int("progress/steps", progress.steps);
+  w.put_int("progress/epoch", loader.position().epoch);
+  w.put_int("progress/cursor", loader.position().cursor);
+  w.put_int("progress/version", progress.version);
+  for (Net n : dist::kNets) ex.rule(n).save(w, rule_key(n));
+  if (ex.mode() == algos::WorkerMode::local) {
+    for (const auto& [name, opt] : optimizers(ctx)) {
+      w.put_int(std::string("optimizer/") + name + "/iterations", opt->iterations());
+      for (const auto& [slot, p] : opt->slots())
+        train::save_parameters(w, std::string("optimizer/") + name + "/" + slot, *p, *ctx.session.backend);
+    }
+  }
+  w.commit();
+  progress.checkpoint_written = id;
+}
+
+void load_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, WorkerProgress& progress,
+                      data::BatchSource& loader) {
+  const std::string path = part_path(ctx, id);
+  train::CheckpointReader r(path);
+  progress.steps = r.get_int("progress/steps");
+  loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
+  for (Net n : dist::kNets) ex.rule(n).load(r, rule_key(n));
+  if (ex.mode() == algos::WorkerMode::local) {
+    for (const auto& [name, opt] : optimizers(ctx)) {
+      opt->set_iterations(r.get_int(std::string("optimizer/") + name + "/iterations"));
+      for (const auto& [slot, p] : opt->slots())
+        train::load_parameters(r, std::string("optimizer/") + name + "/" + slot, *p, *ctx.session.backend);
+    }
+  }
+  progress.checkpoint_written = id;
+  spdlog::debug("resumed from {} at step {}", path, progress.steps);
+}
+
+}  // namespace mpigan::worker
