@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "mpigan 0.1.0");
   mpigan::apps::add_train_command(app);
   mpigan::apps::add_simulate_command(app);
+  mpigan::apps::add_generate_command(app);
   mpigan::apps::add_inspect_command(app);
   mpigan::apps::add_bench_command(app);
   return mpigan::apps::run_guarded([&] {

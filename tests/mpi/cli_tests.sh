@@ -92,6 +92,12 @@ grep -q "the previous attempt of this run failed: rank 2 worker 1 (pid $victim" 
 [[ -f $work/run/FAILED.previous && ! -e $work/run/FAILED ]] || fail "FAILED was not kept as FAILED.previous"
 pass "resumed from $latest (was $latest_before when killed) to $((step + 20)) updates"
 
+# 2b. Fast simulation from the distributed run's checkpoint (its concatenated BN state).
+out=$("$mpigan" generate "$work/run" --events 20 --energy 50:100 --batch 8 --out "$work/generated.h5" 2>&1) ||
+  fail "generate from a distributed run failed: $out"
+grep -q "^20 showers in" <<<"$out" && [[ -s $work/generated.h5 ]] || fail "generate wrote nothing: $out"
+pass "generated 20 showers from the distributed run's latest checkpoint"
+
 # 3. Divergence: from their 3rd exchange on, the workers send only NaNs. The run must end (not
 # loop forever re-sending weights), exit 1, say why and where, keep finite weights checkpointed.
 out=$(MPIGAN_FAULT='nan_update@all:3+' timeout 120 "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/nan" \

@@ -1,0 +1,177 @@
+// Showers from a trained generator, written as data files (generate.hpp).
+#include "mpigan/train/generate.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/core/rng.hpp"
+#include "mpigan/data/angle_measure.hpp"
+#include "mpigan/data/event_file.hpp"
+#include "mpigan/data/event_writer.hpp"
+#include "mpigan/data/preprocess.hpp"
+#include "mpigan/train/checkpoint.hpp"
+#include "mpigan/train/run_dir.hpp"
+#include "mpigan/train/session.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+namespace mpigan::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A run's config.yaml less what only the distributed layers and searches read (their keys are
+/// recorded there too), parsed as an experiment.
+ExperimentConfig load_run_config(const fs::path& config) {
+  YAML::Node node = YAML::LoadFile(config.string());
+  for (const char* section : {"topology", "algorithm", "search"}) node.remove(section);
+  if (node["training"]) {
+    node["training"].remove("sync_every");
+    node["training"].remove("max_nonfinite");
+  }
+  if (node["validation"]) node["validation"].remove("early_stopping");
+  YAML::Emitter out;
+  out << node;
+  ConfigDocument doc = ConfigDocument::parse(out.c_str(), config.string());
+  ExperimentConfig e = ExperimentConfig::parse(doc);
+  doc.finish();
+  return e;
+}
+
+/// The generator's weights and BatchNorm state from either checkpoint form.
+void load_generator(const std::string& path, Session& s) {
+  CheckpointReader r(path);
+  auto& g = s.model->generator;
+  load_parameters(r, "model/generator/weights", g.weights(), *s.backend);
+  if (r.has("model/generator/state/values")) {
+    load_parameters(r, "model/generator/state", g.state(), *s.backend);
+    return;
+  }
+  // A distributed run's main file: G's state first, then D's.
+  const auto st = r.floats("model/state");
+  const std::size_t need = g.state().size() + s.model->discriminator.state().size();
+  MPIGAN_CHECK(st.size() == need, "checkpoint '{}': model/state holds {} values, the model needs {}", path, st.size(),
+               need);
+  copy_from_host(*s.backend, std::span<const float>(st).subspan(0, g.state().size()), g.state());
+}
+
+struct Conditions {
+  std::vector<float> energy;  ///< GeV
+  std::vector<float> angle;   ///< radians (angle model), else empty
+};
+
+Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const GenerateOptions& o) {
+  Conditions c;
+  if (!o.like.empty()) {
+    const auto f = data::EventFile::open(o.like, std::nullopt, angle_model ? e.data.preprocess.angle_key : "");
+    const std::int64_t n = o.events > 0 ? std::min(o.events, f->events()) : f->events();
+    c.energy.assign(f->energy().begin(), f->energy().begin() + n);
+    if (angle_model) c.angle.assign(f->angle().begin(), f->angle().begin() + n);
+    return c;
+  }
+  MPIGAN_CHECK(o.energy.has_value(), "generate: give --energy A:B or --like FILE.h5");
+  MPIGAN_CHECK(o.events > 0, "generate: --events must be positive, got {}", o.events);
+  Rng rng(o.seed, 0x9E4E7A7Eull);
+  c.energy.resize(static_cast<std::size_t>(o.events));
+  for (auto& x : c.energy) x = rng.uniform(static_cast<float>(o.energy->first), static_cast<float>(o.energy->second));
+  if (angle_model) {
+    const auto a = o.angle.value_or(std::pair{std::acos(-1.0) / 2, std::acos(-1.0) / 2});
+    c.angle.resize(c.energy.size());
+    for (auto& x : c.angle) x = rng.uniform(static_cast<float>(a.first), static_cast<float>(a.second));
+  }
+  return c;
+}
+
+}  // namespace
+
+TrainedModel locate_trained(const std::string& source) {
+  TrainedModel m;
+  const fs::path p(source);
+  MPIGAN_CHECK(fs::exists(p), "generate: '{}' does not exist (expected a run directory or a checkpoint file)", source);
+  if (fs::is_directory(p)) {
+    m.run_dir = p.string();
+    MPIGAN_CHECK(fs::exists(p / "checkpoints" / "latest"),
+                 "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)", source);
+    RunDirectory run(m.run_dir, true);
+    const auto latest = run.latest_checkpoint();
+    MPIGAN_CHECK(latest.has_value(), "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)",
+                 source);
+    m.checkpoint = *latest;
+  } else {
+    m.checkpoint = p.string();
+    // RUN_DIR/checkpoints/step-N.h5 -> RUN_DIR
+    m.run_dir = fs::absolute(p).parent_path().parent_path().string();
+  }
+  const fs::path config = fs::path(m.run_dir) / "config.yaml";
+  MPIGAN_CHECK(fs::exists(config), "generate: no config.yaml in '{}' (the run directory of '{}')", m.run_dir, source);
+  m.experiment = load_run_config(config);
+  return m;
+}
+
+GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  MPIGAN_CHECK(!o.out.empty(), "generate: --out FILE.h5 is required");
+  MPIGAN_CHECK(o.batch > 0, "generate: --batch must be positive, got {}", o.batch);
+  ExperimentConfig e = m.experiment;
+  if (!o.backend.empty()) e.backend = o.backend;
+  if (o.threads > 0) e.threads = o.threads;
+  Session s = Session::create(e, o.seed);
+  load_generator(m.checkpoint, s);
+  const bool angle_model = s.model->angle_model;
+  const Conditions c = draw_conditions(e, angle_model, o);
+  const auto n = static_cast<std::int64_t>(c.energy.size());
+  MPIGAN_CHECK(n > 0, "generate: no events to generate");
+
+  const data::Preprocess& pre = e.data.preprocess;
+  const data::Geometry geometry = e.data.geometry;
+  const data::Units file_units = geometry == data::Geometry::ecal51 ? data::Units::gev_x50 : data::Units::gev;
+  // The model's image extents (the geometry's, or the tiny-8 sandbox's 8^3).
+  const Shape& img = s.model->image;
+  const Dims3 dims{img[1], img[2], img[3]};
+  const std::int64_t cells = dims.product();
+  data::EventWriter writer(o.out, dims, n);
+  std::vector<float> sum(static_cast<std::size_t>(n)), measured(angle_model ? static_cast<std::size_t>(n) : 0);
+  double gen_s = 0;
+  for (std::int64_t b0 = 0; b0 < n; b0 += o.batch) {
+    const std::int64_t k = std::min(o.batch, n - b0);
+    Tensor energy = Tensor::empty({k, 1}), angle;
+    for (std::int64_t i = 0; i < k; ++i) energy.data()[i] = c.energy[static_cast<std::size_t>(b0 + i)] * pre.energy_scale;
+    if (angle_model) {
+      angle = Tensor::empty({k, 1});
+      for (std::int64_t i = 0; i < k; ++i) angle.data()[i] = c.angle[static_cast<std::size_t>(b0 + i)];
+    }
+    const auto t0 = Clock::now();
+    const Tensor images = s.step->generate(energy, angle, o.seed + static_cast<std::uint64_t>(b0));
+    gen_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    const Tensor showers = data::postprocess_images(images, pre, file_units);
+    for (std::int64_t i = 0; i < k; ++i) {
+      const std::span<const float> ev(showers.data() + i * cells, static_cast<std::size_t>(cells));
+      double total = 0;
+      for (float x : ev) total += x;
+      sum[static_cast<std::size_t>(b0 + i)] = static_cast<float>(total);
+      if (angle_model) measured[static_cast<std::size_t>(b0 + i)] = static_cast<float>(data::measure_angle(ev, dims));
+      writer.write_compressed(b0 + i, data::EventWriter::compress(ev, writer.gzip_level()));
+    }
+  }
+  writer.write_labels(data::keys::energy, c.energy);
+  if (angle_model) {
+    std::vector<float> eta(c.angle.size());
+    for (std::size_t i = 0; i < eta.size(); ++i) eta[i] = static_cast<float>(-std::log(std::tan(c.angle[i] / 2.0)));
+    writer.write_labels(data::keys::theta, c.angle);
+    writer.write_labels(data::keys::mtheta, measured);  // measured from the generated image, as the files do
+    writer.write_labels(data::keys::eta, eta);
+  }
+  writer.write_labels(data::keys::sum, sum);
+  writer.close();
+  GenerateSummary r;
+  r.events = n;
+  r.seconds = gen_s;
+  r.showers_per_s = gen_s > 0 ? static_cast<double>(n) / gen_s : 0;
+  r.total_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return r;
+}
+
+}  // namespace mpigan::train

@@ -1,0 +1,54 @@
+// Fast simulation: showers from a trained generator, in the real file layout and physical units.
+//
+// The source is a run directory (its config.yaml and checkpoints/latest) or one checkpoint file
+// (its run directory's config.yaml is found above it). Both checkpoint forms load: the
+// single-process trainer's (model/generator/{weights,state}) and a distributed run's main file
+// (model/generator/weights and the concatenated model/state). Conditions are drawn uniformly from
+// an energy range (and an angle range for the angle model), or taken event by event from a data
+// file (--like). The generator's output is mapped back through the inverse of the experiment's
+// preprocessing (data/preprocess.hpp: 1/power, /xscale, model units -> file units) and written as
+// the geometry's real files are: 25^3 in GeV, 51x51x25 in GeV x 50, with `energy` (and `theta`,
+// `mtheta`, `eta`) labels and `sum`. A seed gives the same file on every run and backend (the
+// latent noise comes from the step's seeded stream; backends agree to their tolerance).
+#pragma once
+
+#include "mpigan/train/experiment.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace mpigan::train {
+
+/// The experiment and checkpoint behind a run directory or a checkpoint file.
+struct TrainedModel {
+  ExperimentConfig experiment;
+  std::string run_dir;
+  std::string checkpoint;
+};
+/// Throws Error naming what is missing (config.yaml, checkpoints/latest, the file).
+TrainedModel locate_trained(const std::string& run_dir_or_checkpoint);
+
+struct GenerateOptions {
+  std::int64_t events = 0;                            ///< 0 with `like`: one per event of that file
+  std::optional<std::pair<double, double>> energy;    ///< GeV, uniform
+  std::optional<std::pair<double, double>> angle;     ///< radians, uniform (angle model)
+  std::string like;                                   ///< take the conditions from this data file
+  std::string out;
+  std::int64_t batch = 128;
+  std::uint64_t seed = 1;
+  std::string backend;                                ///< empty: the experiment's
+  int threads = 0;                                    ///< 0: the experiment's
+};
+
+struct GenerateSummary {
+  std::int64_t events = 0;
+  double seconds = 0;          ///< generation alone (not loading or writing)
+  double showers_per_s = 0;
+  double total_seconds = 0;    ///< with writing the file
+};
+
+/// Generates and writes @p o.out. Throws ConfigError for bad options, DataError for bad files.
+GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o);
+
+}  // namespace mpigan::train
