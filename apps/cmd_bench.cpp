@@ -11,6 +11,8 @@
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/nn/optimizer.hpp"
+#include "mpigan/data/preprocess.hpp"
+#include "mpigan/train/experiment.hpp"
 
 #include <omp.h>
 #include <sys/resource.h>
@@ -111,6 +113,51 @@ void bench_step(const BenchStepOptions& o) {
   std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);
 }
 
+/// `mpigan bench generate`: what `mpigan generate` spends per shower, on an initialised model:
+/// the generator's inference pass (GanStep::generate: latent, G in inference mode) and the inverse
+/// preprocessing (data::postprocess_images). Last line: showers_per_s over the timed batches.
+void bench_generate(const BenchStepOptions& o, int batches) {
+  BackendOptions bo;
+  bo.threads = o.threads;
+  auto backend = make_backend(o.device, bo);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  auto model = models::make_gan({.name = o.model}, *backend, o.seed);
+  models::GanStep step(*model, *backend, {}, o.seed);
+  data::Geometry geometry{};
+  data::Preprocess pre;
+  train::data_defaults_for_model(o.model, geometry, pre);
+  Rng rng(o.seed, hash_string("bench-generate"));
+  std::printf("model=%s batch=%lld batches=%d warmup=%d backend=%s\n", o.model.c_str(),
+              static_cast<long long>(o.batch), batches, o.warmup, backend->describe().c_str());
+  using clock = std::chrono::steady_clock;
+  auto one = [&](std::uint64_t seed) {
+    Tensor energy = Tensor::empty({o.batch, 1}), angle;
+    for (std::int64_t i = 0; i < o.batch; ++i) energy.data()[i] = rng.uniform(0.1f, 5.0f);
+    if (model->angle_model) {
+      angle = Tensor::empty({o.batch, 1});
+      for (std::int64_t i = 0; i < o.batch; ++i) angle.data()[i] = rng.uniform(1.07f, 2.07f);
+    }
+    const Tensor img = step.generate(energy, angle, seed);
+    return data::postprocess_images(img, pre, data::Units::gev);
+  };
+  for (int w = 0; w < o.warmup; ++w) {
+    const auto t0 = clock::now();
+    one(static_cast<std::uint64_t>(w));
+    std::printf("warmup %d: %.3f s\n", w, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  double total = 0;
+  for (int b = 0; b < batches; ++b) {
+    const auto t0 = clock::now();
+    const Tensor out = one(static_cast<std::uint64_t>(o.warmup + b));
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    total += dt;
+    std::printf("batch %d: %.3f s\n", b, dt);
+    std::fflush(stdout);
+  }
+  std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
+  std::printf("showers_per_s=%.2f\n", static_cast<double>(o.batch) * batches / total);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -126,6 +173,18 @@ void add_bench_command(CLI::App& app) {
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
   step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
   step->callback([o] { bench_step(*o); });
+  auto g = std::make_shared<BenchStepOptions>();
+  g->batch = 128;
+  auto batches = std::make_shared<int>(4);
+  auto* gen = bench->add_subcommand("generate", "Time shower generation (inference + inverse preprocessing)");
+  gen->add_option("--model", g->model, "3dgan-25, anglegan-51 or tiny-8")->capture_default_str();
+  gen->add_option("--batch", g->batch, "showers per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  gen->add_option("--batches", *batches, "timed batches")->check(CLI::PositiveNumber)->capture_default_str();
+  gen->add_option("--warmup", g->warmup, "untimed batches first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  gen->add_option("--threads", g->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
+  gen->add_option("--device,--backend", g->device, "cpu, cuda or reference")->capture_default_str();
+  gen->add_option("--seed", g->seed, "seed of weights and conditions")->capture_default_str();
+  gen->callback([g, batches] { bench_generate(*g, *batches); });
   add_bench_master(*bench);
 }
 

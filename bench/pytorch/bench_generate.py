@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Time 3DGAN shower generation in PyTorch (the peer of `mpigan bench generate`).
+
+    /usr/bin/python3 bench/pytorch/bench_generate.py --model 3dgan-25 --batch 128 --batches 4 --threads 2
+
+The generator of bench/pytorch/gan3d.py (the same network as mpigan's) in eval mode under
+torch.no_grad(): per batch, the latent (E/100 times Gaussian noise; for the angle model
+[E, angle, noise]) and the forward pass, then the inverse preprocessing mpigan's `generate`
+applies (clamp at 0, cells^(1/power), / xscale). Prints one line per batch, `peak_rss_mb=` and,
+last, `showers_per_s=` over the timed batches (warm-up excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gan3d  # noqa: E402
+
+# Inverse preprocessing of the two models (data/preprocess.hpp): xscale and cell power.
+POST = {"3dgan-25": (100.0, 1.0), "anglegan-51": (1.0, 0.85)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=sorted(gan3d.SPECS), default="3dgan-25")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--batches", type=int, default=4, help="timed batches")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    spec = gan3d.SPECS[a.model]
+    g = spec.make_g()
+    g.eval()
+    xscale, power = POST[a.model]
+    print(f"model={a.model} batch={a.batch} batches={a.batches} threads={a.threads} torch={torch.__version__}")
+
+    def one_batch() -> torch.Tensor:
+        n = a.batch
+        energy = torch.rand(n, 1) * 4.9 + 0.1  # E/100 for 10..500 GeV
+        if spec.angle:
+            angle = torch.rand(n, 1) * 1.0 + 1.07
+            z = torch.cat([energy, angle, torch.randn(n, g.latent - 2)], dim=1)
+        else:
+            z = energy * torch.randn(n, g.latent)
+        with torch.no_grad():
+            img = g(z).clamp_min(0.0)
+            if power != 1.0:
+                img = img.pow(1.0 / power)
+            return img / xscale
+
+    for w in range(a.warmup):
+        t0 = time.perf_counter()
+        one_batch()
+        print(f"warmup {w}: {time.perf_counter() - t0:.3f} s")
+    total = 0.0
+    for b in range(a.batches):
+        t0 = time.perf_counter()
+        out = one_batch()
+        dt = time.perf_counter() - t0
+        total += dt
+        print(f"batch {b}: {dt:.3f} s  mean cell {out.mean().item():.3e}")
+    print(f"peak_rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+    print(f"showers_per_s={a.batch * a.batches / total:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
