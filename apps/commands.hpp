@@ -11,6 +11,7 @@ void add_bench_command(CLI::App& app);     // cmd_bench.cpp
 void add_inspect_command(CLI::App& app);   // cmd_inspect.cpp (models; data files via inspect_data_file)
 void add_simulate_command(CLI::App& app);  // cmd_simulate.cpp
 void add_generate_command(CLI::App& app);  // cmd_generate.cpp
+void add_validate_command(CLI::App& app);  // cmd_validate.cpp
 void add_bench_master(CLI::App& bench);    // cmd_bench_master.cpp: `mpigan bench master`
 
 /// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).

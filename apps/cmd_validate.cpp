@@ -1,0 +1,97 @@
+// `mpigan validate`: generated showers against Monte Carlo, as a physicist reads them.
+//
+//   mpigan validate --generated X.h5 --reference Y.h5 [--out DIR] [--events N]
+//   mpigan validate RUN_DIR|CHECKPOINT --reference Y.h5 [--out DIR] [--events N] [--seed S]
+// The second form first generates one shower per reference event, at its energy (and angle),
+// into DIR/generated.h5. Writes DIR/report.json and CSV tables (physics/report.hpp), then the PNG
+// plots with scripts/plot_validation.py (Debian's python3-matplotlib), and prints the figure of
+// merit and the main metrics.
+#include "commands.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/physics/report.hpp"
+#include "mpigan/train/generate.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+namespace mpigan::apps {
+namespace {
+
+struct ValidateArgs {
+  std::string source, generated, reference, out = "validation";
+  std::int64_t events = 0;
+  std::uint64_t seed = 1;
+  bool plots = true;
+};
+
+/// Runs the plotting script on @p dir; false (with the reason printed) when it cannot.
+bool make_plots(const std::string& dir) {
+  const std::string script = std::string(MPIGAN_SOURCE_DIR) + "/scripts/plot_validation.py";
+  if (!std::filesystem::exists(script)) {
+    std::printf("plots: %s not found; the CSV tables are in %s/\n", script.c_str(), dir.c_str());
+    return false;
+  }
+  const std::string cmd = "/usr/bin/python3 '" + script + "' '" + dir + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    std::printf("plots: '%s' failed (python3-matplotlib installed? scripts/setup.sh installs it)\n", cmd.c_str());
+    return false;
+  }
+  return true;
+}
+
+void run_validate(const ValidateArgs& a) {
+  init_logging("warn");
+  MPIGAN_CHECK(!a.reference.empty(), "validate: --reference Y.h5 (Monte Carlo showers) is required");
+  MPIGAN_CHECK(a.source.empty() != a.generated.empty(),
+               "validate: give either --generated X.h5 or a run directory / checkpoint to generate from");
+  std::filesystem::create_directories(a.out);
+  std::string generated = a.generated;
+  if (!a.source.empty()) {
+    const auto m = train::locate_trained(a.source);
+    train::GenerateOptions o;
+    o.like = a.reference;
+    o.events = a.events;
+    o.seed = a.seed;
+    o.out = a.out + "/generated.h5";
+    const auto g = train::generate_showers(m, o);
+    std::printf("generated %lld showers at the reference's energies with %s (%.1f showers/s)\n",
+                static_cast<long long>(g.events), m.checkpoint.c_str(), g.showers_per_s);
+    generated = o.out;
+  }
+  const auto r = physics::write_report(generated, a.reference, a.out, {}, a.events);
+  const auto& c = r.comparison;
+  std::printf("figure of merit %s = %.4g +- %.2g (lower is better; 0 = indistinguishable)\n", c.fom.name.c_str(),
+              c.fom.value, c.fom.error);
+  std::printf("sampling fraction: mean relative error %.4f +- %.4f over %d energy bins\n", c.sampling_fraction.mre,
+              c.sampling_fraction.error, c.sampling_fraction.bins_used);
+  for (const auto& b : c.sampling_fraction.bins)
+    if (b.n_ref > 0)
+      std::printf("  %-10s ref %.5f gen %.5f (%+.1f %%)  [%lld / %lld events]\n", b.bin.c_str(), b.mean_ref,
+                  b.mean_gen, 100.0 * (b.mean_gen / b.mean_ref - 1.0), static_cast<long long>(b.n_ref),
+                  static_cast<long long>(b.n_gen));
+  std::printf("3DGAN metric %.4f (moments %.4f, profiles %.4f); KPD %.3g +- %.2g\n", c.gan3d.total, c.gan3d.moments,
+              c.gan3d.profiles, c.kpd.value, c.kpd.error);
+  std::printf("report: %s\n", r.json_path.c_str());
+  if (a.plots && make_plots(a.out)) std::printf("plots: %s/*.png\n", a.out.c_str());
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app) {
+  auto a = std::make_shared<ValidateArgs>();
+  auto* cmd = app.add_subcommand("validate", "Compare generated showers with Monte Carlo (metrics, tables, plots)");
+  cmd->add_option("source", a->source, "run directory or checkpoint to generate from (instead of --generated)");
+  cmd->add_option("--generated", a->generated, "generated showers (.h5)");
+  cmd->add_option("--reference", a->reference, "reference (Monte Carlo) showers (.h5)")->required();
+  cmd->add_option("--out", a->out, "report directory")->capture_default_str();
+  cmd->add_option("--events", a->events, "use at most this many events of each file (0 = all)");
+  cmd->add_option("--seed", a->seed, "seed of the generation (with a run directory)")->capture_default_str();
+  cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
+  cmd->callback([a] { run_validate(*a); });
+}
+
+}  // namespace mpigan::apps
