@@ -137,7 +137,7 @@ Datasets open_datasets(const DatasetSpec& spec) {
   }
   if (spec.preprocess.model_units == Units::automatic) problems.push_back("data: preprocess model units must be gev or gev_x50");
   if (spec.geometry == Geometry::ecal51 && spec.preprocess.angle_key.empty()) problems.push_back("data: ecal51 needs an angle_key");
-  if (!problems.empty()) throw ConfigError(detail::source_location(__FILE__, __LINE__), problems);
+  MPIGAN_CHECK_PROBLEMS(problems);
 
   // A pattern that matches nothing is named with the experiment key it came from.
   const auto expand = [](const std::vector<std::string>& entries, const char* key) {
@@ -181,9 +181,10 @@ Datasets open_datasets(const DatasetSpec& spec) {
       const auto nfiles = static_cast<std::int64_t>(train_parts.size());
       const auto nval = std::max<std::int64_t>(1, std::llround(spec.validation_fraction * static_cast<double>(nfiles)));
       if (nval >= nfiles) {
-        throw ConfigError(detail::source_location(__FILE__, __LINE__),
-                          {fmt::format("data: validation_fraction {} by files leaves no training file ({} files); "
-                                       "use split: events or more files", spec.validation_fraction, nfiles)});
+        MPIGAN_THROW(ConfigError,
+                     "data: validation_fraction {} by files leaves no training file ({} files); use split: events or "
+                     "more files",
+                     spec.validation_fraction, nfiles);
       }
       val_parts.assign(train_parts.end() - nval, train_parts.end());
       train_parts.resize(static_cast<std::size_t>(nfiles - nval));

@@ -6,7 +6,7 @@
 namespace mpigan::data {
 
 EventWriter::EventWriter(const std::string& path, const Dims3& dims, std::int64_t events, int gzip_level)
-    : m_file(h5::File::create(path)), m_dims(dims), m_events(events), m_level(gzip_level) {
+    : m_file(h5::File::create(path)), m_events(events), m_level(gzip_level) {
   MPIGAN_CHECK(events > 0 && gzip_level >= 0 && gzip_level <= 9, "writer '{}': {} events, gzip level {}", path, events,
                gzip_level);
   h5::Lock lock;
@@ -40,12 +40,6 @@ void EventWriter::write_compressed(std::int64_t index, const std::vector<unsigne
   MPIGAN_H5_CHECK(H5Dwrite_chunk(m_ecal.get(), H5P_DEFAULT, 0u, offset, chunk.size(), chunk.data()),
                   "file '{}', dataset 'ECAL', event {}: writing the chunk", path(), index);
   ++m_written;
-}
-
-void EventWriter::write_event(std::int64_t index, std::span<const float> cells) {
-  MPIGAN_CHECK(static_cast<std::int64_t>(cells.size()) == m_dims.product(), "writer '{}': {} cells for extents {}", path(),
-               cells.size(), m_dims);
-  write_compressed(index, compress(cells, m_level));
 }
 
 void EventWriter::write_labels(const std::string& name, const std::vector<float>& values) {

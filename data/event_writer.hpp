@@ -28,8 +28,6 @@ class EventWriter {
 
   /// Writes the compressed chunk of event @p index (from compress() with this writer's level).
   void write_compressed(std::int64_t index, const std::vector<unsigned char>& chunk);
-  /// Compresses and writes (convenience).
-  void write_event(std::int64_t index, std::span<const float> cells);
   /// A 1-D float32 label dataset of length events().
   void write_labels(const std::string& name, const std::vector<float>& values);
   void close();
@@ -41,7 +39,6 @@ class EventWriter {
  private:
   h5::File m_file;
   h5::Hid m_ecal;
-  Dims3 m_dims;
   std::int64_t m_events;
   int m_level;
   std::int64_t m_written = 0;

@@ -14,8 +14,7 @@ const char* to_string(Geometry g) { return g == Geometry::ecal25 ? "25x25x25" : 
 Geometry parse_geometry(std::string_view s) {
   if (s == "25x25x25" || s == "ecal25") return Geometry::ecal25;
   if (s == "51x51x25" || s == "ecal51") return Geometry::ecal51;
-  throw ConfigError(detail::source_location(__FILE__, __LINE__),
-                    {fmt::format("geometry '{}' is not one of 25x25x25 (ecal25), 51x51x25 (ecal51)", s)});
+  MPIGAN_THROW(ConfigError, "geometry '{}' is not one of 25x25x25 (ecal25), 51x51x25 (ecal51)", s);
 }
 
 std::optional<Geometry> geometry_from_ecal_dims(const std::vector<std::int64_t>& dims) {
@@ -40,8 +39,7 @@ Units parse_units(std::string_view s) {
   if (s == "auto" || s == "automatic") return Units::automatic;
   if (s == "gev" || s == "GeV") return Units::gev;
   if (s == "gev_x50" || s == "x50" || s == "GeVx50") return Units::gev_x50;
-  throw ConfigError(detail::source_location(__FILE__, __LINE__),
-                    {fmt::format("units '{}' is not one of auto, gev, gev_x50", s)});
+  MPIGAN_THROW(ConfigError, "units '{}' is not one of auto, gev, gev_x50", s);
 }
 
 double unit_factor(Units from, Units to) {

@@ -18,7 +18,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& opti
   }
   if (options.prefetch_batches < 1) problems.push_back(fmt::format("loader: prefetch_batches must be >= 1, got {}", options.prefetch_batches));
   if (options.read_threads < 1) problems.push_back(fmt::format("loader: read_threads must be >= 1, got {}", options.read_threads));
-  if (!problems.empty()) throw ConfigError(detail::source_location(__FILE__, __LINE__), problems);
+  MPIGAN_CHECK_PROBLEMS(problems);
   if (m_plan.unused_per_epoch() > 0) {
     spdlog::info("loader '{}' shard {}/{}: drop_last leaves {} of {} events unused per epoch (a different set each epoch)",
                  m_dataset->name(), options.shard, options.num_shards, m_plan.unused_per_epoch(), m_dataset->size());

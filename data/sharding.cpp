@@ -7,23 +7,18 @@
 #include <numeric>
 
 namespace mpigan::data {
-namespace {
-[[noreturn]] void plan_error(std::string problem) {
-  throw ConfigError(detail::source_location(__FILE__, __LINE__), {std::move(problem)});
-}
-}  // namespace
 
 ShardPlan::ShardPlan(std::int64_t events, std::int64_t batch, int num_shards, bool drop_last)
     : m_events(events), m_batch(batch), m_shards(num_shards), m_drop_last(drop_last) {
-  if (batch < 1) plan_error(fmt::format("loader: batch must be >= 1, got {}", batch));
-  if (num_shards < 1) plan_error(fmt::format("loader: num_shards must be >= 1, got {}", num_shards));
+  if (batch < 1) MPIGAN_THROW(ConfigError, "loader: batch must be >= 1, got {}", batch);
+  if (num_shards < 1) MPIGAN_THROW(ConfigError, "loader: num_shards must be >= 1, got {}", num_shards);
   const std::int64_t step = batch * num_shards;
   const std::int64_t full = events / step;
   const std::int64_t rest = events % step;
   if (drop_last) {
     if (full == 0) {
-      plan_error(fmt::format("loader: {} events are fewer than one batch of {} for each of {} shards (drop_last)", events,
-                             batch, num_shards));
+      MPIGAN_THROW(ConfigError, "loader: {} events are fewer than one batch of {} for each of {} shards (drop_last)",
+                   events, batch, num_shards);
     }
     m_batches = full;
     m_last_step_begin = (full - 1) * step;
@@ -31,7 +26,7 @@ ShardPlan::ShardPlan(std::int64_t events, std::int64_t batch, int num_shards, bo
     return;
   }
   if (events < num_shards) {
-    plan_error(fmt::format("loader: {} events cannot give each of {} shards at least one event", events, num_shards));
+    MPIGAN_THROW(ConfigError, "loader: {} events cannot give each of {} shards at least one event", events, num_shards);
   }
   if (rest == 0) {
     m_batches = full;

@@ -1,3 +1,5 @@
+// Synthetic toy showers (synthetic.hpp): the per-event generator, a pure function of (seed, event),
+// and SyntheticSource, which shards and orders them per epoch like the file Loader.
 #include "mpigan/data/synthetic.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,5 @@
+// The 3DGAN networks and the tiny-8 sandbox built layer by layer (gan_model.hpp), with the
+// reference loss weights and the ECAL-sum fit of each model.
 #include "mpigan/models/gan_model.hpp"
 
 #include "mpigan/core/error.hpp"

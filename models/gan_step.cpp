@@ -1,3 +1,5 @@
+// The 3DGAN training step (gan_step.hpp): targets and label flips, the discriminator and generator
+// passes with their head losses, gradient checks, evaluation and generation.
 #include "mpigan/models/gan_step.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,4 @@
+// Activation and Dropout layers (activation.hpp) on the backend's element-wise and dropout ops.
 #include "mpigan/nn/activation.hpp"
 
 #include "mpigan/core/error.hpp"

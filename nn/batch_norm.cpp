@@ -1,3 +1,5 @@
+// BatchNorm3d (batch_norm.hpp): gamma/beta, running statistics, and the backend's batch-norm op in
+// training and inference mode.
 #include "mpigan/nn/batch_norm.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,5 @@
+// The calorimeter heads Pow, SumCells and EcalAngle (calo_heads.hpp): forward on the image and the
+// analytic gradient back to it.
 #include "mpigan/nn/calo_heads.hpp"
 
 #include "mpigan/core/error.hpp"

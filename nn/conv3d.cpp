@@ -1,3 +1,4 @@
+// Conv3d (conv3d.hpp): Keras padding modes as Conv3dDesc, kernel and bias, the backend's convolution.
 #include "mpigan/nn/conv3d.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,4 @@
+// Dense (dense.hpp): kernel and bias, the backend's inner product.
 #include "mpigan/nn/dense.hpp"
 
 #include "mpigan/core/error.hpp"

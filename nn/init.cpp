@@ -1,3 +1,4 @@
+// Keras weight initialisers (init.hpp), drawn on the host from an Rng and copied to the backend.
 #include "mpigan/nn/init.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,4 @@
+// Layer base (layer.hpp): binding parameter views, input checks against the plan, output allocation.
 #include "mpigan/nn/layer.hpp"
 
 #include "mpigan/core/error.hpp"

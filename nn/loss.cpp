@@ -1,3 +1,4 @@
+// The Keras losses (loss.hpp): batch-mean value and weighted gradient of each, and their names.
 #include "mpigan/nn/loss.hpp"
 
 #include "mpigan/core/error.hpp"

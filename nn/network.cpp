@@ -1,3 +1,5 @@
+// Network (network.hpp): the node DAG, its flat parameter sets, in-place planning, forward,
+// backward and the layer summary.
 #include "mpigan/nn/network.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -104,13 +106,6 @@ std::vector<std::string> Network::output_names() const {
   for (const auto& n : m_nodes)
     if (n.is_output) names.push_back(n.name);
   return names;
-}
-
-std::size_t Network::output_index(const std::string& name) const {
-  const auto names = output_names();
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return i;
-  MPIGAN_FATAL("network '{}': no output named '{}'", m_name, name);
 }
 
 void Network::plan_inplace(Node& node) {

@@ -57,7 +57,6 @@ class Network {
   void zero_grads();
 
   std::vector<std::string> output_names() const;
-  std::size_t output_index(const std::string& name) const;
   Backend& backend() const;
   const Shape& item_shape() const { return m_item_shape; }
 

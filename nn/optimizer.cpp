@@ -1,3 +1,4 @@
+// Local optimizers (optimizer.hpp): Keras defaults, the update rules on the backend, layout checks.
 #include "mpigan/nn/optimizer.hpp"
 
 #include "mpigan/core/error.hpp"

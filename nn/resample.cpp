@@ -1,3 +1,4 @@
+// UpSampling3D, AveragePooling3D, Reshape and Flatten layers (resample.hpp).
 #include "mpigan/nn/resample.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -9,6 +9,7 @@ cd "$root"
 if ! command -v clang-format >/dev/null; then
   sudo=""
   [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang-format >/dev/null
 fi
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.inc')

@@ -2,8 +2,9 @@
 # Installs what mpigan needs on Debian 12 (only what is missing), then configures and builds.
 #
 #   scripts/setup.sh [--build-dir DIR] [--cuda AUTO|ON|OFF] [--type Release|Debug] [--target T ...]
-#                    [--with-slurm] [--with-pytorch]
+#                    [--with-slurm] [--with-pytorch] [--werror]
 #
+# --werror: configure with -DMPIGAN_WERROR=ON (every compiler warning fails the build; CI).
 # Environment: MPIGAN_JOBS (parallel build jobs; default: number of cores).
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
@@ -15,6 +16,7 @@ type=Release
 targets=()
 with_slurm=0
 with_pytorch=0
+werror=OFF
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build=${2:?}; shift 2 ;;
@@ -23,6 +25,7 @@ while [[ $# -gt 0 ]]; do
     --target) targets+=("${2:?}"); shift 2 ;;
     --with-slurm) with_slurm=1; shift ;;
     --with-pytorch) with_pytorch=1; shift ;;
+    --werror) werror=ON; shift ;;
     -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -34,7 +37,8 @@ packages=(build-essential cmake ninja-build pkg-config
           mpich libmpich-dev
           libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
           libeigen3-dev libhdf5-dev zlib1g-dev libyaml-cpp-dev
-          libfmt-dev libspdlog-dev libcli11-dev doctest-dev libbenchmark-dev)
+          libfmt-dev libspdlog-dev libcli11-dev doctest-dev libbenchmark-dev nlohmann-json3-dev
+          python3-matplotlib python3-numpy)
 ((with_slurm)) && packages+=(slurm-wlm munge)
 ((with_pytorch)) && packages+=(python3-torch python3-numpy python3-h5py)
 
@@ -53,8 +57,10 @@ fi
 
 jobs=${MPIGAN_JOBS:-$(nproc)}
 if [[ ! -f "$build/build.ninja" ]]; then
-  echo "== setup: configuring $build (CUDA: $cuda, $type)"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMPIGAN_CUDA="$cuda" >/dev/null
+  echo "== setup: configuring $build (CUDA: $cuda, $type, warnings as errors: $werror)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMPIGAN_CUDA="$cuda" -DMPIGAN_WERROR="$werror" >/dev/null
+elif [[ $werror == ON ]]; then
+  cmake "$build" -DMPIGAN_WERROR=ON >/dev/null  # an existing build directory: switch it on there too
 fi
 echo "== setup: building ${targets[*]:-everything} with $jobs jobs"
 if ((${#targets[@]})); then

@@ -5,9 +5,13 @@
 # munged/slurmctld/slurmd on this host and are skipped (with a message) otherwise.
 #
 #   scripts/test.sh [ctest arguments, e.g. -L unit or -R data]
+#
+# Environment: MPIGAN_WERROR=ON builds with warnings as errors (CI does).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-scripts/setup.sh --with-slurm
+werror=()
+[[ ${MPIGAN_WERROR:-OFF} == ON ]] && werror=(--werror)
+scripts/setup.sh --with-slurm "${werror[@]}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 ctest --test-dir build --output-on-failure --timeout 1500 "$@"

@@ -1,3 +1,5 @@
+// Checkpoint files (checkpoint.hpp): atomic HDF5 writes, reads, and ParameterSets in and out with
+// their layout checked.
 #include "mpigan/train/checkpoint.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -121,11 +123,6 @@ bool CheckpointReader::has(const std::string& name) const {
     if (slash == std::string::npos) return true;
     start = slash + 1;
   }
-}
-
-std::vector<double> CheckpointReader::doubles(const std::string& name) const {
-  MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
-  return m_impl->file.read_all(name);
 }
 
 std::vector<float> CheckpointReader::floats(const std::string& name) const {

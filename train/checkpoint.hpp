@@ -45,7 +45,6 @@ class CheckpointReader {
   ~CheckpointReader();
   bool has(const std::string& name) const;
   std::vector<float> floats(const std::string& name) const;
-  std::vector<double> doubles(const std::string& name) const;
   std::int64_t get_int(const std::string& name) const;
   std::string get_string(const std::string& name) const;
   const std::string& path() const { return m_path; }

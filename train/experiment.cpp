@@ -1,3 +1,5 @@
+// Parsing and validating an experiment file into ExperimentConfig (experiment.hpp), with the
+// model-dependent data defaults.
 #include "mpigan/train/experiment.hpp"
 
 #include "mpigan/core/backend.hpp"

@@ -1,3 +1,4 @@
+// Run directories (run_dir.hpp): config.yaml, CSV logs and checkpoints, each replaced atomically.
 #include "mpigan/train/run_dir.hpp"
 
 #include "mpigan/core/error.hpp"

@@ -1,3 +1,5 @@
+// DataPlan (sources.hpp): the experiment's datasets or the synthetic showers as sharded training
+// and validation batch sources.
 #include "mpigan/train/sources.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -13,10 +15,6 @@ DataPlan DataPlan::open(const ExperimentConfig& e, bool prepare) {
   if (e.synthetic.enabled) return p;
   p.m_sets = prepare ? prepare_datasets(e) : data::open_datasets(e.data);
   return p;
-}
-
-std::int64_t DataPlan::train_events() const {
-  return m_e->synthetic.enabled ? m_e->synthetic.events : m_sets.train->size();
 }
 
 std::string DataPlan::describe() const {

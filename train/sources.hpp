@@ -22,7 +22,6 @@ class DataPlan {
   /// Held-out data in a fixed order (the training set when there is none); nullptr when it has
   /// fewer than @p batch events.
   std::unique_ptr<data::BatchSource> validation(std::int64_t batch) const;
-  std::int64_t train_events() const;
   std::string describe() const;
 
  private:

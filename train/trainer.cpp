@@ -1,3 +1,4 @@
+// The single-process trainer (trainer.hpp): the Keras recipe step by step, logs, validation, checkpoints, resume.
 #include "mpigan/train/trainer.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -7,6 +8,7 @@
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/session.hpp"
 #include "mpigan/train/sources.hpp"
+#include "mpigan/train/validation.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -145,16 +147,11 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
     if (!e.validate) return;
     auto vsource = plan.validation(e.batch);
     if (!vsource) return;
-    LossAverager avg;
-    data::Batch b;
-    while ((e.validation_batches == 0 || avg.count() < e.validation_batches) && vsource->next(b))
-      avg.add(s.step->evaluate(real_batch(b), e.seed + static_cast<std::uint64_t>(avg.count())));
-    if (avg.count() == 0) return;
-    const auto m = avg.mean();
-    metrics.row(metrics_row("validation", loader.position().epoch, step, samples, 0, 0, m));
+    const auto m = validation_losses(e, *s.step, *vsource);
+    if (!m) return;
+    metrics.row(metrics_row("validation", loader.position().epoch, step, samples, 0, 0, *m));
     metrics.flush();
-    spdlog::info("validation on {} batches: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", avg.count(), m.d_loss(), m.d_real,
-                 m.d_fake, m.g);
+    spdlog::info("validation: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", m->d_loss(), m->d_real, m->d_fake, m->g);
   };
 
   LossAverager epoch_avg;

@@ -30,8 +30,7 @@ double parse_number(std::string_view s, std::string_view what, std::string_view 
   const auto* end = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(s.data(), end, v);
   if (ec != std::errc() || ptr != end || s.empty()) {
-    throw ConfigError(detail::source_location(__FILE__, __LINE__),
-                      {fmt::format("{}: '{}' is not LO:HI with two numbers", what, whole)});
+    MPIGAN_THROW(ConfigError, "{}: '{}' is not LO:HI with two numbers", what, whole);
   }
   return v;
 }
@@ -47,8 +46,7 @@ std::pair<double, double> parse_range(std::string_view text, std::string_view wh
   const double lo = parse_number(text.substr(0, colon), what, text);
   const double hi = parse_number(text.substr(colon + 1), what, text);
   if (lo > hi) {
-    throw ConfigError(detail::source_location(__FILE__, __LINE__),
-                      {fmt::format("{}: '{}' has LO {} > HI {}", what, text, lo, hi)});
+    MPIGAN_THROW(ConfigError, "{}: '{}' has LO {} > HI {}", what, text, lo, hi);
   }
   return {lo, hi};
 }
@@ -79,7 +77,7 @@ void validate(const SimulateOptions& o) {
   if (o.out_dir.empty()) problems.push_back("simulate: --out DIR is required");
   if (o.gzip_level < 0 || o.gzip_level > 9) problems.push_back(fmt::format("simulate: gzip level {} not in 0..9", o.gzip_level));
   if (o.threads < 0) problems.push_back(fmt::format("simulate: --threads {} must be >= 0", o.threads));
-  if (!problems.empty()) throw ConfigError(detail::source_location(__FILE__, __LINE__), problems);
+  MPIGAN_CHECK_PROBLEMS(problems);
 }
 
 SimulateReport simulate_dataset(const SimulateOptions& o, const std::function<void(std::int64_t, std::int64_t)>& progress) {

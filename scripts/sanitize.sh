@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The sanitizer run of CI: configures and builds the asan preset (AddressSanitizer with LeakSanitizer,
+# and UndefinedBehaviorSanitizer; CPU only; warnings as errors) in build-asan/, then runs the unit and
+# MPI suites there. Every finding fails the run; the only exceptions are the third-party ones listed,
+# each with its reason, in tests/sanitizers/*.supp. Needs the packages of scripts/setup.sh.
+#
+#   scripts/sanitize.sh [more ctest arguments, e.g. -R data]
+#
+# Environment: MPIGAN_JOBS (parallel build jobs; default: number of cores).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${MPIGAN_JOBS:-$(nproc)}
+supp="$root/tests/sanitizers"
+
+echo "== sanitize: configuring and building build-asan with $jobs jobs"
+cmake --preset asan -DMPIGAN_WERROR=ON >/dev/null
+cmake --build --preset asan -j "$jobs"
+
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+echo "== sanitize: ctest -L 'unit|mpi'"
+ctest --test-dir build-asan -L "unit|mpi" --output-on-failure "$@"
