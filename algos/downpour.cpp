@@ -58,7 +58,8 @@ class Downpour final : public Algorithm {
     return std::make_unique<DownpourMaster>(w, ctx, m_local, m_inverse);
   }
   std::string describe() const override {
-    return fmt::format("downpour: asynchronous, worker {}, {}", m_local ? "trains locally and sends its delta" : "sends gradients to the master optimizer",
+    return fmt::format("downpour: asynchronous, worker {}, {}",
+                       m_local ? "trains locally and sends its delta" : "sends gradients to the master optimizer",
                        m_inverse ? "updates scaled by 1/staleness" : "no staleness scaling");
   }
 

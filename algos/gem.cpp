@@ -35,7 +35,8 @@ class GemWorker final : public WorkerRule {
   GemWorker(const GemParams& p, std::size_t n) : m_p(p), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n) {}
 
   RuleStats before_send(std::span<float> update, std::span<const float> theta) override {
-    MPIGAN_CHECK(theta.size() == update.size(), "gem: pulled {} weights for an update of {}", theta.size(), update.size());
+    MPIGAN_CHECK(theta.size() == update.size(), "gem: pulled {} weights for an update of {}", theta.size(),
+                 update.size());
     if (!m_initialised) {
       std::copy(theta.begin(), theta.end(), m_stale.begin());  // the weights the first gradient used
       m_initialised = true;
@@ -53,8 +54,8 @@ class GemWorker final : public WorkerRule {
       m_m[i] = m_p.momentum * m_m[i] + delta;
       const float cvm = theta[i] - m_stale[i];
       m_stale[i] = theta[i];
-      const float pi = std::clamp((m_p.kappa * std::abs(m_m[i]) - std::abs(cvm)) / (std::abs(delta) + m_p.epsilon), m_p.lo,
-                                  m_p.hi);
+      const float pi =
+          std::clamp((m_p.kappa * std::abs(m_m[i]) - std::abs(cvm)) / (std::abs(delta) + m_p.epsilon), m_p.lo, m_p.hi);
       update[i] = pi * delta;
       // The median is over parameters that had a gradient (padding and unused weights have none).
       if (delta != 0.0f) m_pi[n++] = pi;
@@ -77,8 +78,8 @@ class GemWorker final : public WorkerRule {
     m_m = r.floats(p + "/momentum");
     m_stale = r.floats(p + "/stale");
     m_initialised = r.get_int(p + "/initialised") != 0;
-    MPIGAN_CHECK(m_m.size() == m_pi.size() && m_stale.size() == m_pi.size(), "checkpoint '{}': gem state of {} values, model has {}",
-                 r.path(), m_m.size(), m_pi.size());
+    MPIGAN_CHECK(m_m.size() == m_pi.size() && m_stale.size() == m_pi.size(),
+                 "checkpoint '{}': gem state of {} values, model has {}", r.path(), m_m.size(), m_pi.size());
   }
 
  private:
@@ -112,8 +113,8 @@ class Gem final : public Algorithm {
     return std::make_unique<GemMaster>(w, ctx.backend);
   }
   std::string describe() const override {
-    return fmt::format("gem: lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}", m_p.lr, m_p.momentum, m_p.kappa,
-                       m_p.lo, m_p.hi, m_p.epsilon,
+    return fmt::format("gem: lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}", m_p.lr, m_p.momentum,
+                       m_p.kappa, m_p.lo, m_p.hi, m_p.epsilon,
                        m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string());
   }
 
@@ -129,7 +130,8 @@ std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   p.momentum = static_cast<float>(c.get_real("momentum", 0.9, 0.0, 0.999999));
   p.kappa = static_cast<float>(c.get_real("kappa", 2.0, 0.0, 100.0, true));
   const auto clamp = c.get_reals("clamp", {0.0, 5.0}, 2);
-  if (!(clamp[0] >= 0 && clamp[0] < clamp[1])) c.problem("clamp", fmt::format("expected [lo, hi] with 0 <= lo < hi, got [{}, {}]", clamp[0], clamp[1]));
+  if (!(clamp[0] >= 0 && clamp[0] < clamp[1]))
+    c.problem("clamp", fmt::format("expected [lo, hi] with 0 <= lo < hi, got [{}, {}]", clamp[0], clamp[1]));
   p.lo = static_cast<float>(clamp[0]);
   p.hi = static_cast<float>(clamp[1]);
   p.epsilon = static_cast<float>(c.get_real("epsilon", 1e-12, 0.0, 1.0, true));

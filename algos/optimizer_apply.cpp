@@ -7,7 +7,9 @@
 namespace mpigan::algos {
 
 OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
-    : m_weights(weights), m_backend(ctx.backend), m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
+    : m_weights(weights),
+      m_backend(ctx.backend),
+      m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
       m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)) {}
 
 void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply) {
@@ -41,8 +43,8 @@ void OptimizerApply::save(train::CheckpointWriter& w, const std::string& prefix)
 void OptimizerApply::load(const train::CheckpointReader& r, const std::string& prefix) {
   const std::string saved = r.get_string(prefix + "/optimizer");
   if (saved != m_opt->name())
-    MPIGAN_THROW(DataError, "checkpoint '{}': the master optimizer was '{}', this experiment uses '{}'", r.path(), saved,
-                 m_opt->name());
+    MPIGAN_THROW(DataError, "checkpoint '{}': the master optimizer was '{}', this experiment uses '{}'", r.path(),
+                 saved, m_opt->name());
   m_opt->set_iterations(r.get_int(prefix + "/iterations"));
   for (const auto& [name, p] : m_opt->slots()) train::load_parameters(r, prefix + "/" + name, *p, m_backend);
 }

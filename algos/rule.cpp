@@ -1,19 +1,24 @@
 #include "mpigan/algos/rule.hpp"
 
-#include "mpigan/kernels/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include <algorithm>
 
 namespace mpigan::algos {
 
-const char* to_string(WorkerMode m) { return m == WorkerMode::gradients ? "gradients" : "local"; }
+const char* to_string(WorkerMode m) {
+  return m == WorkerMode::gradients ? "gradients" : "local";
+}
 
 const char* to_string(Payload p) {
   switch (p) {
-    case Payload::gradient: return "gradient";
-    case Payload::delta: return "delta";
-    case Payload::weights: return "weights";
+    case Payload::gradient:
+      return "gradient";
+    case Payload::delta:
+      return "delta";
+    case Payload::weights:
+      return "weights";
   }
   return "?";
 }

@@ -38,10 +38,10 @@ const char* to_string(Payload p);
 
 /// What the master knows about an arriving update.
 struct UpdateMeta {
-  int worker = 0;              ///< worker (group) id, 0..workers-1
-  std::int64_t pulled = 0;     ///< master version the worker's weights came from
-  std::int64_t version = 0;    ///< master version when the update is served
-  std::int64_t samples = 0;    ///< samples the update was computed on
+  int worker = 0;            ///< worker (group) id, 0..workers-1
+  std::int64_t pulled = 0;   ///< master version the worker's weights came from
+  std::int64_t version = 0;  ///< master version when the update is served
+  std::int64_t samples = 0;  ///< samples the update was computed on
   /// The update's memory stays valid and unchanged until this worker gets its reply (it lies in
   /// the worker's shared-memory slot): a rule holding it for a round may keep a view, not a copy.
   bool stable = false;
@@ -114,11 +114,11 @@ class MasterRule {
 
 /// Context for building a rule's sides.
 struct RuleContext {
-  Backend& backend;                ///< host backend for vector math
-  const ParameterSet& layout;      ///< the network's parameter layout
-  nn::OptimizerConfig optimizer;   ///< the experiment's optimizer (master optimizer in gradient mode)
-  int workers = 1;                 ///< workers served by this master
-  std::string network;             ///< "generator" or "discriminator" (for messages)
+  Backend& backend;               ///< host backend for vector math
+  const ParameterSet& layout;     ///< the network's parameter layout
+  nn::OptimizerConfig optimizer;  ///< the experiment's optimizer (master optimizer in gradient mode)
+  int workers = 1;                ///< workers served by this master
+  std::string network;            ///< "generator" or "discriminator" (for messages)
 };
 
 /// An update rule: its fixed properties and factories for its two sides.

@@ -58,8 +58,8 @@ class SyncMaster final : public MasterRule {
  private:
   OptimizerApply m_opt;
   struct Held {
-    std::vector<float> copy;       ///< the update, when it is not stable where it came
-    std::span<const float> view;   ///< the update (its slot, or the copy)
+    std::vector<float> copy;      ///< the update, when it is not stable where it came
+    std::span<const float> view;  ///< the update (its slot, or the copy)
     bool in_round = false;
   };
   bool m_average;

@@ -8,10 +8,10 @@
 #include "mpigan/core/backend.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
+#include "mpigan/data/preprocess.hpp"
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/nn/optimizer.hpp"
-#include "mpigan/data/preprocess.hpp"
 #include "mpigan/train/experiment.hpp"
 
 #include <omp.h>
@@ -83,8 +83,10 @@ void bench_step(const BenchStepOptions& o) {
   Rng rng(o.seed, hash_string("bench-data"));
   const models::RealBatch batch = synthetic_batch(*model, o.batch, rng);
   auto apply = [&](models::Net n) {
-    if (n == models::Net::generator) opt_g->step(model->generator.weights(), model->generator.grads());
-    else opt_d->step(model->discriminator.weights(), model->discriminator.grads());
+    if (n == models::Net::generator)
+      opt_g->step(model->generator.weights(), model->generator.grads());
+    else
+      opt_d->step(model->discriminator.weights(), model->discriminator.grads());
   };
   std::printf("model=%s batch=%lld steps=%d warmup=%d backend=%s\n", o.model.c_str(), static_cast<long long>(o.batch),
               o.steps, o.warmup, backend->describe().c_str());
@@ -127,8 +129,8 @@ void bench_generate(const BenchStepOptions& o, int batches) {
   data::Preprocess pre;
   train::data_defaults_for_model(o.model, geometry, pre);
   Rng rng(o.seed, hash_string("bench-generate"));
-  std::printf("model=%s batch=%lld batches=%d warmup=%d backend=%s\n", o.model.c_str(),
-              static_cast<long long>(o.batch), batches, o.warmup, backend->describe().c_str());
+  std::printf("model=%s batch=%lld batches=%d warmup=%d backend=%s\n", o.model.c_str(), static_cast<long long>(o.batch),
+              batches, o.warmup, backend->describe().c_str());
   using clock = std::chrono::steady_clock;
   auto one = [&](std::uint64_t seed) {
     Tensor energy = Tensor::empty({o.batch, 1}), angle;

@@ -14,9 +14,9 @@
 #include "mpigan/core/mpi/comm.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/dist/launch.hpp"
+#include "mpigan/dist/protocol.hpp"
 #include "mpigan/master/server.hpp"
 #include "mpigan/models/gan_model.hpp"
-#include "mpigan/dist/protocol.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -176,42 +176,42 @@ void bench_master(const BenchMasterOptions& o) {
   MPIGAN_CHECK(o.transport == "shm" || o.transport == "mpi", "bench master: --transport must be shm or mpi, got '{}'",
                o.transport);
   {
-  const dist::PayloadChannels channels = dist::PayloadChannels::create(t, floats, o.transport == "shm");
-  dist::Trace trace;
-  if (t.role == dist::Role::worker) {
-    stand_in_worker(t, layout, d.dist.algorithm->exchange() == algos::Exchange::pull_push, channels);
-    t.links.barrier();
-  } else {
-    // The bounds first, on one thread as the master serves (topology.master_threads), while the
-    // stand-in sleeps waiting for the initial weights.
-    double bound = 0, arithmetic = 0;
-    {
-      ScopedHostThreads one(1);
-      bound = copy_bound(floats);
-      arithmetic = arithmetic_bound(floats);
+    const dist::PayloadChannels channels = dist::PayloadChannels::create(t, floats, o.transport == "shm");
+    dist::Trace trace;
+    if (t.role == dist::Role::worker) {
+      stand_in_worker(t, layout, d.dist.algorithm->exchange() == algos::Exchange::pull_push, channels);
+      t.links.barrier();
+    } else {
+      // The bounds first, on one thread as the master serves (topology.master_threads), while the
+      // stand-in sleeps waiting for the initial weights.
+      double bound = 0, arithmetic = 0;
+      {
+        ScopedHostThreads one(1);
+        bound = copy_bound(floats);
+        arithmetic = arithmetic_bound(floats);
+      }
+      dist::RoleContext ctx{d, t, dir, -1, trace, channels, std::move(session), layout, {}};
+      const auto r = master::run_master(ctx);
+      const double rate = static_cast<double>(r.samples) / r.wall_s;  // each stand-in update carries 1 sample
+      // Capacity: updates per second of the master's busy time (not waiting for a request), i.e.
+      // the rate it sustains when requests are always queued (many workers). The round-trip rate
+      // above also contains the stand-in's turn-around while the master idles.
+      const double capacity = static_cast<double>(r.samples) / std::max(r.wall_s - r.idle_s, 1e-9);
+      std::printf("model=%s rule=%s workers=%d payload_mb=%.2f transport=%s (%d of %d children in shared memory)\n",
+                  o.model.c_str(), o.rule.c_str(), world.size() - 1, static_cast<double>(floats) * 4.0 / 1e6,
+                  o.transport.c_str(), channels.shared_children(), world.size() - 1);
+      std::printf("master_cpu_fraction=%.3f\n", r.cpu_s / r.wall_s);
+      std::printf("copy_bound_per_s=%.1f\n", bound);
+      std::printf("transport_bound_per_s=%.1f\n", transport);
+      std::printf("arithmetic_bound_per_s=%.1f\n", arithmetic);
+      std::printf("transport_plus_arithmetic_bound_per_s=%.1f\n", 1.0 / (1.0 / transport + 1.0 / arithmetic));
+      std::printf("round_trip_updates_per_s=%.1f\n", rate);
+      std::printf("master_busy_fraction=%.3f\n", (r.wall_s - r.idle_s) / r.wall_s);
+      std::printf("fraction_of_transport_bound=%.3f\n", capacity / transport);
+      std::printf("fraction_of_copy_bound=%.3f\n", capacity / bound);
+      std::printf("updates_per_s=%.1f\n", capacity);
+      std::filesystem::remove_all(dir);
     }
-    dist::RoleContext ctx{d, t, dir, -1, trace, channels, std::move(session), layout, {}};
-    const auto r = master::run_master(ctx);
-    const double rate = static_cast<double>(r.samples) / r.wall_s;  // each stand-in update carries 1 sample
-    // Capacity: updates per second of the master's busy time (not waiting for a request), i.e.
-    // the rate it sustains when requests are always queued (many workers). The round-trip rate
-    // above also contains the stand-in's turn-around while the master idles.
-    const double capacity = static_cast<double>(r.samples) / std::max(r.wall_s - r.idle_s, 1e-9);
-    std::printf("model=%s rule=%s workers=%d payload_mb=%.2f transport=%s (%d of %d children in shared memory)\n",
-                o.model.c_str(), o.rule.c_str(), world.size() - 1, static_cast<double>(floats) * 4.0 / 1e6,
-                o.transport.c_str(), channels.shared_children(), world.size() - 1);
-    std::printf("master_cpu_fraction=%.3f\n", r.cpu_s / r.wall_s);
-    std::printf("copy_bound_per_s=%.1f\n", bound);
-    std::printf("transport_bound_per_s=%.1f\n", transport);
-    std::printf("arithmetic_bound_per_s=%.1f\n", arithmetic);
-    std::printf("transport_plus_arithmetic_bound_per_s=%.1f\n", 1.0 / (1.0 / transport + 1.0 / arithmetic));
-    std::printf("round_trip_updates_per_s=%.1f\n", rate);
-    std::printf("master_busy_fraction=%.3f\n", (r.wall_s - r.idle_s) / r.wall_s);
-    std::printf("fraction_of_transport_bound=%.3f\n", capacity / transport);
-    std::printf("fraction_of_copy_bound=%.3f\n", capacity / bound);
-    std::printf("updates_per_s=%.1f\n", capacity);
-    std::filesystem::remove_all(dir);
-  }
   }  // the channels are freed (collectively) before MPI_Finalize
   MPI_Finalize();
 }

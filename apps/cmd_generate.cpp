@@ -44,8 +44,8 @@ void run_generate(const GenerateArgs& a) {
     o.angle = std::pair{lo * rad, hi * rad};
   }
   const train::TrainedModel m = train::locate_trained(a.source);
-  std::printf("generating with %s (model %s, experiment '%s')\n", m.checkpoint.c_str(),
-              m.experiment.model.name.c_str(), m.experiment.name.c_str());
+  std::printf("generating with %s (model %s, experiment '%s')\n", m.checkpoint.c_str(), m.experiment.model.name.c_str(),
+              m.experiment.name.c_str());
   const auto r = train::generate_showers(m, o);
   std::printf("%lld showers in %.2f s: %.1f showers/s (generation; %.2f s with writing) -> %s\n",
               static_cast<long long>(r.events), r.seconds, r.showers_per_s, r.total_seconds, a.out.c_str());

@@ -16,8 +16,7 @@ int inspect_model(const std::string& name) {
   auto backend = make_backend("reference");
   auto m = models::make_gan({.name = name}, *backend, 1);
   std::printf("model %s: image %s, generator input %lld (%s)\n\n", name.c_str(), m->image.to_string().c_str(),
-              static_cast<long long>(m->latent),
-              m->angle_model ? "E/100, theta, 254 noise" : "(E/100) * z");
+              static_cast<long long>(m->latent), m->angle_model ? "E/100, theta, 254 noise" : "(E/100) * z");
   std::printf("generator:\n%s\n", m->generator.summary().c_str());
   std::printf("discriminator:\n%s\n", m->discriminator.summary().c_str());
   std::printf("loss weights: bce %g, energy %g, ecal %g, angle %g\n", m->loss_weights.bce, m->loss_weights.energy,

@@ -6,12 +6,12 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
+#include "mpigan/dist/dist_config.hpp"
 #include "mpigan/dist/launch.hpp"
 #include "mpigan/master/server.hpp"
-#include "mpigan/worker/worker.hpp"
-#include "mpigan/dist/dist_config.hpp"
 #include "mpigan/train/experiment.hpp"
 #include "mpigan/train/trainer.hpp"
+#include "mpigan/worker/worker.hpp"
 
 #include <mpi.h>
 
@@ -68,10 +68,11 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
   const auto s = dist::run_job(d, world, {a.out, a.resume}, {master::run_master, worker::run_worker});
   if (rank == 0) {
     const auto& m = s.master;
-    std::printf("\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s, steady "
-                "state %.2f).\n",
-                static_cast<long long>(m.version), static_cast<long long>(s.workers), static_cast<long long>(m.samples),
-                m.wall_s, m.wall_s > 0 ? static_cast<double>(m.samples) / m.wall_s : 0.0, m.steady_samples_per_s);
+    std::printf(
+        "\nTrained %lld updates from %lld worker group(s): %lld samples in %.1f s (%.2f samples/s, steady "
+        "state %.2f).\n",
+        static_cast<long long>(m.version), static_cast<long long>(s.workers), static_cast<long long>(m.samples),
+        m.wall_s, m.wall_s > 0 ? static_cast<double>(m.samples) / m.wall_s : 0.0, m.steady_samples_per_s);
     std::printf("Master: %lld updates applied, %lld rejected; CPU time %.2f s over %.1f s wall (%.1f%% of a core)%s.\n",
                 static_cast<long long>(m.applied), static_cast<long long>(m.rejected), m.cpu_s, m.wall_s,
                 m.wall_s > 0 ? 100.0 * m.cpu_s / m.wall_s : 0.0, m.stopped_early ? "; stopped early" : "");
@@ -107,15 +108,16 @@ void train(const TrainArgs& a) {
   init_logging(e.log_level);
   print_config(a.experiment, e.resolved);
   if (e.resolved["algorithm"] || e.resolved["topology"])
-    spdlog::warn("one process: the experiment's topology/algorithm sections apply to runs with several ranks "
-                 "(mpiexec -n N / srun); training with the local optimizer");
+    spdlog::warn(
+        "one process: the experiment's topology/algorithm sections apply to runs with several ranks "
+        "(mpiexec -n N / srun); training with the local optimizer");
   train::RunOptions ro{a.out, a.resume};
   const train::TrainSummary s = train::run_single_process(e, ro);
   std::printf("\nTrained %lld steps (%lld samples, %.2f epochs) in %.1f s: %.2f samples/s (steady state %.2f).\n",
               static_cast<long long>(s.steps), static_cast<long long>(s.samples),
               static_cast<double>(s.epochs) + s.epoch_fraction, s.seconds, s.samples_per_s, s.steady_samples_per_s);
-  std::printf("Last epoch (mean): D loss %.4f (real %.4f, fake %.4f), G loss %.4f.\n", s.last_epoch.d_loss(), s.last_epoch.d_real,
-              s.last_epoch.d_fake, s.last_epoch.g);
+  std::printf("Last epoch (mean): D loss %.4f (real %.4f, fake %.4f), G loss %.4f.\n", s.last_epoch.d_loss(),
+              s.last_epoch.d_real, s.last_epoch.d_fake, s.last_epoch.g);
   std::printf("Results in %s/: config.yaml, metrics.csv, checkpoints/ (latest: %s).\n", s.run_dir.c_str(),
               s.last_checkpoint.c_str());
   MPI_Finalize();
@@ -125,7 +127,8 @@ void train(const TrainArgs& a) {
 
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  auto* cmd = app.add_subcommand("train", "Train a 3D GAN from an experiment file (one process, or many under mpiexec/srun)");
+  auto* cmd =
+      app.add_subcommand("train", "Train a 3D GAN from an experiment file (one process, or many under mpiexec/srun)");
   cmd->add_option("experiment", a->experiment, "experiment YAML file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out", a->out, "run directory (default: output.dir, or runs/<name>)");
   cmd->add_option("--resume", a->resume, "continue the run in this directory from its latest checkpoint")

@@ -70,8 +70,8 @@ void run_validate(const ValidateArgs& a) {
               c.sampling_fraction.error, c.sampling_fraction.bins_used);
   for (const auto& b : c.sampling_fraction.bins)
     if (b.n_ref > 0)
-      std::printf("  %-10s ref %.5f gen %.5f (%+.1f %%)  [%lld / %lld events]\n", b.bin.c_str(), b.mean_ref,
-                  b.mean_gen, 100.0 * (b.mean_gen / b.mean_ref - 1.0), static_cast<long long>(b.n_ref),
+      std::printf("  %-10s ref %.5f gen %.5f (%+.1f %%)  [%lld / %lld events]\n", b.bin.c_str(), b.mean_ref, b.mean_gen,
+                  100.0 * (b.mean_gen / b.mean_ref - 1.0), static_cast<long long>(b.n_ref),
                   static_cast<long long>(b.n_gen));
   std::printf("3DGAN metric %.4f (moments %.4f, profiles %.4f); KPD %.3g +- %.2g\n", c.gan3d.total, c.gan3d.moments,
               c.gan3d.profiles, c.kpd.value, c.kpd.error);

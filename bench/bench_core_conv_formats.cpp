@@ -27,9 +27,9 @@ using tag = memory::format_tag;
 
 struct Shape {
   const char* name;
-  memory::dim n, ic, oc, d, h, w;          // input
-  memory::dim kd, kh, kw;                  // kernel
-  memory::dim pl[3], pr[3];                // padding before / after (TF "same" for even kernels)
+  memory::dim n, ic, oc, d, h, w;  // input
+  memory::dim kd, kh, kw;          // kernel
+  memory::dim pl[3], pr[3];        // padding before / after (TF "same" for even kernels)
 };
 
 // The 3dgan-25 convolutions (models/gan_model.cpp), batch 16.
@@ -61,7 +61,9 @@ double time_ms(const std::function<void()>& f, int reps) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
-bool is_reference(const std::string& impl) { return impl.find("ref") != std::string::npos; }
+bool is_reference(const std::string& impl) {
+  return impl.find("ref") != std::string::npos;
+}
 
 /// Memory for a primitive's argument, allocated by the library in the descriptor's layout.
 memory make(const memory::desc& md, const dnnl::engine& eng) {
@@ -91,8 +93,8 @@ int main(int argc, char** argv) {
       for (const Format& f : kFormats) {
         const memory::desc src(sd, memory::data_type::f32, f.src), dst(dd, memory::data_type::f32, f.dst);
         try {
-          dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
-                                             w_any, bias, dst, strides, pl, pr);
+          dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             src, w_any, bias, dst, strides, pl, pr);
           dnnl::convolution_forward::primitive_desc fpd(fd, eng);
           std::string impl;
           std::function<void()> run;
@@ -107,10 +109,12 @@ int main(int argc, char** argv) {
               s.wait();
             };
           } else if (std::strcmp(pass, "bwd_d") == 0) {
-            dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl, pr);
+            dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, src, w_any, dst, strides, pl,
+                                                     pr);
             dnnl::convolution_backward_data::primitive_desc bpd(bd, eng, fpd);
             impl = bpd.impl_info_str();
-            auto ds = make(bpd.diff_src_desc(), eng), w = make(bpd.weights_desc(), eng), dy = make(bpd.diff_dst_desc(), eng);
+            auto ds = make(bpd.diff_src_desc(), eng), w = make(bpd.weights_desc(), eng),
+                 dy = make(bpd.diff_dst_desc(), eng);
             dnnl::convolution_backward_data p(bpd);
             run = [=, &s] {
               p.execute(s, {{DNNL_ARG_DIFF_SRC, ds}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, dy}});
@@ -125,7 +129,9 @@ int main(int argc, char** argv) {
                  db = make(bpd.diff_bias_desc(), eng), dy = make(bpd.diff_dst_desc(), eng);
             dnnl::convolution_backward_weights p(bpd);
             run = [=, &s] {
-              p.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, db}, {DNNL_ARG_DIFF_DST, dy}});
+              p.execute(
+                  s,
+                  {{DNNL_ARG_SRC, a}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, db}, {DNNL_ARG_DIFF_DST, dy}});
               s.wait();
             };
           }
@@ -134,7 +140,8 @@ int main(int argc, char** argv) {
             continue;
           }
           const double ms = time_ms(run, reps);
-          std::printf("%-20s %-6s %-12s %10.1f %10.1f  %s\n", c.name, pass, f.name, ms, gflop / (ms / 1e3), impl.c_str());
+          std::printf("%-20s %-6s %-12s %10.1f %10.1f  %s\n", c.name, pass, f.name, ms, gflop / (ms / 1e3),
+                      impl.c_str());
         } catch (const dnnl::error& e) {
           std::printf("%-20s %-6s %-12s %10s %10s  unsupported (%s)\n", c.name, pass, f.name, "-", "-", e.what());
         }

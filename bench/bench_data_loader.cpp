@@ -14,12 +14,12 @@
 #include "mpigan/data/parallel.hpp"
 #include "mpigan/data/simulator/simulate_dataset.hpp"
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
-#include <unistd.h>
 #include <string>
 
 using namespace mpigan;
@@ -31,7 +31,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 // CPU seconds of the whole process (all threads): on a shared machine, events per CPU-second is
 // the figure that says what one core sustains.
-double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+double cpu_seconds() {
+  return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,13 +42,20 @@ int main(int argc, char** argv) {
   int read_threads = 1, sim_threads = 0, epochs = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--geometry") geometry = v;
-    else if (k == "--events") events = std::stoll(v);
-    else if (k == "--batch") batch = std::stoll(v);
-    else if (k == "--read-threads") read_threads = std::stoi(v);
-    else if (k == "--sim-threads") sim_threads = std::stoi(v);
-    else if (k == "--epochs") epochs = std::stoi(v);
-    else if (k == "--dir") dir = v;
+    if (k == "--geometry")
+      geometry = v;
+    else if (k == "--events")
+      events = std::stoll(v);
+    else if (k == "--batch")
+      batch = std::stoll(v);
+    else if (k == "--read-threads")
+      read_threads = std::stoi(v);
+    else if (k == "--sim-threads")
+      sim_threads = std::stoi(v);
+    else if (k == "--epochs")
+      epochs = std::stoi(v);
+    else if (k == "--dir")
+      dir = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -111,9 +120,11 @@ int main(int argc, char** argv) {
       while (loader.next(b)) n += b.size();
     }
     const double s = seconds_since(t0), c = cpu_seconds() - c0;
-    std::printf("loader     %-9s %lld events  batch %lld  %d read thread(s)  %.2f s  %.1f events/s  (%.1f events per CPU-second)\n",
-                geometry.c_str(), static_cast<long long>(n), static_cast<long long>(batch), read_threads, s,
-                static_cast<double>(n) / s, static_cast<double>(n) / c);
+    std::printf(
+        "loader     %-9s %lld events  batch %lld  %d read thread(s)  %.2f s  %.1f events/s  (%.1f events per "
+        "CPU-second)\n",
+        geometry.c_str(), static_cast<long long>(n), static_cast<long long>(batch), read_threads, s,
+        static_cast<double>(n) / s, static_cast<double>(n) / c);
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpigan_bench_data_loader: %s\n", e.what());

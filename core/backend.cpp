@@ -15,8 +15,9 @@ Shape Conv3dDesc::output_shape(const Shape& src) const {
   for (int i = 0; i < 3; ++i) {
     const std::int64_t padded = src[2 + i] + pad_l[i] + pad_r[i];
     MPIGAN_CHECK_SHAPE(stride[i] >= 1, "conv3d {}: stride must be >= 1", to_string());
-    MPIGAN_CHECK_SHAPE(padded >= kernel[i], "conv3d {}: padded input {} smaller than kernel {} in spatial dim {} (input {})",
-                       to_string(), padded, kernel[i], i, src);
+    MPIGAN_CHECK_SHAPE(padded >= kernel[i],
+                       "conv3d {}: padded input {} smaller than kernel {} in spatial dim {} (input {})", to_string(),
+                       padded, kernel[i], i, src);
     out[i] = (padded - kernel[i]) / stride[i] + 1;
   }
   return {src[0], oc, out[0], out[1], out[2]};
@@ -29,14 +30,19 @@ std::string Conv3dDesc::to_string() const {
 
 std::string EltwiseDesc::to_string() const {
   switch (kind) {
-    case EltwiseKind::relu: return "relu";
-    case EltwiseKind::leaky_relu: return fmt::format("leaky_relu(alpha={})", alpha);
-    case EltwiseKind::sigmoid: return "sigmoid";
+    case EltwiseKind::relu:
+      return "relu";
+    case EltwiseKind::leaky_relu:
+      return fmt::format("leaky_relu(alpha={})", alpha);
+    case EltwiseKind::sigmoid:
+      return "sigmoid";
   }
   return "?";
 }
 
-std::string BatchNormDesc::to_string() const { return fmt::format("[channels={} eps={}]", channels, epsilon); }
+std::string BatchNormDesc::to_string() const {
+  return fmt::format("[channels={} eps={}]", channels, epsilon);
+}
 
 Shape AvgPoolDesc::output_shape(const Shape& src) const {
   MPIGAN_CHECK_SHAPE(src.rank() == 5, "avg_pool {}: input must be NCDHW, got {}", to_string(), src);
@@ -49,14 +55,18 @@ Shape AvgPoolDesc::output_shape(const Shape& src) const {
   return {src[0], src[1], out[0], out[1], out[2]};
 }
 
-std::string AvgPoolDesc::to_string() const { return fmt::format("[k={} s={}]", kernel, stride); }
+std::string AvgPoolDesc::to_string() const {
+  return fmt::format("[k={} s={}]", kernel, stride);
+}
 
 Shape UpsampleDesc::output_shape(const Shape& src) const {
   MPIGAN_CHECK_SHAPE(src.rank() == 5, "upsample {}: input must be NCDHW, got {}", to_string(), src);
   return {src[0], src[1], src[2] * factor.d, src[3] * factor.h, src[4] * factor.w};
 }
 
-std::string UpsampleDesc::to_string() const { return fmt::format("[factor={}]", factor); }
+std::string UpsampleDesc::to_string() const {
+  return fmt::format("[factor={}]", factor);
+}
 
 std::string InnerProductDesc::to_string() const {
   return fmt::format("[ic={} oc={}{}]", ic, oc, bias ? "" : " no-bias");
@@ -86,7 +96,9 @@ Tensor Backend::to_host(const Tensor& src) {
   return canon.clone();
 }
 
-std::unique_ptr<GroupReducer> Backend::make_group_reducer(int, int, const IdBroadcast&) { return nullptr; }
+std::unique_ptr<GroupReducer> Backend::make_group_reducer(int, int, const IdBroadcast&) {
+  return nullptr;
+}
 
 void Backend::from_host(const Tensor& host, Tensor& dst) {
   MPIGAN_CHECK_SHAPE(host.shape() == dst.shape(), "from_host: shapes differ ({} vs {})", host.shape(), dst.shape());

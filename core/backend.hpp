@@ -271,10 +271,12 @@ class Backend {
 };
 
 /// Floats a dropout mask of @p n elements occupies (one bit per element, 32 per word).
-inline std::size_t dropout_mask_floats(std::size_t n) { return (n + 31) / 32; }
+inline std::size_t dropout_mask_floats(std::size_t n) {
+  return (n + 31) / 32;
+}
 
 struct BackendOptions {
-  int threads = 0;  ///< CPU threads for op execution; 0 = the runtime default (OMP_NUM_THREADS)
+  int threads = 0;     ///< CPU threads for op execution; 0 = the runtime default (OMP_NUM_THREADS)
   int device_id = -1;  ///< GPU ordinal; -1 = chosen by the caller's node-local rank
 };
 

@@ -87,12 +87,13 @@ ConfigDocument ConfigDocument::parse(const std::string& text, const std::string&
   try {
     st->root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(name, {fmt::format("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1,
-                                         e.msg)});
+    throw ConfigError(
+        name, {fmt::format("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg)});
   }
   if (st->root.IsNull() || !st->root.IsDefined()) st->root = YAML::Node(YAML::NodeType::Map);
   if (!st->root.IsMap())
-    throw ConfigError(name, {fmt::format("{}: the document must be a mapping of sections, found {}", name, show(st->root))});
+    throw ConfigError(name,
+                      {fmt::format("{}: the document must be a mapping of sections, found {}", name, show(st->root))});
   for (const auto& o : overrides) apply_override(*st, o);
   return ConfigDocument(st);
 }
@@ -105,11 +106,21 @@ ConfigDocument ConfigDocument::load(const std::string& path, const std::vector<s
   return parse(ss.str(), path, overrides);
 }
 
-ConfigNode ConfigDocument::root() { return ConfigNode(m_state->root, "", m_state); }
-void ConfigDocument::problem(const std::string& message) { m_state->problems.push_back(m_state->file + ": " + message); }
-bool ConfigDocument::ok() const { return m_state->problems.empty(); }
-const std::string& ConfigDocument::file() const { return m_state->file; }
-YAML::Node ConfigDocument::yaml() const { return m_state->root; }
+ConfigNode ConfigDocument::root() {
+  return ConfigNode(m_state->root, "", m_state);
+}
+void ConfigDocument::problem(const std::string& message) {
+  m_state->problems.push_back(m_state->file + ": " + message);
+}
+bool ConfigDocument::ok() const {
+  return m_state->problems.empty();
+}
+const std::string& ConfigDocument::file() const {
+  return m_state->file;
+}
+YAML::Node ConfigDocument::yaml() const {
+  return m_state->root;
+}
 
 void ConfigDocument::finish() const {
   if (!m_state->problems.empty()) throw ConfigError(m_state->file, m_state->problems);
@@ -124,7 +135,9 @@ std::string ConfigNode::where(const YAML::Node& n) const {
   return fmt::format("{}:{}:{}", m_state->file, m.line + 1, m.column + 1);
 }
 
-bool ConfigNode::has(const std::string& key) const { return m_node.IsMap() && m_node[key].IsDefined(); }
+bool ConfigNode::has(const std::string& key) const {
+  return m_node.IsMap() && m_node[key].IsDefined();
+}
 
 std::optional<YAML::Node> ConfigNode::lookup(const std::string& key) {
   m_known.insert(key);
@@ -140,12 +153,14 @@ void ConfigNode::problem(const std::string& key, const std::string& message) {
   } else if (!key.empty() && m_node.IsMap() && m_node[key].IsDefined()) {
     m_state->problems.push_back(fmt::format("{}: {}: {}", where(m_node[key]), key_path(key), message));
   } else {
-    m_state->problems.push_back(
-        fmt::format("{}: {}: {}", where(m_node), key.empty() ? (m_path.empty() ? "(root)" : m_path) : key_path(key), message));
+    m_state->problems.push_back(fmt::format(
+        "{}: {}: {}", where(m_node), key.empty() ? (m_path.empty() ? "(root)" : m_path) : key_path(key), message));
   }
 }
 
-void ConfigNode::accept(const std::string& key) { m_known.insert(key); }
+void ConfigNode::accept(const std::string& key) {
+  m_known.insert(key);
+}
 
 ConfigNode ConfigNode::section(const std::string& key) {
   auto v = lookup(key);
@@ -188,7 +203,7 @@ std::int64_t ConfigNode::get_int(const std::string& key, std::int64_t fallback, 
   }
   if (x < min || x > max) {
     const std::string range = max == std::numeric_limits<std::int64_t>::max() ? fmt::format(">= {}", min)
-                                                                               : fmt::format("in [{}, {}]", min, max);
+                                                                              : fmt::format("in [{}, {}]", min, max);
     problem(key, fmt::format("value {} is out of range: expected an integer {}", x, range));
     return fallback;
   }
@@ -208,8 +223,10 @@ double ConfigNode::get_real(const std::string& key, double fallback, double min,
   const bool below = min_exclusive ? x <= min : x < min;
   if (below || x > max) {
     std::string range;
-    if (std::isinf(max)) range = fmt::format("{} {}", min_exclusive ? ">" : ">=", min);
-    else range = fmt::format("in {}{}, {}]", min_exclusive ? "(" : "[", min, max);
+    if (std::isinf(max))
+      range = fmt::format("{} {}", min_exclusive ? ">" : ">=", min);
+    else
+      range = fmt::format("in {}{}, {}]", min_exclusive ? "(" : "[", min, max);
     problem(key, fmt::format("value {} is out of range: expected a number {}", s, range));
     return fallback;
   }
@@ -267,7 +284,8 @@ std::vector<std::string> ConfigNode::get_strings(const std::string& key, const s
   return out;
 }
 
-std::vector<double> ConfigNode::get_reals(const std::string& key, const std::vector<double>& fallback, std::size_t count) {
+std::vector<double> ConfigNode::get_reals(const std::string& key, const std::vector<double>& fallback,
+                                          std::size_t count) {
   auto v = lookup(key);
   if (!v) return fallback;
   if (!v->IsSequence() || (count > 0 && v->size() != count)) {

@@ -22,8 +22,12 @@ std::string join_problems(const std::vector<std::string>& problems) {
 }
 }  // namespace
 
-void set_process_label(std::string label) { label_storage() = std::move(label); }
-const std::string& process_label() { return label_storage(); }
+void set_process_label(std::string label) {
+  label_storage() = std::move(label);
+}
+const std::string& process_label() {
+  return label_storage();
+}
 
 Error::Error(std::string location, std::string message)
     : std::runtime_error(compose(location, message)), m_location(std::move(location)), m_message(std::move(message)) {}

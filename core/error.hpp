@@ -80,23 +80,23 @@ template <class E, class... Args>
 
 #define MPIGAN_THROW(ExceptionType, ...) ::mpigan::detail::raise<ExceptionType>(__FILE__, __LINE__, __VA_ARGS__)
 #define MPIGAN_FATAL(...) MPIGAN_THROW(::mpigan::Error, __VA_ARGS__)
-#define MPIGAN_CHECK(cond, ...)        \
-  do {                                 \
-    if (!(cond)) [[unlikely]] {        \
-      MPIGAN_FATAL(__VA_ARGS__);       \
-    }                                  \
+#define MPIGAN_CHECK(cond, ...)  \
+  do {                           \
+    if (!(cond)) [[unlikely]] {  \
+      MPIGAN_FATAL(__VA_ARGS__); \
+    }                            \
   } while (0)
-#define MPIGAN_CHECK_SHAPE(cond, ...)                 \
-  do {                                                \
-    if (!(cond)) [[unlikely]] {                       \
+#define MPIGAN_CHECK_SHAPE(cond, ...)                  \
+  do {                                                 \
+    if (!(cond)) [[unlikely]] {                        \
       MPIGAN_THROW(::mpigan::ShapeError, __VA_ARGS__); \
-    }                                                 \
+    }                                                  \
   } while (0)
 /// Throws a ConfigError listing every problem in @p problems (a std::vector<std::string>) when
 /// there is at least one; a single problem is MPIGAN_THROW(::mpigan::ConfigError, "fmt", args...).
-#define MPIGAN_CHECK_PROBLEMS(problems)                                                            \
-  do {                                                                                             \
-    if (!(problems).empty()) [[unlikely]] {                                                        \
+#define MPIGAN_CHECK_PROBLEMS(problems)                                                             \
+  do {                                                                                              \
+    if (!(problems).empty()) [[unlikely]] {                                                         \
       throw ::mpigan::ConfigError(::mpigan::detail::source_location(__FILE__, __LINE__), problems); \
-    }                                                                                              \
+    }                                                                                               \
   } while (0)

@@ -9,9 +9,9 @@ namespace mpigan {
 
 spdlog::level::level_enum parse_log_level(const std::string& level) {
   using L = spdlog::level::level_enum;
-  static const std::pair<const char*, L> kLevels[] = {{"trace", L::trace}, {"debug", L::debug},  {"info", L::info},
-                                                      {"warn", L::warn},   {"warning", L::warn}, {"error", L::err},
-                                                      {"critical", L::critical}, {"off", L::off}};
+  static const std::pair<const char*, L> kLevels[] = {
+      {"trace", L::trace},  {"debug", L::debug}, {"info", L::info},         {"warn", L::warn},
+      {"warning", L::warn}, {"error", L::err},   {"critical", L::critical}, {"off", L::off}};
   for (const auto& [name, l] : kLevels)
     if (level == name) return l;
   MPIGAN_FATAL("unknown log level '{}': expected one of trace, debug, info, warn, error, critical, off", level);

@@ -56,7 +56,9 @@ float* ParameterSet::data() const {
   return static_cast<float*>(m_storage->data());
 }
 
-Device ParameterSet::device() const { return allocated() ? m_storage->device() : Device::cpu; }
+Device ParameterSet::device() const {
+  return allocated() ? m_storage->device() : Device::cpu;
+}
 
 std::size_t ParameterSet::count() const {
   std::size_t n = 0;

@@ -37,7 +37,9 @@ std::uint32_t philox_word(std::uint64_t seed, std::uint64_t stream, std::uint64_
   return block_for(seed, stream, index / 4)[index % 4];
 }
 
-Rng::Rng(std::uint64_t seed, std::uint64_t stream) { m_state = {seed, stream, 0}; }
+Rng::Rng(std::uint64_t seed, std::uint64_t stream) {
+  m_state = {seed, stream, 0};
+}
 Rng::Rng(const State& state) : m_state(state) {}
 
 void Rng::refill() {
@@ -55,9 +57,13 @@ std::uint64_t Rng::next_u64() {
   return (hi << 32) | next_u32();
 }
 
-float Rng::uniform() { return u32_to_unit_float(next_u32()); }
+float Rng::uniform() {
+  return u32_to_unit_float(next_u32());
+}
 
-double Rng::uniform_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform_double() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 double Rng::normal_double() {
   // Box-Muller; 1 - u keeps the log argument in (0, 1].
@@ -66,7 +72,9 @@ double Rng::normal_double() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
-float Rng::normal() { return static_cast<float>(normal_double()); }
+float Rng::normal() {
+  return static_cast<float>(normal_double());
+}
 
 std::uint64_t Rng::below(std::uint64_t n) {
   MPIGAN_CHECK(n > 0, "Rng::below(0)");

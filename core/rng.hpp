@@ -17,7 +17,9 @@ namespace mpigan {
 std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key);
 
 /// Uniform float in [0, 1) from 24 random bits.
-inline float u32_to_unit_float(std::uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+inline float u32_to_unit_float(std::uint32_t x) {
+  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+}
 
 /// The dropout uniform of element @p i: the 16-bit half (low half for even i) of Philox word i / 2,
 /// scaled to [0, 1). Two elements per word halve the generator's work; the keep probability is

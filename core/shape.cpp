@@ -7,7 +7,9 @@
 
 namespace mpigan {
 
-std::string Dims3::to_string() const { return fmt::format("({},{},{})", d, h, w); }
+std::string Dims3::to_string() const {
+  return fmt::format("({},{},{})", d, h, w);
+}
 
 Shape::Shape(std::initializer_list<std::int64_t> dims) {
   MPIGAN_CHECK_SHAPE(dims.size() <= kMaxRank, "a shape has at most {} dimensions, got {}", kMaxRank, dims.size());
@@ -53,7 +55,8 @@ Shape Shape::with_dim(int i, std::int64_t v) const {
 }
 
 Shape Shape::batch_of(std::int64_t n, const Shape& item) {
-  MPIGAN_CHECK_SHAPE(item.rank() < kMaxRank, "batch_of: item shape {} leaves no room for a batch dim", item.to_string());
+  MPIGAN_CHECK_SHAPE(item.rank() < kMaxRank, "batch_of: item shape {} leaves no room for a batch dim",
+                     item.to_string());
   Shape s;
   s.m_rank = item.rank() + 1;
   s.m_dims[0] = n;

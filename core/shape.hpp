@@ -63,9 +63,13 @@ class Shape {
 
 template <>
 struct fmt::formatter<mpigan::Shape> : fmt::formatter<std::string> {
-  auto format(const mpigan::Shape& s, format_context& ctx) const { return fmt::formatter<std::string>::format(s.to_string(), ctx); }
+  auto format(const mpigan::Shape& s, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(s.to_string(), ctx);
+  }
 };
 template <>
 struct fmt::formatter<mpigan::Dims3> : fmt::formatter<std::string> {
-  auto format(const mpigan::Dims3& s, format_context& ctx) const { return fmt::formatter<std::string>::format(s.to_string(), ctx); }
+  auto format(const mpigan::Dims3& s, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(s.to_string(), ctx);
+  }
 };

@@ -9,7 +9,9 @@
 
 namespace mpigan {
 
-const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+const char* to_string(Device d) {
+  return d == Device::cpu ? "cpu" : "cuda";
+}
 
 Storage::Storage(void* data, std::size_t bytes, Device device, std::function<void(void*)> release)
     : m_data(data), m_bytes(bytes), m_device(device), m_release(std::move(release)) {}
@@ -44,7 +46,9 @@ Tensor Tensor::empty(const Shape& shape) {
   return in_storage({shape, nullptr}, storage);
 }
 
-Tensor Tensor::zeros(const Shape& shape) { return full(shape, 0.0f); }
+Tensor Tensor::zeros(const Shape& shape) {
+  return full(shape, 0.0f);
+}
 
 Tensor Tensor::full(const Shape& shape, float value) {
   Tensor t = empty(shape);
@@ -121,7 +125,8 @@ std::span<const float> Tensor::values() const {
 std::size_t Tensor::flat_index(std::initializer_list<std::int64_t> index) const {
   require_host_canonical("Tensor::at");
   const Shape& s = shape();
-  MPIGAN_CHECK_SHAPE(static_cast<int>(index.size()) == s.rank(), "Tensor::at: {} indices for shape {}", index.size(), s);
+  MPIGAN_CHECK_SHAPE(static_cast<int>(index.size()) == s.rank(), "Tensor::at: {} indices for shape {}", index.size(),
+                     s);
   std::size_t flat = 0;
   int i = 0;
   for (std::int64_t v : index) {
@@ -132,8 +137,12 @@ std::size_t Tensor::flat_index(std::initializer_list<std::int64_t> index) const 
   return flat;
 }
 
-float& Tensor::at(std::initializer_list<std::int64_t> index) { return m_data[flat_index(index)]; }
-float Tensor::at(std::initializer_list<std::int64_t> index) const { return m_data[flat_index(index)]; }
+float& Tensor::at(std::initializer_list<std::int64_t> index) {
+  return m_data[flat_index(index)];
+}
+float Tensor::at(std::initializer_list<std::int64_t> index) const {
+  return m_data[flat_index(index)];
+}
 
 void Tensor::fill(float value) {
   auto v = values();

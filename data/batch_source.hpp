@@ -12,10 +12,10 @@
 namespace mpigan::data {
 
 struct Batch {
-  Tensor image;   ///< (n,1,X,Y,Z) preprocessed, canonical host float32; D=x, H=y, W=depth
-  Tensor energy;  ///< (n,1) E * energy_scale (E/100)
-  Tensor ecal;    ///< (n,1) ECAL-sum target (after threshold/xscale, before the power)
-  Tensor angle;   ///< (n,1) radians (ecal51 only; undefined otherwise)
+  Tensor image;                          ///< (n,1,X,Y,Z) preprocessed, canonical host float32; D=x, H=y, W=depth
+  Tensor energy;                         ///< (n,1) E * energy_scale (E/100)
+  Tensor ecal;                           ///< (n,1) ECAL-sum target (after threshold/xscale, before the power)
+  Tensor angle;                          ///< (n,1) radians (ecal51 only; undefined otherwise)
   std::vector<std::uint64_t> event_ids;  ///< Dataset::event_id of each item
   std::int64_t size() const { return static_cast<std::int64_t>(event_ids.size()); }
 };

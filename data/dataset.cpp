@@ -55,7 +55,8 @@ Dataset::Dataset(std::string name, std::vector<Part> parts, Geometry geometry, P
         // The file's `sum` is the raw sum in file units; the cut is on the sum after conversion and
         // xscale. The threshold is not applied to it (0 in the angle model); load() verifies.
         for (std::int64_t j = 0; j < n; ++j) {
-          sums[static_cast<std::size_t>(j)] = (*part.file->stored_sum())[static_cast<std::size_t>(part.begin + j)] * factor * pp.xscale;
+          sums[static_cast<std::size_t>(j)] =
+              (*part.file->stored_sum())[static_cast<std::size_t>(part.begin + j)] * factor * pp.xscale;
         }
       } else {
         spdlog::info("dataset '{}': scanning {} events of '{}' for the ECAL-sum cut (the file has no 'sum' dataset)",
@@ -135,8 +136,10 @@ Datasets open_datasets(const DatasetSpec& spec) {
   if (spec.validation_fraction < 0.0 || spec.validation_fraction >= 1.0) {
     problems.push_back(fmt::format("data: validation_fraction {} must be in [0, 1)", spec.validation_fraction));
   }
-  if (spec.preprocess.model_units == Units::automatic) problems.push_back("data: preprocess model units must be gev or gev_x50");
-  if (spec.geometry == Geometry::ecal51 && spec.preprocess.angle_key.empty()) problems.push_back("data: ecal51 needs an angle_key");
+  if (spec.preprocess.model_units == Units::automatic)
+    problems.push_back("data: preprocess model units must be gev or gev_x50");
+  if (spec.geometry == Geometry::ecal51 && spec.preprocess.angle_key.empty())
+    problems.push_back("data: ecal51 needs an angle_key");
   MPIGAN_CHECK_PROBLEMS(problems);
 
   // A pattern that matches nothing is named with the experiment key it came from.
@@ -166,9 +169,10 @@ Datasets open_datasets(const DatasetSpec& spec) {
       if (spec.units == Units::automatic) spdlog::info("data file '{}': units {}", p, reason);
       parts.push_back({f, units, reason, offset, 0, f->events()});
       if (f->events_per_chunk() > 1) {
-        spdlog::warn("data file '{}': ECAL chunks hold {} events; shuffled reads decompress a whole chunk per event "
-                     "(h5repack -l ECAL:CHUNK=1x{}x{}x{} makes them one event each)",
-                     p, f->events_per_chunk(), f->ecal_info().dims[1], f->ecal_info().dims[2], f->ecal_info().dims[3]);
+        spdlog::warn(
+            "data file '{}': ECAL chunks hold {} events; shuffled reads decompress a whole chunk per event "
+            "(h5repack -l ECAL:CHUNK=1x{}x{}x{} makes them one event each)",
+            p, f->events_per_chunk(), f->ecal_info().dims[1], f->ecal_info().dims[2], f->ecal_info().dims[3]);
       }
       offset += static_cast<std::uint64_t>(f->events());
     }
@@ -204,7 +208,8 @@ Datasets open_datasets(const DatasetSpec& spec) {
   out.train = std::make_shared<Dataset>("train", train_parts, spec.geometry, spec.preprocess, spec.scan_threads,
                                         spec.max_events);
   if (!val_parts.empty()) {
-    out.validation = std::make_shared<Dataset>("validation", val_parts, spec.geometry, spec.preprocess, spec.scan_threads);
+    out.validation =
+        std::make_shared<Dataset>("validation", val_parts, spec.geometry, spec.preprocess, spec.scan_threads);
   }
   return out;
 }

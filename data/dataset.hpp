@@ -49,11 +49,11 @@ struct EventRef {
 /// Per-file bookkeeping reported by a Dataset.
 struct FileUse {
   std::shared_ptr<const EventFile> file;
-  Units units = Units::gev;        ///< resolved units of the file's cells
-  std::string units_reason;        ///< "explicit" or the detector's explanation
-  std::uint64_t id_offset = 0;     ///< event_id of the file's event 0
-  std::int64_t used = 0;           ///< events of this file in this dataset
-  std::int64_t dropped = 0;        ///< events removed by min_ecal_sum
+  Units units = Units::gev;     ///< resolved units of the file's cells
+  std::string units_reason;     ///< "explicit" or the detector's explanation
+  std::uint64_t id_offset = 0;  ///< event_id of the file's event 0
+  std::int64_t used = 0;        ///< events of this file in this dataset
+  std::int64_t dropped = 0;     ///< events removed by min_ecal_sum
 };
 
 class Dataset {

@@ -20,8 +20,7 @@ std::string join(const std::vector<std::string>& names) {
 std::vector<float> read_label(const h5::File& file, const std::string& name, std::int64_t events, int column,
                               int columns) {
   const h5::DatasetInfo info = file.info(name);
-  const bool ok_shape = columns == 0 ? info.dims.size() == 1
-                                     : info.dims.size() == 2 && info.dims[1] >= columns;
+  const bool ok_shape = columns == 0 ? info.dims.size() == 1 : info.dims.size() == 2 && info.dims[1] >= columns;
   if (!ok_shape) {
     MPIGAN_THROW(DataError, "data file '{}', dataset '{}': expected shape {}, found {}", file.path(), name,
                  columns == 0 ? std::string("(N,)") : fmt::format("(N,{})", columns), info.shape_string());
@@ -40,7 +39,8 @@ std::vector<float> read_label(const h5::File& file, const std::string& name, std
   for (std::int64_t i = 0; i < events; ++i) {
     const double v = all[static_cast<std::size_t>(i * stride + column)];
     if (!std::isfinite(v)) {
-      MPIGAN_THROW(DataError, "data file '{}', dataset '{}', event {}: value {} is not finite", file.path(), name, i, v);
+      MPIGAN_THROW(DataError, "data file '{}', dataset '{}', event {}: value {} is not finite", file.path(), name, i,
+                   v);
     }
     out[static_cast<std::size_t>(i)] = static_cast<float>(v);
   }
@@ -64,15 +64,16 @@ std::unique_ptr<EventFile> EventFile::open(const std::string& path, std::optiona
   }
   const h5::DatasetInfo& ecal = f->m_ecal_info;
   if (ecal.dims.size() != 4) {
-    MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': expected rank 4 (N, x, y, depth), found rank {} with shape {}",
-                 path, ecal.dims.size(), ecal.shape_string());
+    MPIGAN_THROW(DataError,
+                 "data file '{}', dataset 'ECAL': expected rank 4 (N, x, y, depth), found rank {} with shape {}", path,
+                 ecal.dims.size(), ecal.shape_string());
   }
   const std::optional<Geometry> found = geometry_from_ecal_dims(ecal.dims);
   if (geometry) {
     const Dims3 want = geometry_dims(*geometry);
     if (found != geometry) {
-      MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': expected shape (N,{},{},{}) for geometry {}, found {}", path,
-                   want.d, want.h, want.w, to_string(*geometry), ecal.shape_string());
+      MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': expected shape (N,{},{},{}) for geometry {}, found {}",
+                   path, want.d, want.h, want.w, to_string(*geometry), ecal.shape_string());
     }
   } else if (!found) {
     MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': shape {} is neither (N,25,25,25) nor (N,51,51,25)", path,
@@ -85,12 +86,14 @@ std::unique_ptr<EventFile> EventFile::open(const std::string& path, std::optiona
   }
   f->m_events = ecal.dims[0];
   f->m_cells = ecal.dims[1] * ecal.dims[2] * ecal.dims[3];
-  if (f->m_events <= 0) MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': holds no events (shape {})", path, ecal.shape_string());
+  if (f->m_events <= 0)
+    MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL': holds no events (shape {})", path, ecal.shape_string());
 
   // Direct chunk reads: one event per chunk, no filter or deflate only, little-endian floats.
   const bool one_event_chunks = ecal.chunk.size() == 4 && ecal.chunk[0] == 1 && ecal.chunk[1] == ecal.dims[1] &&
                                 ecal.chunk[2] == ecal.dims[2] && ecal.chunk[3] == ecal.dims[3];
-  const bool simple_filters = ecal.filters.empty() || (ecal.filters.size() == 1 && ecal.filters[0] == H5Z_FILTER_DEFLATE);
+  const bool simple_filters =
+      ecal.filters.empty() || (ecal.filters.size() == 1 && ecal.filters[0] == H5Z_FILTER_DEFLATE);
   f->m_direct = one_event_chunks && simple_filters && ecal.type.little_endian;
 
   // Energy: `energy` (N,) preferred, else `target` (N,2) column 1.
@@ -101,8 +104,9 @@ std::unique_ptr<EventFile> EventFile::open(const std::string& path, std::optiona
     f->m_energy_source = "target[:,1]";
     f->m_energy = read_label(f->m_file, keys::target, f->m_events, 1, 2);
   } else {
-    MPIGAN_THROW(DataError, "data file '{}': has neither dataset 'energy' (N,) nor 'target' (N,2) (datasets present: {})",
-                 path, join(f->m_file.names()));
+    MPIGAN_THROW(DataError,
+                 "data file '{}': has neither dataset 'energy' (N,) nor 'target' (N,2) (datasets present: {})", path,
+                 join(f->m_file.names()));
   }
   for (std::int64_t i = 0; i < f->m_events; ++i) {
     const float e = f->m_energy[static_cast<std::size_t>(i)];
@@ -113,8 +117,10 @@ std::unique_ptr<EventFile> EventFile::open(const std::string& path, std::optiona
   }
   if (!angle_key.empty()) {
     if (!f->m_file.has(angle_key)) {
-      MPIGAN_THROW(DataError, "data file '{}': angle dataset '{}' is missing (datasets present: {}); set the angle key "
-                   "to one that exists ('mtheta' or 'theta')", path, angle_key, join(f->m_file.names()));
+      MPIGAN_THROW(DataError,
+                   "data file '{}': angle dataset '{}' is missing (datasets present: {}); set the angle key "
+                   "to one that exists ('mtheta' or 'theta')",
+                   path, angle_key, join(f->m_file.names()));
     }
     f->m_angle_key = angle_key;
     f->m_angle = read_label(f->m_file, angle_key, f->m_events, 0, 0);
@@ -123,7 +129,9 @@ std::unique_ptr<EventFile> EventFile::open(const std::string& path, std::optiona
   return f;
 }
 
-std::int64_t EventFile::events_per_chunk() const { return m_ecal_info.chunk.empty() ? 0 : m_ecal_info.chunk[0]; }
+std::int64_t EventFile::events_per_chunk() const {
+  return m_ecal_info.chunk.empty() ? 0 : m_ecal_info.chunk[0];
+}
 
 void EventFile::check_finite(std::int64_t first_event, std::span<const float> cells) const {
   for (std::size_t k = 0; k < cells.size(); ++k) {
@@ -131,8 +139,8 @@ void EventFile::check_finite(std::int64_t first_event, std::span<const float> ce
       const auto event = first_event + static_cast<std::int64_t>(k) / m_cells;
       const auto cell = static_cast<std::int64_t>(k) % m_cells;
       const auto& d = m_ecal_info.dims;
-      MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL', event {}: cell ({},{},{}) is {} (non-finite)", path(), event,
-                   cell / (d[2] * d[3]), (cell / d[3]) % d[2], cell % d[3], cells[k]);
+      MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL', event {}: cell ({},{},{}) is {} (non-finite)", path(),
+                   event, cell / (d[2] * d[3]), (cell / d[3]) % d[2], cell % d[3], cells[k]);
     }
   }
 }
@@ -158,8 +166,9 @@ void EventFile::read_direct(std::int64_t index, std::span<float> dst) const {
   }
   const std::size_t elem = m_ecal_info.type.size;
   const std::size_t want = static_cast<std::size_t>(m_cells) * elem;
-  unsigned char* out = elem == 4 ? reinterpret_cast<unsigned char*>(dst.data())
-                                 : (wide.resize(static_cast<std::size_t>(m_cells)), reinterpret_cast<unsigned char*>(wide.data()));
+  unsigned char* out =
+      elem == 4 ? reinterpret_cast<unsigned char*>(dst.data())
+                : (wide.resize(static_cast<std::size_t>(m_cells)), reinterpret_cast<unsigned char*>(wide.data()));
   const bool deflated = !m_ecal_info.filters.empty() && (filter_mask & 1u) == 0;
   if (deflated) {
     uLongf got = static_cast<uLongf>(want);
@@ -176,12 +185,14 @@ void EventFile::read_direct(std::int64_t index, std::span<float> dst) const {
     std::memcpy(out, compressed.data(), want);
   }
   if (elem == 8) {
-    for (std::int64_t k = 0; k < m_cells; ++k) dst[static_cast<std::size_t>(k)] = static_cast<float>(wide[static_cast<std::size_t>(k)]);
+    for (std::int64_t k = 0; k < m_cells; ++k)
+      dst[static_cast<std::size_t>(k)] = static_cast<float>(wide[static_cast<std::size_t>(k)]);
   }
 }
 
 void EventFile::read_event(std::int64_t index, std::span<float> dst) const {
-  MPIGAN_CHECK(index >= 0 && index < m_events, "data file '{}': event {} out of range [0, {})", path(), index, m_events);
+  MPIGAN_CHECK(index >= 0 && index < m_events, "data file '{}': event {} out of range [0, {})", path(), index,
+               m_events);
   MPIGAN_CHECK(static_cast<std::int64_t>(dst.size()) == m_cells, "data file '{}': buffer of {} floats for {} cells",
                path(), dst.size(), m_cells);
   if (m_direct) {
@@ -194,10 +205,10 @@ void EventFile::read_event(std::int64_t index, std::span<float> dst) const {
 }
 
 void EventFile::read_events(std::int64_t begin, std::int64_t count, std::span<float> dst) const {
-  MPIGAN_CHECK(begin >= 0 && count >= 0 && begin + count <= m_events, "data file '{}': events [{}, {}) out of range [0, {})",
-               path(), begin, begin + count, m_events);
-  MPIGAN_CHECK(static_cast<std::int64_t>(dst.size()) == count * m_cells, "data file '{}': buffer of {} floats for {} events",
-               path(), dst.size(), count);
+  MPIGAN_CHECK(begin >= 0 && count >= 0 && begin + count <= m_events,
+               "data file '{}': events [{}, {}) out of range [0, {})", path(), begin, begin + count, m_events);
+  MPIGAN_CHECK(static_cast<std::int64_t>(dst.size()) == count * m_cells,
+               "data file '{}': buffer of {} floats for {} events", path(), dst.size(), count);
   if (count == 0) return;
   if (m_direct) {
     for (std::int64_t i = 0; i < count; ++i) {

@@ -19,7 +19,8 @@ EventWriter::EventWriter(const std::string& path, const Dims3& dims, std::int64_
   MPIGAN_H5_CHECK(H5Pset_chunk(dcpl.get(), 4, chunk), "file '{}': ECAL chunking", path);
   MPIGAN_H5_CHECK(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(gzip_level)), "file '{}': ECAL gzip", path);
   MPIGAN_H5_CHECK(H5Pset_obj_track_times(dcpl.get(), false), "file '{}': ECAL time tracking", path);
-  m_ecal = h5::Hid(H5Dcreate2(m_file.id(), keys::ecal, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  m_ecal =
+      h5::Hid(H5Dcreate2(m_file.id(), keys::ecal, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   MPIGAN_H5_CHECK(m_ecal.get(), "file '{}': creating dataset 'ECAL'", path);
 }
 
@@ -43,8 +44,8 @@ void EventWriter::write_compressed(std::int64_t index, const std::vector<unsigne
 }
 
 void EventWriter::write_labels(const std::string& name, const std::vector<float>& values) {
-  MPIGAN_CHECK(static_cast<std::int64_t>(values.size()) == m_events, "writer '{}': dataset '{}' has {} values for {} events",
-               path(), name, values.size(), m_events);
+  MPIGAN_CHECK(static_cast<std::int64_t>(values.size()) == m_events,
+               "writer '{}': dataset '{}' has {} values for {} events", path(), name, values.size(), m_events);
   m_file.write_vector(name, values, m_level);
 }
 

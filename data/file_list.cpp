@@ -13,7 +13,9 @@
 namespace mpigan::data {
 namespace {
 
-bool has_wildcard(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool has_wildcard(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
 
 void expand_one(const std::string& entry, const std::string& origin, std::vector<std::string>& out) {
   if (!has_wildcard(entry)) {

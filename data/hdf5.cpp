@@ -57,11 +57,21 @@ void Hid::reset() {
 std::string TypeInfo::name() const {
   std::string base;
   switch (cls) {
-    case H5T_FLOAT: base = fmt::format("float{}", size * 8); break;
-    case H5T_INTEGER: base = fmt::format("int{}", size * 8); break;
-    case H5T_STRING: base = "string"; break;
-    case H5T_COMPOUND: base = "compound"; break;
-    default: base = fmt::format("type-class-{}", static_cast<int>(cls)); break;
+    case H5T_FLOAT:
+      base = fmt::format("float{}", size * 8);
+      break;
+    case H5T_INTEGER:
+      base = fmt::format("int{}", size * 8);
+      break;
+    case H5T_STRING:
+      base = "string";
+      break;
+    case H5T_COMPOUND:
+      base = "compound";
+      break;
+    default:
+      base = fmt::format("type-class-{}", static_cast<int>(cls));
+      break;
   }
   if (!little_endian && size > 1 && (cls == H5T_FLOAT || cls == H5T_INTEGER)) base += " big-endian";
   return base;
@@ -154,13 +164,15 @@ DatasetInfo dataset_info(hid_t dset, const std::string& name, const std::string&
   MPIGAN_H5_CHECK(type.get(), "data file '{}', dataset '{}': reading the type", path, name);
   info.type.cls = H5Tget_class(type.get());
   info.type.size = H5Tget_size(type.get());
-  if (info.type.cls == H5T_FLOAT || info.type.cls == H5T_INTEGER) info.type.little_endian = H5Tget_order(type.get()) == H5T_ORDER_LE;
+  if (info.type.cls == H5T_FLOAT || info.type.cls == H5T_INTEGER)
+    info.type.little_endian = H5Tget_order(type.get()) == H5T_ORDER_LE;
 
   Hid dcpl(H5Dget_create_plist(dset));
   MPIGAN_H5_CHECK(dcpl.get(), "data file '{}', dataset '{}': creation properties", path, name);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
     std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
-    MPIGAN_H5_CHECK(H5Pget_chunk(dcpl.get(), rank, chunk.data()), "data file '{}', dataset '{}': chunk dims", path, name);
+    MPIGAN_H5_CHECK(H5Pget_chunk(dcpl.get(), rank, chunk.data()), "data file '{}', dataset '{}': chunk dims", path,
+                    name);
     info.chunk.assign(chunk.begin(), chunk.end());
   }
   const int nfilters = H5Pget_nfilters(dcpl.get());

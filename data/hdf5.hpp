@@ -66,9 +66,9 @@ class Hid {
 /// Element type of a dataset, as far as the readers care.
 struct TypeInfo {
   H5T_class_t cls = H5T_NO_CLASS;
-  std::size_t size = 0;           ///< bytes per element
+  std::size_t size = 0;  ///< bytes per element
   bool little_endian = true;
-  std::string name() const;       ///< "float32", "float64 big-endian", "int64", ...
+  std::string name() const;  ///< "float32", "float64 big-endian", "int64", ...
   bool is_float() const { return cls == H5T_FLOAT; }
 };
 
@@ -77,10 +77,10 @@ struct DatasetInfo {
   std::string name;
   std::vector<std::int64_t> dims;
   TypeInfo type;
-  std::vector<std::int64_t> chunk;   ///< empty when not chunked
-  std::vector<H5Z_filter_t> filters; ///< filter pipeline, in order
-  int deflate_level = -1;            ///< when the pipeline has deflate
-  std::string shape_string() const;  ///< "(10000,25,25,25)"
+  std::vector<std::int64_t> chunk;    ///< empty when not chunked
+  std::vector<H5Z_filter_t> filters;  ///< filter pipeline, in order
+  int deflate_level = -1;             ///< when the pipeline has deflate
+  std::string shape_string() const;   ///< "(10000,25,25,25)"
 };
 
 /// Read-only handle on one HDF5 file. All members take the lock themselves.
@@ -128,7 +128,7 @@ DatasetInfo dataset_info(hid_t dset, const std::string& name, const std::string&
   do {                                                                                           \
     if ((expr) < 0) [[unlikely]] {                                                               \
       const std::string mpigan_h5_stack_ = ::mpigan::data::h5::error_stack();                    \
-      MPIGAN_THROW(::mpigan::DataError, "{} [HDF5: {}]", fmt::format(__VA_ARGS__),              \
+      MPIGAN_THROW(::mpigan::DataError, "{} [HDF5: {}]", fmt::format(__VA_ARGS__),               \
                    mpigan_h5_stack_.empty() ? std::string("no error stack") : mpigan_h5_stack_); \
     }                                                                                            \
   } while (0)

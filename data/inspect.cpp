@@ -63,15 +63,17 @@ FileSummary inspect_file(const std::string& path, std::int64_t max_events) {
 }
 
 std::string format_summary(const FileSummary& s) {
-  std::string out = fmt::format("{}\n  events      {}\n  geometry    {} (file (N, x, y, depth) -> tensor (N, 1, D, H, W))\n",
-                                s.path, s.events, to_string(s.geometry));
+  std::string out =
+      fmt::format("{}\n  events      {}\n  geometry    {} (file (N, x, y, depth) -> tensor (N, 1, D, H, W))\n", s.path,
+                  s.events, to_string(s.geometry));
   out += "  datasets\n";
   for (const auto& d : s.datasets) {
     if (d.dims.empty() && d.type.size == 0) {
       out += fmt::format("    {}\n", d.name);
       continue;
     }
-    std::string storage = d.chunk.empty() ? "contiguous" : "chunks " + h5::DatasetInfo{d.name, d.chunk, {}, {}, {}, -1}.shape_string();
+    std::string storage =
+        d.chunk.empty() ? "contiguous" : "chunks " + h5::DatasetInfo{d.name, d.chunk, {}, {}, {}, -1}.shape_string();
     if (d.deflate_level >= 0) storage += fmt::format(", gzip {}", d.deflate_level);
     out += fmt::format("    {:<8} {:<18} {:<8} {}\n", d.name, d.shape_string(), d.type.name(), storage);
   }
@@ -87,8 +89,9 @@ std::string format_summary(const FileSummary& s) {
   out += fmt::format("  ECAL sum    {:.4g} .. {:.4g} (file units); max cell {:.4g}; cells > 0: {:.2f} %\n", s.sum_min,
                      s.sum_max, s.max_cell, 100.0 * s.nonzero_fraction);
   out += fmt::format("  units       {}\n", s.units.explain());
-  out += fmt::format("  reads       {}\n", s.direct_chunks ? "direct chunk reads (one event per chunk)"
-                                                          : fmt::format("hyperslab reads ({} events per chunk)", s.events_per_chunk));
+  out += fmt::format("  reads       {}\n",
+                     s.direct_chunks ? "direct chunk reads (one event per chunk)"
+                                     : fmt::format("hyperslab reads ({} events per chunk)", s.events_per_chunk));
   out += "  valid       yes (all labels and every scanned event finite; energies > 0)\n";
   return out;
 }

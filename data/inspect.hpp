@@ -24,12 +24,12 @@ struct FileSummary {
   std::int64_t events = 0;
   std::vector<h5::DatasetInfo> datasets;  ///< every dataset of the root group
   std::string energy_source;
-  LabelRange energy;                      ///< GeV
-  std::vector<LabelRange> angles;         ///< theta, mtheta, eta when present (radians / none)
-  UnitsGuess units;                       ///< from all events
-  double sum_min = 0, sum_max = 0;        ///< sum of ECAL per event, file units
+  LabelRange energy;                ///< GeV
+  std::vector<LabelRange> angles;   ///< theta, mtheta, eta when present (radians / none)
+  UnitsGuess units;                 ///< from all events
+  double sum_min = 0, sum_max = 0;  ///< sum of ECAL per event, file units
   double max_cell = 0;
-  double nonzero_fraction = 0;            ///< cells > 0 over all cells
+  double nonzero_fraction = 0;  ///< cells > 0 over all cells
   bool direct_chunks = false;
   std::int64_t events_per_chunk = 0;
 };

@@ -7,9 +7,13 @@
 
 namespace mpigan::data {
 
-Dims3 geometry_dims(Geometry g) { return g == Geometry::ecal25 ? Dims3{25, 25, 25} : Dims3{51, 51, 25}; }
+Dims3 geometry_dims(Geometry g) {
+  return g == Geometry::ecal25 ? Dims3{25, 25, 25} : Dims3{51, 51, 25};
+}
 
-const char* to_string(Geometry g) { return g == Geometry::ecal25 ? "25x25x25" : "51x51x25"; }
+const char* to_string(Geometry g) {
+  return g == Geometry::ecal25 ? "25x25x25" : "51x51x25";
+}
 
 Geometry parse_geometry(std::string_view s) {
   if (s == "25x25x25" || s == "ecal25") return Geometry::ecal25;
@@ -28,9 +32,12 @@ std::optional<Geometry> geometry_from_ecal_dims(const std::vector<std::int64_t>&
 
 const char* to_string(Units u) {
   switch (u) {
-    case Units::automatic: return "auto";
-    case Units::gev: return "gev";
-    case Units::gev_x50: return "gev_x50";
+    case Units::automatic:
+      return "auto";
+    case Units::gev:
+      return "gev";
+    case Units::gev_x50:
+      return "gev_x50";
   }
   return "?";
 }
@@ -61,8 +68,10 @@ UnitsGuess guess_units(std::vector<double> ratios) {
   const auto mid = ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2);
   std::nth_element(ratios.begin(), mid, ratios.end());
   g.median_ratio = *mid;
-  if (g.median_ratio >= 0.002 && g.median_ratio < 0.14) g.units = Units::gev;
-  else if (g.median_ratio >= 0.14 && g.median_ratio < 10.0) g.units = Units::gev_x50;
+  if (g.median_ratio >= 0.002 && g.median_ratio < 0.14)
+    g.units = Units::gev;
+  else if (g.median_ratio >= 0.14 && g.median_ratio < 10.0)
+    g.units = Units::gev_x50;
   return g;
 }
 

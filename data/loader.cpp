@@ -5,7 +5,6 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/data/parallel.hpp"
 
-
 namespace mpigan::data {
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options)
@@ -16,17 +15,22 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& opti
   if (options.shard < 0 || options.shard >= options.num_shards) {
     problems.push_back(fmt::format("loader: shard {} is not in [0, {})", options.shard, options.num_shards));
   }
-  if (options.prefetch_batches < 1) problems.push_back(fmt::format("loader: prefetch_batches must be >= 1, got {}", options.prefetch_batches));
-  if (options.read_threads < 1) problems.push_back(fmt::format("loader: read_threads must be >= 1, got {}", options.read_threads));
+  if (options.prefetch_batches < 1)
+    problems.push_back(fmt::format("loader: prefetch_batches must be >= 1, got {}", options.prefetch_batches));
+  if (options.read_threads < 1)
+    problems.push_back(fmt::format("loader: read_threads must be >= 1, got {}", options.read_threads));
   MPIGAN_CHECK_PROBLEMS(problems);
   if (m_plan.unused_per_epoch() > 0) {
-    spdlog::info("loader '{}' shard {}/{}: drop_last leaves {} of {} events unused per epoch (a different set each epoch)",
-                 m_dataset->name(), options.shard, options.num_shards, m_plan.unused_per_epoch(), m_dataset->size());
+    spdlog::info(
+        "loader '{}' shard {}/{}: drop_last leaves {} of {} events unused per epoch (a different set each epoch)",
+        m_dataset->name(), options.shard, options.num_shards, m_plan.unused_per_epoch(), m_dataset->size());
   }
   start(m_position);
 }
 
-Loader::~Loader() { stop(); }
+Loader::~Loader() {
+  stop();
+}
 
 void Loader::start(Position from) {
   m_stop = false;
@@ -130,8 +134,8 @@ bool Loader::next(Batch& out) {
 
 void Loader::seek(const Position& p) {
   MPIGAN_CHECK(p.epoch >= 0 && p.cursor >= 0 && p.cursor <= m_plan.batches_per_epoch(),
-               "loader '{}': cannot seek to epoch {} batch {} ({} batches per epoch)", m_dataset->name(), p.epoch, p.cursor,
-               m_plan.batches_per_epoch());
+               "loader '{}': cannot seek to epoch {} batch {} ({} batches per epoch)", m_dataset->name(), p.epoch,
+               p.cursor, m_plan.batches_per_epoch());
   stop();
   m_failed = nullptr;
   m_position = p;

@@ -8,9 +8,10 @@
 namespace mpigan::data {
 
 std::string Preprocess::describe() const {
-  return fmt::format("model units {}, threshold {:g}, xscale {:g}, power {:g}, energy x{:g}, {}", to_string(model_units),
-                     threshold, xscale, power, energy_scale,
-                     min_ecal_sum > 0 ? fmt::format("drop ECAL sum <= {:g}", min_ecal_sum) : std::string("keep all events"));
+  return fmt::format(
+      "model units {}, threshold {:g}, xscale {:g}, power {:g}, energy x{:g}, {}", to_string(model_units), threshold,
+      xscale, power, energy_scale,
+      min_ecal_sum > 0 ? fmt::format("drop ECAL sum <= {:g}", min_ecal_sum) : std::string("keep all events"));
 }
 
 Preprocess preprocess_3dgan() {
@@ -80,7 +81,8 @@ void apply_power(std::span<float> cells, float power) {
 
 Tensor postprocess_images(const Tensor& generated, const Preprocess& p, Units file_units) {
   MPIGAN_CHECK_SHAPE(generated.shape().rank() == 5 && generated.shape()[1] == 1,
-                     "postprocess_images: expected generated showers of shape (N,1,X,Y,Z), found {}", generated.shape());
+                     "postprocess_images: expected generated showers of shape (N,1,X,Y,Z), found {}",
+                     generated.shape());
   MPIGAN_CHECK(file_units != Units::automatic, "postprocess_images: target units must be gev or gev_x50, not auto");
   Tensor out = generated.clone();
   const double to_file = unit_factor(p.model_units, file_units) / p.xscale;

@@ -26,13 +26,13 @@
 namespace mpigan::data {
 
 struct Preprocess {
-  Units model_units = Units::gev;  ///< units the model's numbers refer to (threshold, min_ecal_sum)
-  float threshold = 1e-6f;         ///< cells below -> 0, in model units before xscale
-  float xscale = 100.0f;           ///< multiply cells after unit conversion and threshold
-  float power = 1.0f;              ///< X <- X^power after computing the ECAL-sum target
-  float energy_scale = 0.01f;      ///< energy target = E * energy_scale
-  float min_ecal_sum = 0.0f;       ///< drop events with ecal <= this (after xscale); 0 keeps all
-  std::string angle_key = "mtheta";///< angle label dataset for ecal51 ("mtheta" or "theta")
+  Units model_units = Units::gev;    ///< units the model's numbers refer to (threshold, min_ecal_sum)
+  float threshold = 1e-6f;           ///< cells below -> 0, in model units before xscale
+  float xscale = 100.0f;             ///< multiply cells after unit conversion and threshold
+  float power = 1.0f;                ///< X <- X^power after computing the ECAL-sum target
+  float energy_scale = 0.01f;        ///< energy target = E * energy_scale
+  float min_ecal_sum = 0.0f;         ///< drop events with ecal <= this (after xscale); 0 keeps all
+  std::string angle_key = "mtheta";  ///< angle label dataset for ecal51 ("mtheta" or "theta")
 
   /// "gev, threshold 1e-06, xscale 100, power 1, E*0.01, keep all"
   std::string describe() const;
@@ -54,6 +54,8 @@ void apply_power(std::span<float> cells, float power);
 /// (a new tensor). Negative generator outputs are clamped to 0 before the inverse power.
 Tensor postprocess_images(const Tensor& generated, const Preprocess& p, Units file_units);
 /// Energy in GeV from the energy target.
-inline float energy_from_target(float target, const Preprocess& p) { return target / p.energy_scale; }
+inline float energy_from_target(float target, const Preprocess& p) {
+  return target / p.energy_scale;
+}
 
 }  // namespace mpigan::data

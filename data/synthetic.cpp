@@ -19,7 +19,8 @@ void synthetic_event(std::uint64_t seed, std::int64_t e, float* image, float& en
     for (std::int64_t h = 0; h < S; ++h)
       for (std::int64_t w = 0; w < S; ++w) {
         const double r2 = (d - 3.5) * (d - 3.5) + (h - 3.5) * (h - 3.5);
-        const double v = std::max(0.0, std::exp(-r2 / 2.0 - (w - zmax) * (w - zmax) / 4.0) * (1.0 + 0.03 * rng.normal()));
+        const double v =
+            std::max(0.0, std::exp(-r2 / 2.0 - (w - zmax) * (w - zmax) / 4.0) * (1.0 + 0.03 * rng.normal()));
         image[(d * S + h) * S + w] = static_cast<float>(v);
         sum += v;
       }

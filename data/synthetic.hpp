@@ -19,11 +19,11 @@ constexpr std::int64_t kSyntheticSide = 8;
 void synthetic_event(std::uint64_t seed, std::int64_t e, float* image, float& energy, float& ecal);
 
 struct SyntheticOptions {
-  std::uint64_t seed = 1;       ///< the events
+  std::uint64_t seed = 1;  ///< the events
   std::int64_t first = 0, count = 4096;
   std::int64_t batch = 16;
   int shard = 0, num_shards = 1;
-  std::uint64_t order_seed = 1; ///< epoch permutations
+  std::uint64_t order_seed = 1;  ///< epoch permutations
   bool shuffle = true;
 };
 

@@ -10,8 +10,8 @@
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
-#include "mpigan/train/experiment.hpp"
 #include "mpigan/dist/topology.hpp"
+#include "mpigan/train/experiment.hpp"
 
 #include <memory>
 #include <optional>
@@ -22,8 +22,8 @@ struct EarlyStopping {
   bool enabled = false;
   std::string metric = "val_g_loss";  ///< val_d_loss | val_g_loss | val_d_real | val_d_fake
   bool minimize = true;
-  std::optional<double> threshold;    ///< stop when the metric reaches it
-  std::int64_t patience = 0;          ///< stop after this many validations without improvement (0: off)
+  std::optional<double> threshold;  ///< stop when the metric reaches it
+  std::int64_t patience = 0;        ///< stop after this many validations without improvement (0: off)
 };
 
 struct DistConfig {

@@ -35,8 +35,8 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
   resolved["output"]["dir"] = dir;
   run.write_config(resolved);
   train::DataPlan::open(e, true);  // simulates when asked, validates every file once
-  spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size, t.masters,
-               t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
+  spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size,
+               t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
 }
 
 /// The rank table: launchers name a dead process by PID (MPICH's hydra) or task number (srun);

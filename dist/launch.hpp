@@ -43,11 +43,11 @@ struct RoleContext {
   const DistExperiment& d;
   Topology& t;
   std::string run_dir;
-  std::int64_t resume = -1;        ///< the checkpoint id to continue from; -1: a fresh start
+  std::int64_t resume = -1;  ///< the checkpoint id to continue from; -1: a fresh start
   Trace& trace;
   const PayloadChannels& channels;
-  train::Session session;          ///< this rank's backend, model, optimizers and GAN step
-  PayloadLayout layout;            ///< of session.model
+  train::Session session;  ///< this rank's backend, model, optimizers and GAN step
+  PayloadLayout layout;    ///< of session.model
   /// A sub-master calls it just before its closing barrier (the watchdog's goodbye).
   std::function<void()> before_barrier;
 };

@@ -1,7 +1,7 @@
 #include "mpigan/dist/payload_channel.hpp"
 
-#include "mpigan/kernels/vector_kernels.hpp"
 #include "mpigan/core/error.hpp"
+#include "mpigan/kernels/vector_kernels.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,11 +13,17 @@ namespace mpigan::dist {
 
 namespace {
 /// Slots start on 64-byte boundaries: 16 floats.
-std::size_t round_up16(std::size_t n) { return (n + 15) / 16 * 16; }
+std::size_t round_up16(std::size_t n) {
+  return (n + 15) / 16 * 16;
+}
 /// A segment for n local children: n + 1 doorbells, then two slots per child.
 constexpr std::size_t kBellFloats = Doorbell::kBytes / sizeof(float);
-std::size_t bells_floats(std::size_t children) { return children == 0 ? 0 : kBellFloats * (children + 1); }
-Doorbell bell_at(float* segment, std::size_t k) { return Doorbell(reinterpret_cast<std::uint32_t*>(segment + kBellFloats * k)); }
+std::size_t bells_floats(std::size_t children) {
+  return children == 0 ? 0 : kBellFloats * (children + 1);
+}
+Doorbell bell_at(float* segment, std::size_t k) {
+  return Doorbell(reinterpret_cast<std::uint32_t*>(segment + kBellFloats * k));
+}
 /// How long a waiter with a doorbell every sender rings sleeps on it at most (a safety net).
 constexpr double kBellTimeoutSeconds = 0.05;
 }  // namespace
@@ -42,10 +48,15 @@ void PayloadChannels::release() noexcept {
 }
 
 PayloadChannels::PayloadChannels(PayloadChannels&& o) noexcept
-    : m_node(std::exchange(o.m_node, MPI_COMM_NULL)), m_win(std::exchange(o.m_win, MPI_WIN_NULL)),
-      m_floats(o.m_floats), m_stride(o.m_stride), m_child_slot(std::move(o.m_child_slot)),
-      m_parent_slot(std::exchange(o.m_parent_slot, nullptr)), m_bell(std::exchange(o.m_bell, {})),
-      m_child_bell(std::move(o.m_child_bell)), m_parent_bell(std::exchange(o.m_parent_bell, {})),
+    : m_node(std::exchange(o.m_node, MPI_COMM_NULL)),
+      m_win(std::exchange(o.m_win, MPI_WIN_NULL)),
+      m_floats(o.m_floats),
+      m_stride(o.m_stride),
+      m_child_slot(std::move(o.m_child_slot)),
+      m_parent_slot(std::exchange(o.m_parent_slot, nullptr)),
+      m_bell(std::exchange(o.m_bell, {})),
+      m_child_bell(std::move(o.m_child_bell)),
+      m_parent_bell(std::exchange(o.m_parent_bell, {})),
       m_my_bell(std::exchange(o.m_my_bell, {})) {}
 
 PayloadChannels& PayloadChannels::operator=(PayloadChannels&& o) noexcept {
@@ -121,7 +132,8 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
       if (entry(r, 0) == t.parent) parent_node_rank = r;
     if (parent_node_rank >= 0) {
       const std::vector<int> siblings = children_of(t.parent);
-      const auto k = static_cast<std::size_t>(std::find(siblings.begin(), siblings.end(), t.child_id) - siblings.begin());
+      const auto k =
+          static_cast<std::size_t>(std::find(siblings.begin(), siblings.end(), t.child_id) - siblings.begin());
       MPI_Aint size = 0;
       int unit = 0;
       float* parent_base = nullptr;
@@ -139,7 +151,8 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
 }
 
 int PayloadChannels::shared_children() const {
-  return static_cast<int>(std::count_if(m_child_slot.begin(), m_child_slot.end(), [](float* p) { return p != nullptr; }));
+  return static_cast<int>(
+      std::count_if(m_child_slot.begin(), m_child_slot.end(), [](float* p) { return p != nullptr; }));
 }
 
 Idle PayloadChannels::from_children(double poll_s) const {
@@ -184,7 +197,8 @@ void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int pa
 
 void pull_payload(const Comm& links, const PayloadChannels& ch, int parent, std::span<float> out) {
   if (ch.parent_shared()) {
-    MPIGAN_CHECK(out.size() == ch.down().size(), "pull_payload: {} floats for a slot of {}", out.size(), ch.down().size());
+    MPIGAN_CHECK(out.size() == ch.down().size(), "pull_payload: {} floats for a slot of {}", out.size(),
+                 ch.down().size());
     ch.sync();
     std::memcpy(out.data(), ch.down().data(), out.size_bytes());
     return;

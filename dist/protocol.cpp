@@ -7,11 +7,16 @@ namespace mpigan::dist {
 
 std::string to_string(Kind k) {
   switch (k) {
-    case Kind::update: return "update";
-    case Kind::pull: return "pull";
-    case Kind::done: return "done";
-    case Kind::weights: return "weights";
-    case Kind::stop: return "stop";
+    case Kind::update:
+      return "update";
+    case Kind::pull:
+      return "pull";
+    case Kind::done:
+      return "done";
+    case Kind::weights:
+      return "weights";
+    case Kind::stop:
+      return "stop";
   }
   return fmt::format("unknown kind {}", static_cast<int>(k));
 }

@@ -43,16 +43,16 @@ constexpr std::int32_t kFlagNotApplied = 2;
 
 struct Header {
   Kind kind = Kind::update;
-  std::int32_t child = -1;         ///< sender's id at its master (worker -> master)
-  std::int64_t version = 0;        ///< worker: master version its weights came from; master: version now
-  std::int64_t samples = 0;        ///< samples behind this update
-  std::int64_t steps = 0;          ///< the worker's training steps so far
+  std::int32_t child = -1;             ///< sender's id at its master (worker -> master)
+  std::int64_t version = 0;            ///< worker: master version its weights came from; master: version now
+  std::int64_t samples = 0;            ///< samples behind this update
+  std::int64_t steps = 0;              ///< the worker's training steps so far
   std::int64_t epoch = 0, cursor = 0;  ///< the worker's data position after this update
   std::int32_t flags = 0;
   std::int32_t n_losses = 0;
-  std::int64_t checkpoint = -1;    ///< master: checkpoint id to write; worker: last checkpoint id written
-  double compute_s = 0;            ///< worker: seconds computing this update
-  double wait_s = 0;               ///< worker: seconds waiting for the previous reply
+  std::int64_t checkpoint = -1;  ///< master: checkpoint id to write; worker: last checkpoint id written
+  double compute_s = 0;          ///< worker: seconds computing this update
+  double wait_s = 0;             ///< worker: seconds waiting for the previous reply
   /// Update headers: the sums of squares (in double) of the payload's G block, D block and
   /// BatchNorm state, computed by the sender in the pass that copies the payload out
   /// (push_payload). The master takes the update's norms and finiteness from them, so it does not
@@ -97,7 +97,9 @@ struct PayloadLayout {
 
 /// Both networks, in payload order: `for (models::Net n : kNets)`.
 inline constexpr std::array<models::Net, 2> kNets{models::Net::generator, models::Net::discriminator};
-inline constexpr std::size_t index(models::Net n) { return static_cast<std::size_t>(n); }
+inline constexpr std::size_t index(models::Net n) {
+  return static_cast<std::size_t>(n);
+}
 
 /// Send @p h to @p dest, then ring @p bell (the receiver's doorbell, when it shares this node).
 void send_header(const Comm& c, const Header& h, int dest, int tag, const Doorbell& bell = {});

@@ -30,17 +30,22 @@ bool worker_spins(const std::string& mode, int local_workers, int threads, int l
 
 const char* to_string(Role r) {
   switch (r) {
-    case Role::top_master: return "master";
-    case Role::sub_master: return "sub-master";
-    case Role::worker: return "worker";
+    case Role::top_master:
+      return "master";
+    case Role::sub_master:
+      return "sub-master";
+    case Role::worker:
+      return "worker";
   }
   return "?";
 }
 
 std::string Topology::label() const {
   switch (role) {
-    case Role::top_master: return fmt::format("rank {} master", rank);
-    case Role::sub_master: return fmt::format("rank {} sub-master {}", rank, rank);
+    case Role::top_master:
+      return fmt::format("rank {} master", rank);
+    case Role::sub_master:
+      return fmt::format("rank {} sub-master {}", rank, rank);
     case Role::worker:
       return group_size > 1 ? fmt::format("rank {} worker (group {}{})", rank, group, group_rank == 0 ? " leader" : "")
                             : fmt::format("rank {} worker {}", rank, group);
@@ -56,16 +61,18 @@ void Topology::validate(const TopologyConfig& c, int size, std::int64_t batch, s
     return;
   }
   if (workers % c.group_size != 0)
-    problems.push_back(fmt::format("topology: {} worker ranks ({} ranks - {} masters) do not form groups of {}", workers,
-                                   size, c.masters, c.group_size));
+    problems.push_back(fmt::format("topology: {} worker ranks ({} ranks - {} masters) do not form groups of {}",
+                                   workers, size, c.masters, c.group_size));
   const int groups = workers / c.group_size;
   if (c.masters > 1 && groups < c.masters - 1)
-    problems.push_back(fmt::format("topology: {} worker groups for {} sub-masters: each sub-master needs at least one group",
-                                   groups, c.masters - 1));
+    problems.push_back(
+        fmt::format("topology: {} worker groups for {} sub-masters: each sub-master needs at least one group", groups,
+                    c.masters - 1));
   if (batch % c.group_size != 0)
-    problems.push_back(fmt::format("topology: training.batch {} is not divisible by group_size {} (each group rank "
-                                   "computes batch/group_size events)",
-                                   batch, c.group_size));
+    problems.push_back(
+        fmt::format("topology: training.batch {} is not divisible by group_size {} (each group rank "
+                    "computes batch/group_size events)",
+                    batch, c.group_size));
 }
 
 Topology Topology::build(const Comm& comm, const TopologyConfig& c) {

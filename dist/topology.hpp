@@ -24,8 +24,8 @@ namespace mpigan::dist {
 struct TopologyConfig {
   int masters = 1;
   int group_size = 1;
-  int ranks_per_node = 0;           ///< for GPU binding; 0 = detect (MPI_COMM_TYPE_SHARED)
-  std::int64_t submaster_every = 1; ///< sub-master updates between exchanges with the top master
+  int ranks_per_node = 0;            ///< for GPU binding; 0 = detect (MPI_COMM_TYPE_SHARED)
+  std::int64_t submaster_every = 1;  ///< sub-master updates between exchanges with the top master
   /// CPU threads of a master rank while it serves (its vector arithmetic is memory-bound: more
   /// threads add little and take cores from co-located workers); validation uses `threads`.
   int master_threads = 1;
@@ -51,17 +51,17 @@ struct Topology {
   int size = 1, rank = 0;
   int masters = 1, group_size = 1, groups = 0;
   Role role = Role::worker;
-  int parent = -1;               ///< the master this rank talks to (workers, sub-masters); -1 for the top
-  std::vector<int> children;     ///< masters: ranks they serve (group leaders or sub-masters), in id order
-  int child_id = -1;             ///< this rank's id at its parent (leaders and sub-masters)
+  int parent = -1;            ///< the master this rank talks to (workers, sub-masters); -1 for the top
+  std::vector<int> children;  ///< masters: ranks they serve (group leaders or sub-masters), in id order
+  int child_id = -1;          ///< this rank's id at its parent (leaders and sub-masters)
   int group = -1, group_rank = -1;
-  int shard = -1, shards = 0;    ///< worker data shard
+  int shard = -1, shards = 0;          ///< worker data shard
   int local_rank = 0, local_size = 1;  ///< among the ranks of this node
-  int local_workers = 0;         ///< worker ranks on this node
-  int local_cpus = 0;            ///< CPUs the ranks of this node may run on (union of their affinity masks)
-  int device_id = -1;            ///< GPU for this rank (node-local rank), -1 = none chosen
-  Comm links;                    ///< duplicate of the run communicator, for master-worker messages
-  Comm group_comm;               ///< the ranks of this worker group (workers only)
+  int local_workers = 0;               ///< worker ranks on this node
+  int local_cpus = 0;                  ///< CPUs the ranks of this node may run on (union of their affinity masks)
+  int device_id = -1;                  ///< GPU for this rank (node-local rank), -1 = none chosen
+  Comm links;                          ///< duplicate of the run communicator, for master-worker messages
+  Comm group_comm;                     ///< the ranks of this worker group (workers only)
 
   bool leader() const { return role == Role::worker && group_rank == 0; }
   /// The label for logs and errors: "rank 3 worker (group 1 leader)".

@@ -20,8 +20,8 @@ Trace::Span::Span(Trace* t, const char* name, const char* cat)
 Trace::Span::~Span() {
   if (!m_trace) return;
   const double t1 = MPI_Wtime();
-  m_trace->add(fmt::format(R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":0,"ts":{:.1f},"dur":{:.1f}}})", m_name, m_cat,
-                           m_trace->m_pid, (m_t0 - m_trace->m_start) * 1e6, (t1 - m_t0) * 1e6));
+  m_trace->add(fmt::format(R"({{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":0,"ts":{:.1f},"dur":{:.1f}}})", m_name,
+                           m_cat, m_trace->m_pid, (m_t0 - m_trace->m_start) * 1e6, (t1 - m_t0) * 1e6));
 }
 
 void Trace::counter(const char* name, double value) {

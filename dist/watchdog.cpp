@@ -28,8 +28,8 @@ namespace mpigan::dist {
 
 namespace {
 
-constexpr char kBye = 'B';  ///< rank -> monitor: finished normally; monitor -> rank: rank 0 finished
-constexpr char kEnd = 'E';  ///< monitor -> rank: a rank died, the failure is reported; exit now
+constexpr char kBye = 'B';    ///< rank -> monitor: finished normally; monitor -> rank: rank 0 finished
+constexpr char kEnd = 'E';    ///< monitor -> rank: a rank died, the failure is reported; exit now
 constexpr char kAbort = 'A';  ///< rank 0 -> monitor: rank 0 is aborting (SIGABRT)
 constexpr const char* kMonitorFlag = "--watchdog-monitor";
 
@@ -233,7 +233,8 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
     ::freeaddrinfo(res);
-    MPIGAN_CHECK(rc == 0, "watchdog: cannot connect to rank 0 at {}:{}: {}", addr.host, addr.port, std::strerror(errno));
+    MPIGAN_CHECK(rc == 0, "watchdog: cannot connect to rank 0 at {}:{}: {}", addr.host, addr.port,
+                 std::strerror(errno));
     MPIGAN_CHECK(::send(fd, &m_rank, sizeof m_rank, 0) == static_cast<ssize_t>(sizeof m_rank), "watchdog: send()");
     m_fd = fd;
     MPIGAN_CHECK(::pipe2(m_wake, O_CLOEXEC) == 0, "watchdog: pipe()");
@@ -249,7 +250,7 @@ void Watchdog::start_monitor(const std::vector<int>& fds, const std::vector<std:
   // only); it closes whatever else leaks through at once.
   auto inherit = [](int fd) { ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) & ~FD_CLOEXEC); };
   inherit(life[0]);
-  std::vector<std::string> args{"mpigan", kMonitorFlag, std::to_string(life[0]), std::to_string(::getpid()),
+  std::vector<std::string> args{"mpigan",       kMonitorFlag, std::to_string(life[0]), std::to_string(::getpid()),
                                 m_failure_file, labels.at(0)};
   for (std::size_t r = 1; r < fds.size(); ++r) {
     inherit(fds[r]);
@@ -311,7 +312,7 @@ void Watchdog::watch_parent() {
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       char c = 0;
       const ssize_t got = ::recv(m_fd, &c, 1, 0);
-      if (got == 1 && c == kBye) return;  // rank 0 finished
+      if (got == 1 && c == kBye) return;         // rank 0 finished
       if (got == 1 && c == kEnd) std::_Exit(2);  // a rank died; rank 0's monitor has reported it
       if (got <= 0) {
         write_line("mpigan: error: rank 0 (the master) is gone: its connection closed; ending rank " +

@@ -15,7 +15,9 @@ using dist::kNets;
 using models::Net;
 
 namespace {
-const char* net_name(Net n) { return n == Net::generator ? "generator" : "discriminator"; }
+const char* net_name(Net n) {
+  return n == Net::generator ? "generator" : "discriminator";
+}
 }  // namespace
 
 ParentLink::ParentLink(dist::RoleContext& ctx, UpdateService& service)
@@ -93,8 +95,8 @@ ParentLink::Reply ParentLink::exchange() {
   h.samples = m_service.samples() - m_samples_at_push;
   m_samples_at_push = m_service.samples();
   dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, layout);
-  const Header r = dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds,
-                                     m_ctx.channels.from_parent());
+  const Header r =
+      dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, m_ctx.channels.from_parent());
   if (r.kind == Kind::stop) return take_stop(r, (r.flags & dist::kFlagNotApplied) != 0);
   dist::pull_payload(t.links, m_ctx.channels, t.parent, buf);
   return take_parent_weights(r, buf);
@@ -115,8 +117,7 @@ ParentLink::Reply ParentLink::done() {
 }
 
 void ParentLink::write_part(std::int64_t id) {
-  train::CheckpointWriter w(
-      dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank)));
+  train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank)));
   m_service.save(w);
   for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_pulled[dist::index(n)]);
   w.put_int("progress/parent_version", m_parent_version);
@@ -130,8 +131,8 @@ void ParentLink::load_part(std::int64_t id) {
   m_service.load(r, path);
   for (Net n : kNets) {
     auto p = r.floats(fmt::format("pulled/{}", net_name(n)));
-    MPIGAN_CHECK(p.size() == m_service.weights(n).size(), "checkpoint '{}': pulled/{} has {} values, the model {}", path,
-                 net_name(n), p.size(), m_service.weights(n).size());
+    MPIGAN_CHECK(p.size() == m_service.weights(n).size(), "checkpoint '{}': pulled/{} has {} values, the model {}",
+                 path, net_name(n), p.size(), m_service.weights(n).size());
     m_pulled[dist::index(n)] = std::move(p);
   }
   m_parent_version = r.get_int("progress/parent_version");

@@ -135,7 +135,8 @@ bool Progress::early_stop(double v) {
     m_best = v;
     m_since_best = 0;
   } else if (es.patience > 0 && ++m_since_best >= es.patience) {
-    spdlog::info("early stopping: {} did not improve for {} validations (best {:.5g})", es.metric, es.patience, *m_best);
+    spdlog::info("early stopping: {} did not improve for {} validations (best {:.5g})", es.metric, es.patience,
+                 *m_best);
     return true;
   }
   return false;

@@ -19,7 +19,7 @@ namespace mpigan::master {
 struct LogRow {
   dist::Header h;
   int child = 0, rank = 0;
-  std::int64_t version = 0;          ///< the master's version when it was served
+  std::int64_t version = 0;  ///< the master's version when it was served
   double norm_g = 0, norm_d = 0, queue_s = 0;
   std::array<double, 2> scale{1.0, 1.0};
   std::string verdict;

@@ -27,9 +27,9 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   int rank = -1;
   bool done = false, stopped = false;
-  Header header;               ///< the request being served
-  std::int64_t flagged = -1;   ///< the last checkpoint it was asked to write its part of
-  double arrived = 0;          ///< wall time its current request was seen
+  Header header;              ///< the request being served
+  std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of
+  double arrived = 0;         ///< wall time its current request was seen
   MPI_Request req = MPI_REQUEST_NULL;
 };
 
@@ -41,10 +41,11 @@ class Server {
         m_e(ctx.d.experiment),
         m_top(ctx.t.role == dist::Role::top_master),
         m_children(ctx.t.children.size()),
-        m_service(*ctx.d.dist.algorithm,
-                  UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.d.experiment),
-                  {static_cast<int>(ctx.t.children.size()), m_top && ctx.t.masters > 1, m_top, ctx.d.dist.max_nonfinite},
-                  [this](int child) { return reply_span(static_cast<std::size_t>(child)); }),
+        m_service(
+            *ctx.d.dist.algorithm,
+            UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.d.experiment),
+            {static_cast<int>(ctx.t.children.size()), m_top && ctx.t.masters > 1, m_top, ctx.d.dist.max_nonfinite},
+            [this](int child) { return reply_span(static_cast<std::size_t>(child)); }),
         m_progress(ctx, static_cast<int>(ctx.t.children.size())),
         m_checkpoints(ctx, m_service),
         m_reply(ctx.layout.total()) {
@@ -265,7 +266,12 @@ class Server {
     Child& c = m_children[i];
     const Header& h = c.header;
     const std::span<const float> u = receive_payload(i);
-    LogRow row{h, static_cast<int>(i), c.rank, m_service.version(), std::sqrt(h.sumsq[0]), std::sqrt(h.sumsq[1]),
+    LogRow row{h,
+               static_cast<int>(i),
+               c.rank,
+               m_service.version(),
+               std::sqrt(h.sumsq[0]),
+               std::sqrt(h.sumsq[1]),
                MPI_Wtime() - c.arrived};
     if (m_stopping) {
       // Training is over (max updates, early stopping): the update is not applied.
@@ -424,7 +430,7 @@ class Server {
   Checkpoints m_checkpoints;
   std::optional<ParentLink> m_parent;  ///< sub-masters only
   std::vector<float> m_update, m_reply;
-  std::vector<LogRow> m_held_rows;     ///< the held updates of the open round, in arrival order
+  std::vector<LogRow> m_held_rows;  ///< the held updates of the open round, in arrival order
   bool m_stopping = false, m_parent_stopped = false;
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)

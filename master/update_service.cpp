@@ -10,22 +10,27 @@
 
 namespace mpigan::master {
 
-using models::Net;
 using dist::kNets;
+using models::Net;
 
 const char* to_string(Outcome o) {
   switch (o) {
-    case Outcome::applied: return "applied";
-    case Outcome::held: return "held";
-    case Outcome::rejected_nonfinite: return "rejected_nonfinite";
-    case Outcome::rejected_by_rule: return "rejected_by_rule";
-    case Outcome::diverged: return "diverged";
+    case Outcome::applied:
+      return "applied";
+    case Outcome::held:
+      return "held";
+    case Outcome::rejected_nonfinite:
+      return "rejected_nonfinite";
+    case Outcome::rejected_by_rule:
+      return "rejected_by_rule";
+    case Outcome::diverged:
+      return "diverged";
   }
   return "?";
 }
 
 UpdateService::Networks UpdateService::Networks::of(const models::GanModel& m, Backend& backend,
-                                                   const train::ExperimentConfig& e) {
+                                                    const train::ExperimentConfig& e) {
   Networks n;
   n.weights = {&m.generator.weights(), &m.discriminator.weights()};
   n.state[0].resize(m.generator.state().size());
@@ -54,10 +59,9 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     NetSlot& slot = m_nets[k];
     slot.theta = ParameterSet::like(*networks.weights[k], *m_host);
     train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
-    slot.rule = options.tree_top
-                    ? algos::make_tree_master(slot.theta, *m_host, m_synchronous)
-                    : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k], options.children,
-                                                         names[k]});
+    slot.rule = options.tree_top ? algos::make_tree_master(slot.theta, *m_host, m_synchronous)
+                                 : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k],
+                                                                      options.children, names[k]});
   }
   m_state.resize(m_layout.g_state + m_layout.d_state);
   for (Net n : kNets) {
@@ -67,7 +71,8 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
 }
 
 std::int64_t UpdateService::nonfinite_limit() const {
-  return m_max_nonfinite > 0 ? m_max_nonfinite : std::max<std::int64_t>(10, 2 * static_cast<std::int64_t>(m_children.size()));
+  return m_max_nonfinite > 0 ? m_max_nonfinite
+                             : std::max<std::int64_t>(10, 2 * static_cast<std::int64_t>(m_children.size()));
 }
 
 void UpdateService::pull(int child, std::span<float> out) {

@@ -32,11 +32,11 @@ namespace mpigan::master {
 
 /// An update as it arrived at the master.
 struct Incoming {
-  int child = 0;                    ///< 0..children-1
-  std::int64_t pulled = 0;          ///< the version its weights came from
-  std::int64_t samples = 0;         ///< samples behind it
-  std::array<double, 3> sumsq{};    ///< sums of squares of its G, D and state blocks (dist::Header::sumsq)
-  std::span<const float> payload;   ///< the whole payload (dist::PayloadLayout)
+  int child = 0;                   ///< 0..children-1
+  std::int64_t pulled = 0;         ///< the version its weights came from
+  std::int64_t samples = 0;        ///< samples behind it
+  std::array<double, 3> sumsq{};   ///< sums of squares of its G, D and state blocks (dist::Header::sumsq)
+  std::span<const float> payload;  ///< the whole payload (dist::PayloadLayout)
   /// The payload stays valid and unchanged until this child is answered (a shared-memory slot):
   /// a synchronous rule may hold a view instead of a copy.
   bool stable = false;
@@ -127,7 +127,7 @@ class UpdateService {
 
  private:
   struct NetSlot {
-    ParameterSet theta;                      ///< canonical weights (host)
+    ParameterSet theta;  ///< canonical weights (host)
     std::unique_ptr<algos::MasterRule> rule;
   };
   struct ChildState {

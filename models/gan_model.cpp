@@ -25,7 +25,9 @@ void push(Layers& v, A&&... a) {
   v.push_back(std::make_unique<L>(std::forward<A>(a)...));
 }
 
-void conv(Layers& v, const std::string& name, const Conv3dDesc& d, Init init) { push<Conv3d>(v, name, d, init); }
+void conv(Layers& v, const std::string& name, const Conv3dDesc& d, Init init) {
+  push<Conv3d>(v, name, d, init);
+}
 
 /// The heads shared by every discriminator: real/fake and energy on the flattened features.
 void add_feature_heads(nn::Network& d, std::int64_t features) {
@@ -194,7 +196,9 @@ void build_tiny_8(GanModel& m, const ModelOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> model_names() { return {"3dgan-25", "anglegan-51", "tiny-8"}; }
+std::vector<std::string> model_names() {
+  return {"3dgan-25", "anglegan-51", "tiny-8"};
+}
 
 LossWeights reference_loss_weights(const std::string& name) {
   if (name == "anglegan-51") return {3.0f, 0.1f, 0.1f, 25.0f};
@@ -209,7 +213,8 @@ float ecal_fit(float x, float xscale) {
 std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std::uint64_t seed) {
   auto m = std::make_unique<GanModel>();
   m->name = o.name;
-  MPIGAN_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "model '{}': dropout must be in [0, 1), got {}", o.name, o.dropout);
+  MPIGAN_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "model '{}': dropout must be in [0, 1), got {}", o.name,
+               o.dropout);
   if (o.name == "3dgan-25") {
     build_3dgan_25(*m, o);
   } else if (o.name == "anglegan-51") {

@@ -37,11 +37,11 @@ struct ModelOptions {
 struct GanModel {
   std::string name;
   bool angle_model = false;
-  std::int64_t latent = 0;        ///< generator input size
-  std::int64_t noise = 0;         ///< random part of the generator input (latent minus conditions)
-  Shape image;                    ///< item shape (1, X, Y, Z)
+  std::int64_t latent = 0;  ///< generator input size
+  std::int64_t noise = 0;   ///< random part of the generator input (latent minus conditions)
+  Shape image;              ///< item shape (1, X, Y, Z)
   LossWeights loss_weights;
-  float ecal_power = 1.0f;        ///< the data's cell power (0.85 for the angle model)
+  float ecal_power = 1.0f;  ///< the data's cell power (0.85 for the angle model)
   nn::Network generator{"generator"};
   nn::Network discriminator{"discriminator"};
 };

@@ -9,7 +9,9 @@
 
 namespace mpigan::models {
 
-const char* to_string(Net n) { return n == Net::generator ? "generator" : "discriminator"; }
+const char* to_string(Net n) {
+  return n == Net::generator ? "generator" : "discriminator";
+}
 
 namespace {
 enum HeadKind { kFake = 0, kEnergy = 1, kEcal = 2, kAngle = 3 };
@@ -17,20 +19,26 @@ enum HeadKind { kFake = 0, kEnergy = 1, kEcal = 2, kAngle = 3 };
 
 GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, std::uint64_t seed)
     : m_model(model), m_backend(backend), m_config(config), m_seed(seed) {
-  MPIGAN_CHECK(config.label_flip >= 0.0f && config.label_flip < 0.5f, "gan step: label_flip must be in [0, 0.5), got {}",
-               config.label_flip);
+  MPIGAN_CHECK(config.label_flip >= 0.0f && config.label_flip < 0.5f,
+               "gan step: label_flip must be in [0, 0.5), got {}", config.label_flip);
   MPIGAN_CHECK(config.fake_energy_lo > 0.0f && config.fake_energy_hi >= config.fake_energy_lo,
                "gan step: fake energy range [{}, {}] must be positive and ordered", config.fake_energy_lo,
                config.fake_energy_hi);
-  MPIGAN_CHECK(config.generator_passes >= 1, "gan step: generator_passes must be >= 1, got {}", config.generator_passes);
+  MPIGAN_CHECK(config.generator_passes >= 1, "gan step: generator_passes must be >= 1, got {}",
+               config.generator_passes);
   m_heads = m_model.discriminator.output_names();
   for (const auto& h : m_heads) {
     const LossWeights& w = m_model.loss_weights;
-    if (h == "fake") m_head_kind.push_back(kFake), m_head_weights.push_back(w.bce);
-    else if (h == "energy") m_head_kind.push_back(kEnergy), m_head_weights.push_back(w.energy);
-    else if (h == "ecal") m_head_kind.push_back(kEcal), m_head_weights.push_back(w.ecal);
-    else if (h == "angle") m_head_kind.push_back(kAngle), m_head_weights.push_back(w.angle);
-    else MPIGAN_FATAL("model '{}': discriminator output '{}' has no loss", m_model.name, h);
+    if (h == "fake")
+      m_head_kind.push_back(kFake), m_head_weights.push_back(w.bce);
+    else if (h == "energy")
+      m_head_kind.push_back(kEnergy), m_head_weights.push_back(w.energy);
+    else if (h == "ecal")
+      m_head_kind.push_back(kEcal), m_head_weights.push_back(w.ecal);
+    else if (h == "angle")
+      m_head_kind.push_back(kAngle), m_head_weights.push_back(w.angle);
+    else
+      MPIGAN_FATAL("model '{}': discriminator output '{}' has no loss", m_model.name, h);
   }
 }
 
@@ -71,7 +79,7 @@ double GanStep::head_losses(const std::vector<Tensor>& outputs, const std::vecto
   double total = 0.0;
   for (std::size_t h = 0; h < m_heads.size(); ++h) {
     const Tensor out = to_host(outputs[h]);
-    const nn::LossKind kind = m_head_kind[h] == kFake     ? nn::LossKind::bce
+    const nn::LossKind kind = m_head_kind[h] == kFake    ? nn::LossKind::bce
                               : m_head_kind[h] == kAngle ? nn::LossKind::mae
                                                          : nn::LossKind::mape;
     Tensor diff = Tensor::empty(out.shape());
@@ -131,7 +139,10 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
     std::vector<Tensor> t(m_heads.size());
     for (std::size_t h = 0; h < m_heads.size(); ++h)
-      t[h] = m_head_kind[h] == kFake ? labels : m_head_kind[h] == kEnergy ? energy : m_head_kind[h] == kEcal ? ecal : batch.angle;
+      t[h] = m_head_kind[h] == kFake     ? labels
+             : m_head_kind[h] == kEnergy ? energy
+             : m_head_kind[h] == kEcal   ? ecal
+                                         : batch.angle;
     return t;
   };
   auto check_loss = [&](double v, Net net, const char* phase) {
@@ -213,7 +224,10 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
     std::vector<Tensor> t(m_heads.size());
     for (std::size_t h = 0; h < m_heads.size(); ++h)
-      t[h] = m_head_kind[h] == kFake ? labels : m_head_kind[h] == kEnergy ? energy : m_head_kind[h] == kEcal ? ecal : batch.angle;
+      t[h] = m_head_kind[h] == kFake     ? labels
+             : m_head_kind[h] == kEnergy ? energy
+             : m_head_kind[h] == kEcal   ? ecal
+                                         : batch.angle;
     return t;
   };
   const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};

@@ -43,8 +43,8 @@ const char* to_string(Net n);
 
 /// Losses of one step: weighted totals and per-head values (unweighted), in head order.
 struct StepLosses {
-  std::vector<std::string> heads;          ///< discriminator output names
-  double d_real = 0, d_fake = 0, g = 0;    ///< weighted totals (g averaged over the passes)
+  std::vector<std::string> heads;        ///< discriminator output names
+  double d_real = 0, d_fake = 0, g = 0;  ///< weighted totals (g averaged over the passes)
   std::vector<double> d_real_heads, d_fake_heads, g_heads;
   double d_loss() const { return 0.5 * (d_real + d_fake); }
 };

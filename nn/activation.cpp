@@ -12,9 +12,12 @@ Activation::Activation(std::string name, const EltwiseDesc& desc) : Layer(std::m
 
 std::string Activation::kind() const {
   switch (m_desc.kind) {
-    case EltwiseKind::relu: return "ReLU";
-    case EltwiseKind::leaky_relu: return "LeakyReLU";
-    case EltwiseKind::sigmoid: return "Sigmoid";
+    case EltwiseKind::relu:
+      return "ReLU";
+    case EltwiseKind::leaky_relu:
+      return "LeakyReLU";
+    case EltwiseKind::sigmoid:
+      return "Sigmoid";
   }
   return "Activation";
 }

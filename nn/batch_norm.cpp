@@ -29,7 +29,8 @@ std::vector<ParamSpec> BatchNorm3d::params() const {
 }
 
 std::vector<ParamSpec> BatchNorm3d::state() const {
-  return {{"moving_mean", {m_desc.channels}, Init::zeros, 0, 0}, {"moving_variance", {m_desc.channels}, Init::ones, 0, 0}};
+  return {{"moving_mean", {m_desc.channels}, Init::zeros, 0, 0},
+          {"moving_variance", {m_desc.channels}, Init::ones, 0, 0}};
 }
 
 TensorDesc BatchNorm3d::setup(const TensorDesc& src) {

@@ -33,8 +33,8 @@ void Pow::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardConte
 }
 
 TensorDesc SumCells::setup(const TensorDesc& src) {
-  MPIGAN_CHECK(src.canonical() && src.shape.rank() >= 2, "layer '{}' (SumCells): canonical (N,...) input expected, got {}",
-               name(), src.to_string());
+  MPIGAN_CHECK(src.canonical() && src.shape.rank() >= 2,
+               "layer '{}' (SumCells): canonical (N,...) input expected, got {}", name(), src.to_string());
   m_src_desc = src;
   ensure(m_dst, {{src.shape[0], 1}, nullptr});
   return m_dst.desc();
@@ -56,7 +56,9 @@ double measure_angle(const float* image, Dims3 dims, double* grad) {
   const std::int64_t X = dims.d, Y = dims.h, Z = dims.w;
   const std::size_t cells = static_cast<std::size_t>(X * Y * Z);
   if (grad) std::fill(grad, grad + cells, 0.0);
-  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) { return static_cast<double>(image[(x * Y + y) * Z + z]); };
+  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    return static_cast<double>(image[(x * Y + y) * Z + z]);
+  };
 
   // Global sum and barycentre.
   double S = 0, sx = 0, sy = 0, sz = 0;

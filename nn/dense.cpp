@@ -15,8 +15,8 @@ std::string Dense::describe() const {
 }
 
 Shape Dense::output_shape(const Shape& src) const {
-  MPIGAN_CHECK_SHAPE(src.rank() == 2 && src[1] == m_desc.ic, "layer '{}' (Dense): input shape expected (N,{}), found {}",
-                     name(), m_desc.ic, src);
+  MPIGAN_CHECK_SHAPE(src.rank() == 2 && src[1] == m_desc.ic,
+                     "layer '{}' (Dense): input shape expected (N,{}), found {}", name(), m_desc.ic, src);
   return {src[0], m_desc.oc};
 }
 

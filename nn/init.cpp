@@ -12,8 +12,12 @@ void initialize_tensor(Backend& backend, Tensor& t, const ParamSpec& spec, Rng& 
   auto v = host.values();
   const double fan_in = static_cast<double>(spec.fan_in), fan_out = static_cast<double>(spec.fan_out);
   switch (spec.init) {
-    case Init::zeros: host.fill(0.0f); break;
-    case Init::ones: host.fill(1.0f); break;
+    case Init::zeros:
+      host.fill(0.0f);
+      break;
+    case Init::ones:
+      host.fill(1.0f);
+      break;
     case Init::glorot_uniform: {
       MPIGAN_CHECK(fan_in + fan_out > 0, "glorot_uniform for '{}' needs fans", spec.name);
       const float limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));

@@ -7,19 +7,25 @@ namespace mpigan::nn {
 
 const char* to_string(Init init) {
   switch (init) {
-    case Init::zeros: return "zeros";
-    case Init::ones: return "ones";
-    case Init::he_uniform: return "he_uniform";
-    case Init::glorot_uniform: return "glorot_uniform";
-    case Init::glorot_normal: return "glorot_normal";
+    case Init::zeros:
+      return "zeros";
+    case Init::ones:
+      return "ones";
+    case Init::he_uniform:
+      return "he_uniform";
+    case Init::glorot_uniform:
+      return "glorot_uniform";
+    case Init::glorot_normal:
+      return "glorot_normal";
   }
   return "?";
 }
 
 void Layer::bind(Backend& backend, std::vector<Tensor> weights, std::vector<Tensor> grads, std::vector<Tensor> state) {
-  MPIGAN_CHECK(weights.size() == params().size() && grads.size() == params().size() && state.size() == this->state().size(),
-               "layer '{}': bind got {} weights / {} grads / {} state views, expected {} / {} / {}", m_name,
-               weights.size(), grads.size(), state.size(), params().size(), params().size(), this->state().size());
+  MPIGAN_CHECK(
+      weights.size() == params().size() && grads.size() == params().size() && state.size() == this->state().size(),
+      "layer '{}': bind got {} weights / {} grads / {} state views, expected {} / {} / {}", m_name, weights.size(),
+      grads.size(), state.size(), params().size(), params().size(), this->state().size());
   m_backend = &backend;
   m_weights = std::move(weights);
   m_grads = std::move(grads);
@@ -32,8 +38,8 @@ Backend& Layer::backend() const {
 }
 
 void Layer::check_input(const Tensor& src, const TensorDesc& planned) const {
-  MPIGAN_CHECK_SHAPE(src.shape() == planned.shape,
-                     "layer '{}' ({}): input shape expected {}, found {}", m_name, kind(), planned.shape, src.shape());
+  MPIGAN_CHECK_SHAPE(src.shape() == planned.shape, "layer '{}' ({}): input shape expected {}, found {}", m_name, kind(),
+                     planned.shape, src.shape());
   MPIGAN_CHECK_SHAPE(same_layout(src.layout(), planned.layout), "layer '{}' ({}): input layout expected {}, found {}",
                      m_name, kind(), planned.to_string(), src.desc().to_string());
 }

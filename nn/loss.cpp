@@ -9,15 +9,21 @@
 namespace mpigan::nn {
 namespace {
 constexpr double kEps = 1e-7;  // Keras backend epsilon()
-double sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
+double sign(double x) {
+  return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+}
 }  // namespace
 
 const char* to_string(LossKind k) {
   switch (k) {
-    case LossKind::bce: return "bce";
-    case LossKind::mape: return "mape";
-    case LossKind::mae: return "mae";
-    case LossKind::mse: return "mse";
+    case LossKind::bce:
+      return "bce";
+    case LossKind::mape:
+      return "mape";
+    case LossKind::mae:
+      return "mae";
+    case LossKind::mse:
+      return "mse";
   }
   return "?";
 }

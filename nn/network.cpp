@@ -17,7 +17,8 @@ void Network::add_node(const std::string& name, const std::string& source, std::
   Node n;
   n.name = name;
   n.source = source == "input" ? -1 : find_node(source);
-  MPIGAN_CHECK(source == "input" || n.source >= 0, "network '{}': node '{}' reads unknown node '{}'", m_name, name, source);
+  MPIGAN_CHECK(source == "input" || n.source >= 0, "network '{}': node '{}' reads unknown node '{}'", m_name, name,
+               source);
   n.layers = std::move(layers);
   n.is_output = is_output;
   if (n.source >= 0) ++m_nodes[static_cast<std::size_t>(n.source)].consumers;
@@ -185,8 +186,9 @@ const Tensor& Network::backward(const std::vector<Tensor>& diff_outputs, const B
     if (!node.is_output) continue;
     const Tensor& d = diff_outputs[oi++];
     if (!d.defined()) continue;
-    MPIGAN_CHECK_SHAPE(d.shape() == node.out_desc.shape, "network '{}': gradient of output '{}' expected shape {}, found {}",
-                       m_name, node.name, node.out_desc.shape, d.shape());
+    MPIGAN_CHECK_SHAPE(d.shape() == node.out_desc.shape,
+                       "network '{}': gradient of output '{}' expected shape {}, found {}", m_name, node.name,
+                       node.out_desc.shape, d.shape());
     be.copy(d, node.diff);
     node.diff_set = true;
   }
@@ -245,7 +247,8 @@ std::string Network::summary() const {
       trainable += static_cast<std::size_t>(n);
       std::string out = sh.to_string();
       out = "(N" + out.substr(out.find(','));  // show the batch dim as N
-      s += fmt::format("{:<10} {:<16} {:<20} {:<20} {:>10}  {}\n", node.name, l->name(), l->kind(), out, n, l->describe());
+      s += fmt::format("{:<10} {:<16} {:<20} {:<20} {:>10}  {}\n", node.name, l->name(), l->kind(), out, n,
+                       l->describe());
     }
     node_out[i] = sh;
   }

@@ -76,8 +76,8 @@ class Network {
     TensorDesc last_desc;              // the last layer's output desc (maybe a backend layout)
     TensorDesc out_desc;               // the node's output: canonical for output nodes
     Tensor canonical_out;              // reorder target when last_desc is not canonical
-    Tensor out;        // output of the last forward
-    Tensor diff;       // gradient accumulator for the output
+    Tensor out;                        // output of the last forward
+    Tensor diff;                       // gradient accumulator for the output
     bool diff_set = false;
   };
 

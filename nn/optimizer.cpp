@@ -37,8 +37,9 @@ class Sgd final : public Optimizer {
     check_layout(name(), w, m_velocity);
     check_layout(name(), g, m_velocity);
     Tensor wt = w.flat(), vt = m_velocity.flat();
-    m_backend.sgd_update(wt, g.flat(), vt,
-                         {static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum), m_config.nesterov, mirror});
+    m_backend.sgd_update(
+        wt, g.flat(), vt,
+        {static_cast<float>(m_config.lr), static_cast<float>(m_config.momentum), m_config.nesterov, mirror});
     ++m_iterations;
   }
   std::vector<std::pair<std::string, ParameterSet*>> slots() override { return {{"velocity", &m_velocity}}; }
@@ -76,11 +77,12 @@ class Adam final : public Optimizer {
     check_layout(name(), w, m_m);
     check_layout(name(), g, m_m);
     const double t = static_cast<double>(m_iterations + 1);
-    const double lr_t = m_config.lr * std::sqrt(1.0 - std::pow(m_config.beta2, t)) / (1.0 - std::pow(m_config.beta1, t));
+    const double lr_t =
+        m_config.lr * std::sqrt(1.0 - std::pow(m_config.beta2, t)) / (1.0 - std::pow(m_config.beta1, t));
     Tensor wt = w.flat(), mt = m_m.flat(), vt = m_v.flat();
     m_backend.adam_update(wt, g.flat(), mt, vt,
-                          {static_cast<float>(lr_t), static_cast<float>(m_config.beta1), static_cast<float>(m_config.beta2),
-                           static_cast<float>(m_config.epsilon), mirror});
+                          {static_cast<float>(lr_t), static_cast<float>(m_config.beta1),
+                           static_cast<float>(m_config.beta2), static_cast<float>(m_config.epsilon), mirror});
     ++m_iterations;
   }
   std::vector<std::pair<std::string, ParameterSet*>> slots() override { return {{"m", &m_m}, {"v", &m_v}}; }
@@ -95,7 +97,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, Backend& bac
   MPIGAN_CHECK(c.lr > 0.0 && std::isfinite(c.lr), "optimizer '{}': lr must be > 0, got {}", c.name, c.lr);
   MPIGAN_CHECK(c.epsilon > 0.0, "optimizer '{}': epsilon must be > 0, got {}", c.name, c.epsilon);
   if (c.name == "sgd") {
-    MPIGAN_CHECK(c.momentum >= 0.0 && c.momentum < 1.0, "optimizer 'sgd': momentum must be in [0, 1), got {}", c.momentum);
+    MPIGAN_CHECK(c.momentum >= 0.0 && c.momentum < 1.0, "optimizer 'sgd': momentum must be in [0, 1), got {}",
+                 c.momentum);
     return std::make_unique<Sgd>(c, backend, layout);
   }
   if (c.name == "rmsprop") {

@@ -19,9 +19,9 @@ namespace mpigan::nn {
 struct OptimizerConfig {
   std::string name = "rmsprop";  ///< sgd | rmsprop | adam
   double lr = 1e-3;
-  double momentum = 0.0;  ///< sgd
-  bool nesterov = false;  ///< sgd
-  double rho = 0.9;       ///< rmsprop
+  double momentum = 0.0;              ///< sgd
+  bool nesterov = false;              ///< sgd
+  double rho = 0.9;                   ///< rmsprop
   double beta1 = 0.9, beta2 = 0.999;  ///< adam
   double epsilon = 1e-7;
   /// Keras' defaults for @p name (sgd gets lr 0.01).

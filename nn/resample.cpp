@@ -66,7 +66,8 @@ void AvgPool3d::backward(const Tensor& diff_dst, Tensor& diff_src, const Backwar
   if (ctx.need_diff_src) m_op->backward(diff_dst, diff_src);
 }
 
-Reshape::Reshape(std::string name, std::vector<std::int64_t> target) : Layer(std::move(name)), m_target(std::move(target)) {
+Reshape::Reshape(std::string name, std::vector<std::int64_t> target)
+    : Layer(std::move(name)), m_target(std::move(target)) {
   MPIGAN_CHECK(!m_target.empty() && m_target.size() < Shape::kMaxRank, "layer '{}': Reshape target needs 1..{} dims",
                this->name(), Shape::kMaxRank - 1);
 }
@@ -93,10 +94,18 @@ Shape Reshape::output_shape(const Shape& src) const {
                      src.item_numel(), describe());
   Shape out;
   switch (m_target.size()) {
-    case 1: out = {src[0], m_target[0]}; break;
-    case 2: out = {src[0], m_target[0], m_target[1]}; break;
-    case 3: out = {src[0], m_target[0], m_target[1], m_target[2]}; break;
-    default: out = {src[0], m_target[0], m_target[1], m_target[2], m_target[3]}; break;
+    case 1:
+      out = {src[0], m_target[0]};
+      break;
+    case 2:
+      out = {src[0], m_target[0], m_target[1]};
+      break;
+    case 3:
+      out = {src[0], m_target[0], m_target[1], m_target[2]};
+      break;
+    default:
+      out = {src[0], m_target[0], m_target[1], m_target[2], m_target[3]};
+      break;
   }
   return out;
 }

@@ -17,7 +17,9 @@ namespace {
 using nlohmann::json;
 
 /// NaN and infinities as JSON null (JSON has no NaN).
-json number(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+json number(double x) {
+  return std::isfinite(x) ? json(x) : json(nullptr);
+}
 
 std::ofstream open_csv(const std::string& dir, const std::string& name, const std::string& header) {
   std::ofstream out(dir + "/" + name);
@@ -113,8 +115,10 @@ json to_json(const Comparison& c) {
     if (r.observable.find('[') == std::string::npos)  // scalars only here; per-layer rows are in the CSV
       sep[r.bin][r.observable] = {{"s", number(r.s)}, {"floor", number(r.floor)}};
   j["separation_power"] = sep;
-  j["seconds"] = {{"separation", c.seconds.separation}, {"gan3d", c.seconds.gan3d},
-                  {"sampling_fraction", c.seconds.sampling_fraction}, {"fpd", c.seconds.fpd},
+  j["seconds"] = {{"separation", c.seconds.separation},
+                  {"gan3d", c.seconds.gan3d},
+                  {"sampling_fraction", c.seconds.sampling_fraction},
+                  {"fpd", c.seconds.fpd},
                   {"kpd", c.seconds.kpd}};
   return j;
 }
@@ -156,10 +160,9 @@ ReportSummary write_report(const std::string& generated, const std::string& refe
 
   auto sep = open_csv(dir, "separation.csv", "observable,bin,n_ref,n_gen,s,floor");
   for (const auto& r : c.separation.rows)
-    sep << '"' << r.observable << "\",\"" << r.bin << "\"," << r.n_ref << ',' << r.n_gen << ',' << r.s << ','
-        << r.floor << '\n';
-  auto sf = open_csv(dir, "sampling_fraction.csv",
-                     "bin,n_ref,n_gen,mean_ref,mean_gen,sigma_ref,sigma_gen,mre,error");
+    sep << '"' << r.observable << "\",\"" << r.bin << "\"," << r.n_ref << ',' << r.n_gen << ',' << r.s << ',' << r.floor
+        << '\n';
+  auto sf = open_csv(dir, "sampling_fraction.csv", "bin,n_ref,n_gen,mean_ref,mean_gen,sigma_ref,sigma_gen,mre,error");
   for (const auto& b : c.sampling_fraction.bins)
     sf << '"' << b.bin << "\"," << b.n_ref << ',' << b.n_gen << ',' << b.mean_ref << ',' << b.mean_gen << ','
        << b.sigma_ref << ',' << b.sigma_gen << ',' << b.mre << ',' << b.error << '\n';

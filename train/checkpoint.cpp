@@ -66,7 +66,9 @@ void write_array(hid_t file, const std::string& name, const std::string& path, h
   MPIGAN_H5_CHECK(space.get(), "checkpoint '{}': dataspace of '{}'", path, name);
   h5::Hid ds(H5Dcreate2(g.get(), leaf.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   MPIGAN_H5_CHECK(ds.get(), "checkpoint '{}': creating dataset '{}'", path, name);
-  if (n > 0) MPIGAN_H5_CHECK(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "checkpoint '{}': writing '{}'", path, name);
+  if (n > 0)
+    MPIGAN_H5_CHECK(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "checkpoint '{}': writing '{}'",
+                    path, name);
 }
 }  // namespace
 
@@ -84,7 +86,8 @@ void CheckpointWriter::put_string(const std::string& name, const std::string& va
   h5::Lock lock;
   auto [g, leaf] = parent_group(m_impl->file.id(), name, m_path);
   h5::Hid type(H5Tcopy(H5T_C_S1));
-  MPIGAN_H5_CHECK(H5Tset_size(type.get(), std::max<std::size_t>(1, value.size())), "checkpoint '{}': string type", m_path);
+  MPIGAN_H5_CHECK(H5Tset_size(type.get(), std::max<std::size_t>(1, value.size())), "checkpoint '{}': string type",
+                  m_path);
   h5::Hid space(H5Screate(H5S_SCALAR));
   h5::Hid ds(H5Dcreate2(g.get(), leaf.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   MPIGAN_H5_CHECK(ds.get(), "checkpoint '{}': creating string '{}'", m_path, name);
@@ -144,8 +147,8 @@ std::int64_t CheckpointReader::get_int(const std::string& name) const {
   h5::Lock lock;
   h5::Hid ds = h5::open_dataset(m_impl->file, name);
   std::int64_t v = 0;
-  MPIGAN_H5_CHECK(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v), "checkpoint '{}': reading '{}'",
-                  m_path, name);
+  MPIGAN_H5_CHECK(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v),
+                  "checkpoint '{}': reading '{}'", m_path, name);
   return v;
 }
 
@@ -156,8 +159,8 @@ std::string CheckpointReader::get_string(const std::string& name) const {
   h5::Hid type(H5Dget_type(ds.get()));
   const std::size_t size = H5Tget_size(type.get());
   std::string s(size, '\0');
-  MPIGAN_H5_CHECK(H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()), "checkpoint '{}': reading '{}'",
-                  m_path, name);
+  MPIGAN_H5_CHECK(H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data()),
+                  "checkpoint '{}': reading '{}'", m_path, name);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
@@ -182,13 +185,14 @@ void load_parameters(const CheckpointReader& r, const std::string& name, Paramet
     while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
     const auto seg_start = want.rfind(';', i == 0 ? 0 : i - 1);
     const std::string at = want.substr(seg_start == std::string::npos ? 0 : seg_start + 1, 80);
-    MPIGAN_THROW(DataError, "checkpoint '{}': '{}' was saved from another model: parameter layouts differ at '{}' "
+    MPIGAN_THROW(DataError,
+                 "checkpoint '{}': '{}' was saved from another model: parameter layouts differ at '{}' "
                  "(this model has {} segments / {} values)",
                  r.path(), name, at.substr(0, at.find(';')), p.segments().size(), p.size());
   }
   const std::vector<float> v = r.floats(name + "/values");
-  MPIGAN_CHECK(v.size() == p.size(), "checkpoint '{}': '{}' holds {} values, the model needs {}", r.path(), name, v.size(),
-               p.size());
+  MPIGAN_CHECK(v.size() == p.size(), "checkpoint '{}': '{}' holds {} values, the model needs {}", r.path(), name,
+               v.size(), p.size());
   Tensor flat = p.flat();
   backend.from_host(Tensor::from(flat.shape(), v), flat);
 }

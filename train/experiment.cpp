@@ -58,9 +58,12 @@ YAML::Node optimizer_yaml(const nn::OptimizerConfig& c) {
 
 const char* units_name(data::Units u) {
   switch (u) {
-    case data::Units::automatic: return "auto";
-    case data::Units::gev: return "gev";
-    case data::Units::gev_x50: return "gev_x50";
+    case data::Units::automatic:
+      return "auto";
+    case data::Units::gev:
+      return "gev";
+    case data::Units::gev_x50:
+      return "gev_x50";
   }
   return "?";
 }
@@ -107,8 +110,8 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.data.validation_fraction = d.get_real("validation_fraction", 0.0, 0.0, 0.9);
   if (!e.data.validation_files.empty() && d.has("validation_fraction"))
     d.problem("validation_fraction", "give either data.validation (files) or data.validation_fraction, not both");
-  e.data.split = d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files
-                                                                                 : data::SplitMode::events;
+  e.data.split =
+      d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files : data::SplitMode::events;
   const std::string units = d.get_choice("units", "auto", {"auto", "gev", "gev_x50"});
   e.data.units = units == "auto" ? data::Units::automatic : units == "gev" ? data::Units::gev : data::Units::gev_x50;
   e.data.max_events = d.get_int("max_events", 0, 0);
@@ -135,13 +138,16 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
     sim.energy_lo = energy[0];
     sim.energy_hi = energy[1];
     if (!(0 < sim.energy_lo && sim.energy_lo <= sim.energy_hi))
-      s.problem("energy", fmt::format("expected [lo, hi] GeV with 0 < lo <= hi, got [{}, {}]", sim.energy_lo, sim.energy_hi));
+      s.problem("energy",
+                fmt::format("expected [lo, hi] GeV with 0 < lo <= hi, got [{}, {}]", sim.energy_lo, sim.energy_hi));
     const bool angle_model = e.data.geometry == data::Geometry::ecal51;
-    const auto angle = s.get_reals("angle", angle_model ? std::vector<double>{60, 120} : std::vector<double>{90, 90}, 2);
+    const auto angle =
+        s.get_reals("angle", angle_model ? std::vector<double>{60, 120} : std::vector<double>{90, 90}, 2);
     sim.angle_lo = angle[0];
     sim.angle_hi = angle[1];
     if (!(0 < sim.angle_lo && sim.angle_lo <= sim.angle_hi && sim.angle_hi < 180))
-      s.problem("angle", fmt::format("expected [lo, hi] degrees in (0, 180), got [{}, {}]", sim.angle_lo, sim.angle_hi));
+      s.problem("angle",
+                fmt::format("expected [lo, hi] degrees in (0, 180), got [{}, {}]", sim.angle_lo, sim.angle_hi));
     sim.events_per_file = s.get_int("events_per_file", sim.events_per_file, 1, 100000000);
     sim.seed = static_cast<std::uint64_t>(s.get_int("seed", 1, 0));
     sim.dir = s.get_string("dir", "");
@@ -158,7 +164,8 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
     e.synthetic.seed = static_cast<std::uint64_t>(s.get_int("seed", 1, 0));
     s.reject_unknown();
     if (e.model.name != "tiny-8")
-      d.problem("synthetic", fmt::format("synthetic toy showers are 8x8x8, for model tiny-8 (model.name is '{}')", e.model.name));
+      d.problem("synthetic",
+                fmt::format("synthetic toy showers are 8x8x8, for model tiny-8 (model.name is '{}')", e.model.name));
     if (!e.data.train_files.empty()) d.problem("synthetic", "give either data.train files or data.synthetic, not both");
   } else {
     d.accept("synthetic");
@@ -171,7 +178,8 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   // optimizer
   ConfigNode o = root.section("optimizer");
   const nn::OptimizerConfig common = parse_optimizer(o, nn::OptimizerConfig::defaults("rmsprop"));
-  for (const auto& [key, target] : {std::pair{"generator", &e.opt_generator}, std::pair{"discriminator", &e.opt_discriminator}}) {
+  for (const auto& [key, target] :
+       {std::pair{"generator", &e.opt_generator}, std::pair{"discriminator", &e.opt_discriminator}}) {
     if (!o.has(key)) {
       o.accept(key);
       *target = common;
@@ -198,7 +206,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
   e.step.ecal_xscale = e.data.preprocess.xscale;
   if (toy) e.step.ecal_linear = 2.0f;  // data/synthetic.hpp: sum = 2 E/100
-  t.accept("sync_every");     // read by the distributed layers
+  t.accept("sync_every");              // read by the distributed layers
   t.accept("max_nonfinite");
   t.reject_unknown();
 

@@ -47,8 +47,8 @@ struct SimulateSpec {
 /// In-memory toy showers for the tiny-8 sandbox (data/synthetic.hpp).
 struct SyntheticSpec {
   bool enabled = false;
-  std::int64_t events = 4096;             ///< training events
-  std::int64_t validation_events = 512;   ///< held-out events
+  std::int64_t events = 4096;            ///< training events
+  std::int64_t validation_events = 512;  ///< held-out events
   std::uint64_t seed = 1;
 };
 
@@ -73,10 +73,10 @@ struct ExperimentConfig {
   std::int64_t batch = 128;
   models::StepConfig step;
 
-  bool validate = true;                  ///< validation.enabled
-  std::int64_t validate_every = 0;       ///< steps; 0 = at the end of each epoch only
-  std::int64_t validation_batches = 4;   ///< batches of the validation set per validation (0 = all)
-  std::int64_t checkpoint_every = 0;     ///< steps; 0 = at the end of each epoch and of the run
+  bool validate = true;                 ///< validation.enabled
+  std::int64_t validate_every = 0;      ///< steps; 0 = at the end of each epoch only
+  std::int64_t validation_batches = 4;  ///< batches of the validation set per validation (0 = all)
+  std::int64_t checkpoint_every = 0;    ///< steps; 0 = at the end of each epoch and of the run
   std::int64_t checkpoint_keep = 3;
 
   std::string output_dir;  ///< empty: runs/<name>

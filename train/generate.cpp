@@ -138,7 +138,8 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   for (std::int64_t b0 = 0; b0 < n; b0 += o.batch) {
     const std::int64_t k = std::min(o.batch, n - b0);
     Tensor energy = Tensor::empty({k, 1}), angle;
-    for (std::int64_t i = 0; i < k; ++i) energy.data()[i] = c.energy[static_cast<std::size_t>(b0 + i)] * pre.energy_scale;
+    for (std::int64_t i = 0; i < k; ++i)
+      energy.data()[i] = c.energy[static_cast<std::size_t>(b0 + i)] * pre.energy_scale;
     if (angle_model) {
       angle = Tensor::empty({k, 1});
       for (std::int64_t i = 0; i < k; ++i) angle.data()[i] = c.angle[static_cast<std::size_t>(b0 + i)];

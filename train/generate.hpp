@@ -30,22 +30,22 @@ struct TrainedModel {
 TrainedModel locate_trained(const std::string& run_dir_or_checkpoint);
 
 struct GenerateOptions {
-  std::int64_t events = 0;                            ///< 0 with `like`: one per event of that file
-  std::optional<std::pair<double, double>> energy;    ///< GeV, uniform
-  std::optional<std::pair<double, double>> angle;     ///< radians, uniform (angle model)
-  std::string like;                                   ///< take the conditions from this data file
+  std::int64_t events = 0;                          ///< 0 with `like`: one per event of that file
+  std::optional<std::pair<double, double>> energy;  ///< GeV, uniform
+  std::optional<std::pair<double, double>> angle;   ///< radians, uniform (angle model)
+  std::string like;                                 ///< take the conditions from this data file
   std::string out;
   std::int64_t batch = 128;
   std::uint64_t seed = 1;
-  std::string backend;                                ///< empty: the experiment's
-  int threads = 0;                                    ///< 0: the experiment's
+  std::string backend;  ///< empty: the experiment's
+  int threads = 0;      ///< 0: the experiment's
 };
 
 struct GenerateSummary {
   std::int64_t events = 0;
-  double seconds = 0;          ///< generation alone (not loading or writing)
+  double seconds = 0;  ///< generation alone (not loading or writing)
   double showers_per_s = 0;
-  double total_seconds = 0;    ///< with writing the file
+  double total_seconds = 0;  ///< with writing the file
 };
 
 /// Generates and writes @p o.out. Throws ConfigError for bad options, DataError for bad files.

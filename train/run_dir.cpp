@@ -3,9 +3,9 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace mpigan::train {
 
@@ -39,8 +39,8 @@ RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir))
 void RunDirectory::write_config(const YAML::Node& resolved) const {
   YAML::Emitter out;
   out << resolved;
-  write_atomically(file("config.yaml"), std::string("# Resolved configuration of this run (defaults filled in).\n") +
-                                            out.c_str() + "\n");
+  write_atomically(file("config.yaml"),
+                   std::string("# Resolved configuration of this run (defaults filled in).\n") + out.c_str() + "\n");
 }
 
 std::string RunDirectory::checkpoint_path(std::int64_t step) const {
@@ -54,7 +54,8 @@ void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep)
     const auto name = e.path().filename().string();
     // Main files only (step-00000123.h5); parts written by other ranks (step-00000123.worker-0.h5)
     // go with their main file (master/master.cpp).
-    if (name.starts_with("step-") && name.ends_with(".h5") && name.find('.') == name.size() - 3) all.push_back(e.path());
+    if (name.starts_with("step-") && name.ends_with(".h5") && name.find('.') == name.size() - 3)
+      all.push_back(e.path());
   }
   std::sort(all.begin(), all.end());
   const std::string current = fs::path(path).filename().string();
@@ -67,7 +68,8 @@ std::optional<std::string> RunDirectory::latest_checkpoint() const {
   std::string name;
   if (!(in >> name)) return std::nullopt;
   const std::string path = m_dir + "/checkpoints/" + name;
-  MPIGAN_CHECK(fs::exists(path), "run directory '{}': checkpoints/latest names '{}', which does not exist", m_dir, name);
+  MPIGAN_CHECK(fs::exists(path), "run directory '{}': checkpoints/latest names '{}', which does not exist", m_dir,
+               name);
   return path;
 }
 
@@ -80,8 +82,8 @@ CsvLog::CsvLog(std::string path, std::vector<std::string> columns, bool append)
     std::ifstream in(m_path);
     std::string first;
     std::getline(in, first);
-    MPIGAN_CHECK(first == header, "'{}': cannot append, its columns differ from this run's:\n  file: {}\n  run:  {}", m_path,
-                 first, header);
+    MPIGAN_CHECK(first == header, "'{}': cannot append, its columns differ from this run's:\n  file: {}\n  run:  {}",
+                 m_path, first, header);
   }
   m_out.open(m_path, exists ? std::ios::app : std::ios::trunc);
   MPIGAN_CHECK(m_out.good(), "cannot write '{}'", m_path);
@@ -95,6 +97,8 @@ void CsvLog::row(const std::vector<std::string>& values) {
   m_out << '\n';
 }
 
-std::string csv_number(double v) { return fmt::format("{}", v); }
+std::string csv_number(double v) {
+  return fmt::format("{}", v);
+}
 
 }  // namespace mpigan::train

@@ -51,8 +51,8 @@ void Session::load(const CheckpointReader& r) {
     const std::string base = std::string("optimizer/") + name;
     const std::string saved = r.get_string(base + "/name");
     if (saved != opt->name())
-      MPIGAN_THROW(DataError, "checkpoint '{}': the {} optimizer was '{}', this experiment uses '{}'", r.path(), name, saved,
-                   opt->name());
+      MPIGAN_THROW(DataError, "checkpoint '{}': the {} optimizer was '{}', this experiment uses '{}'", r.path(), name,
+                   saved, opt->name());
     opt->set_iterations(r.get_int(base + "/iterations"));
     for (const auto& [slot, p] : opt->slots()) load_parameters(r, base + "/" + slot, *p, *backend);
   }
@@ -70,18 +70,21 @@ void copy_from_host(Backend& be, std::span<const float> in, ParameterSet& p) {
   be.from_host(Tensor::from(flat.shape(), in), flat);
 }
 
-models::RealBatch real_batch(const data::Batch& b) { return {b.image, b.energy, b.ecal, b.angle}; }
+models::RealBatch real_batch(const data::Batch& b) {
+  return {b.image, b.energy, b.ecal, b.angle};
+}
 
 std::vector<std::string> metrics_columns(const std::vector<std::string>& heads) {
-  std::vector<std::string> c{"kind", "epoch", "step", "samples", "elapsed_s", "samples_per_s",
-                             "d_loss", "d_real", "d_fake", "g_loss"};
+  std::vector<std::string> c{"kind",          "epoch",  "step",   "samples", "elapsed_s",
+                             "samples_per_s", "d_loss", "d_real", "d_fake",  "g_loss"};
   for (const char* part : {"d_real_", "d_fake_", "g_"})
     for (const auto& h : heads) c.push_back(part + h);
   return c;
 }
 
-std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step, std::int64_t samples,
-                                     double elapsed_s, double samples_per_s, const models::StepLosses& l) {
+std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step,
+                                     std::int64_t samples, double elapsed_s, double samples_per_s,
+                                     const models::StepLosses& l) {
   std::vector<std::string> r{kind,
                              std::to_string(epoch),
                              std::to_string(step),

@@ -44,7 +44,8 @@ models::RealBatch real_batch(const data::Batch& b);
 
 /// Metrics columns and one row for step losses (kind: "step", "epoch", "validation").
 std::vector<std::string> metrics_columns(const std::vector<std::string>& heads);
-std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step, std::int64_t samples,
-                                     double elapsed_s, double samples_per_s, const models::StepLosses& l);
+std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step,
+                                     std::int64_t samples, double elapsed_s, double samples_per_s,
+                                     const models::StepLosses& l);
 
 }  // namespace mpigan::train

@@ -21,8 +21,9 @@ std::string DataPlan::describe() const {
   if (m_e->synthetic.enabled)
     return fmt::format("synthetic toy showers: {} training, {} held-out events", m_e->synthetic.events,
                        m_e->synthetic.validation_events);
-  return fmt::format("{} training events{}", m_sets.train->size(),
-                     m_sets.validation ? fmt::format(", {} validation events", m_sets.validation->size()) : std::string());
+  return fmt::format(
+      "{} training events{}", m_sets.train->size(),
+      m_sets.validation ? fmt::format(", {} validation events", m_sets.validation->size()) : std::string());
 }
 
 std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard, int shards) const {

@@ -47,7 +47,8 @@ data::Datasets prepare_datasets(const ExperimentConfig& e) {
     so.seed = e.simulate.seed;
     so.events_per_file = e.simulate.events_per_file;
     so.threads = e.threads;
-    spdlog::info("data: no file matches data.train; simulating {} showers into {} (data.simulate)", so.events, so.out_dir);
+    spdlog::info("data: no file matches data.train; simulating {} showers into {} (data.simulate)", so.events,
+                 so.out_dir);
     const auto rep = data::sim::simulate_dataset(so);
     spdlog::info("data: simulated {} events in {} files at {:.0f} events/s", rep.events, rep.files.size(),
                  rep.events_per_second());
@@ -121,8 +122,8 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
   const std::int64_t samples_at_start = samples;
   const auto heads = s.model->discriminator.output_names();
   CsvLog metrics(run.file("metrics.csv"), metrics_columns(heads), resume);
-  const std::int64_t total_steps =
-      e.max_updates > 0 ? std::min(e.max_updates, e.epochs * loader.batches_per_epoch()) : e.epochs * loader.batches_per_epoch();
+  const std::int64_t total_steps = e.max_updates > 0 ? std::min(e.max_updates, e.epochs * loader.batches_per_epoch())
+                                                     : e.epochs * loader.batches_per_epoch();
 
   TrainSummary summary;
   summary.run_dir = dir;
@@ -198,8 +199,8 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
     if (step % e.log_every == 0 || step == total_steps) {
       metrics.flush();
       const double rate = static_cast<double>(samples - samples_at_start) / elapsed;
-      spdlog::info("step {}/{} epoch {}/{} | D {:.4f} (real {:.4f}, fake {:.4f}) G {:.4f} | {:.2f} samples/s | ETA {}", step,
-                   total_steps, loader.position().epoch + 1, e.epochs, l.d_loss(), l.d_real, l.d_fake, l.g, rate,
+      spdlog::info("step {}/{} epoch {}/{} | D {:.4f} (real {:.4f}, fake {:.4f}) G {:.4f} | {:.2f} samples/s | ETA {}",
+                   step, total_steps, loader.position().epoch + 1, e.epochs, l.d_loss(), l.d_real, l.d_fake, l.g, rate,
                    duration(static_cast<double>(total_steps - step) * static_cast<double>(e.batch) / rate));
     }
     if (e.validate_every > 0 && step % e.validate_every == 0) validate();
@@ -215,7 +216,8 @@ TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& opt
   summary.steps = step;
   summary.samples = samples;
   summary.epochs = loader.position().epoch;
-  summary.epoch_fraction = static_cast<double>(loader.position().cursor) / static_cast<double>(loader.batches_per_epoch());
+  summary.epoch_fraction =
+      static_cast<double>(loader.position().cursor) / static_cast<double>(loader.batches_per_epoch());
   summary.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
   summary.samples_per_s = summary.seconds > 0 ? static_cast<double>(samples) / summary.seconds : 0;
   return summary;

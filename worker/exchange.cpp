@@ -18,7 +18,9 @@ using models::Net;
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 }  // namespace
 
 /// Averages over the ranks of a worker group: on the devices with the backend's group reducer
@@ -29,8 +31,8 @@ class Exchanger::GroupAverage {
     if (t.group_size <= 1) return;
     const char* force = std::getenv("MPIGAN_GROUP_REDUCE");
     const bool host_only = force && std::string(force) == "mpi";
-    MPIGAN_CHECK(!force || host_only || std::string(force) == "auto", "MPIGAN_GROUP_REDUCE='{}': expected 'auto' or 'mpi'",
-                 force);
+    MPIGAN_CHECK(!force || host_only || std::string(force) == "auto",
+                 "MPIGAN_GROUP_REDUCE='{}': expected 'auto' or 'mpi'", force);
     // Every rank of a group uses the same backend (one experiment), so all take the same branch.
     if (host_only) return;
     m_device = be.make_group_reducer(t.group_rank, t.group_size, [&t](std::span<std::byte> id) {
@@ -152,7 +154,8 @@ void Exchanger::build_payload() {
     m_group->average_host(p);
   }
   // Local weights on the host for the merge.
-  for (Net n : kNets) train::copy_to_host(be, nets[dist::index(n)]->weights(), layout.block(n, std::span<float>(m_local)));
+  for (Net n : kNets)
+    train::copy_to_host(be, nets[dist::index(n)]->weights(), layout.block(n, std::span<float>(m_local)));
 }
 
 Header Exchanger::make_header(Kind kind, const UpdateInfo& info) const {
@@ -233,7 +236,8 @@ void Exchanger::merge_reply(std::span<const float> reply) {
   const auto& layout = m_ctx.layout;
   std::span<float> local(m_local);
   for (Net n : kNets)
-    rule(n).after_reply(layout.block(n, local), layout.block(n, reply), layout.block(n, std::span<const float>(m_payload)));
+    rule(n).after_reply(layout.block(n, local), layout.block(n, reply),
+                        layout.block(n, std::span<const float>(m_payload)));
   // The new weights and the canonical BN state go into the reply buffer for the group.
   std::copy(m_local.begin(), m_local.end(), m_reply.begin());
 }

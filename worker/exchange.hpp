@@ -25,11 +25,11 @@ namespace mpigan::worker {
 
 /// Where this worker stands (also what its checkpoint part records).
 struct WorkerProgress {
-  std::int64_t version = 0;             ///< master version of its weights
-  std::int64_t steps = 0;               ///< GAN steps so far
-  std::int64_t exchanges = 0;           ///< in this run
-  std::int64_t checkpoint_written = -1; ///< the last checkpoint id it wrote its part of
-  double last_wait = 0;                 ///< seconds its last exchange waited for the reply
+  std::int64_t version = 0;              ///< master version of its weights
+  std::int64_t steps = 0;                ///< GAN steps so far
+  std::int64_t exchanges = 0;            ///< in this run
+  std::int64_t checkpoint_written = -1;  ///< the last checkpoint id it wrote its part of
+  double last_wait = 0;                  ///< seconds its last exchange waited for the reply
 };
 
 /// What the leader sends with an update: the losses of its last step, its compute time and data position.
@@ -80,7 +80,7 @@ class Exchanger {
   std::unique_ptr<Backend> m_host;
   std::vector<float> m_payload, m_reply, m_local, m_pulled;
   bool m_spin = false;  ///< topology.worker_wait resolved for this rank
-  FaultPlan m_fault;  ///< MPIGAN_FAULT, read once
+  FaultPlan m_fault;    ///< MPIGAN_FAULT, read once
 };
 
 }  // namespace mpigan::worker

@@ -22,7 +22,9 @@ std::array<std::pair<const char*, nn::Optimizer*>, 2> optimizers(dist::RoleConte
   return {std::pair{"generator", ctx.session.opt_g.get()}, std::pair{"discriminator", ctx.session.opt_d.get()}};
 }
 
-const char* rule_key(Net n) { return n == Net::generator ? "rule/generator" : "rule/discriminator"; }
+const char* rule_key(Net n) {
+  return n == Net::generator ? "rule/generator" : "rule/discriminator";
+}
 
 }  // namespace
 

@@ -20,7 +20,9 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
-int host_threads() { return omp_get_max_threads(); }
+int host_threads() {
+  return omp_get_max_threads();
+}
 
 void set_host_threads(int n) {
   if (n > 0) omp_set_num_threads(n);

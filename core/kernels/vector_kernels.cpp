@@ -281,14 +281,14 @@ void elastic_plain(float* c, const float* x, float alpha, float* before, std::si
 
 // With a mirror (the destination of streaming stores): the widest unit the machine has runs
 // mirror_kernels.inc's version and the function returns; without one, it goes on to the plain loop.
-#define MPIGAN_DISPATCH_MIRROR(mirror, kernel, ...)                  \
-  if ((mirror) != nullptr && __builtin_cpu_supports("avx512f")) {    \
-    avx512::kernel(__VA_ARGS__);                                     \
-    return;                                                          \
-  }                                                                  \
-  if ((mirror) != nullptr && __builtin_cpu_supports("avx")) {        \
-    avx::kernel(__VA_ARGS__);                                        \
-    return;                                                          \
+#define MPIGAN_DISPATCH_MIRROR(mirror, kernel, ...)               \
+  if ((mirror) != nullptr && __builtin_cpu_supports("avx512f")) { \
+    avx512::kernel(__VA_ARGS__);                                  \
+    return;                                                       \
+  }                                                               \
+  if ((mirror) != nullptr && __builtin_cpu_supports("avx")) {     \
+    avx::kernel(__VA_ARGS__);                                     \
+    return;                                                       \
   }
 #else
 #define MPIGAN_DISPATCH_MIRROR(mirror, kernel, ...)
@@ -328,7 +328,9 @@ void elastic_range(float* c, const float* x, float alpha, float* before, std::si
 }
 
 MPIGAN_MULTIVERSION
-double sum_squares_range(const float* x, std::size_t n) { return sum_squares_loop<false>(x, nullptr, n); }
+double sum_squares_range(const float* x, std::size_t n) {
+  return sum_squares_loop<false>(x, nullptr, n);
+}
 
 MPIGAN_MULTIVERSION
 double copy_sum_squares_range(const float* src, float* dst, std::size_t n) {

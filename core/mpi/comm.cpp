@@ -132,10 +132,12 @@ std::vector<std::string> Comm::gather_strings(const std::string& mine, int root)
     for (int i = 1; i < n; ++i) displs[i] = displs[i - 1] + lens[i - 1];
     all.resize(static_cast<std::size_t>(displs[n - 1] + lens[n - 1]));
   }
-  MPIGAN_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, m_comm));
+  MPIGAN_MPI_CHECK(
+      MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, m_comm));
   std::vector<std::string> out;
   if (rank() == root)
-    for (int i = 0; i < n; ++i) out.push_back(all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
+    for (int i = 0; i < n; ++i)
+      out.push_back(all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
   return out;
 }
 

@@ -31,10 +31,10 @@ namespace detail {
 [[noreturn]] void raise_mpi_error(int code, const char* call, const char* file, int line);
 }
 
-#define MPIGAN_MPI_CHECK(call)                                                \
-  do {                                                                        \
-    const int mpigan_rc_ = (call);                                            \
-    if (mpigan_rc_ != MPI_SUCCESS) [[unlikely]]                               \
+#define MPIGAN_MPI_CHECK(call)                                                  \
+  do {                                                                          \
+    const int mpigan_rc_ = (call);                                              \
+    if (mpigan_rc_ != MPI_SUCCESS) [[unlikely]]                                 \
       ::mpigan::detail::raise_mpi_error(mpigan_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -7,8 +7,12 @@
 
 namespace mpigan::data::sim {
 
-Material tungsten() { return {3.504, 19.3, 7.97, 74.0, 1.145}; }
-Material silicon() { return {93.7, 2.33, 40.19, 14.0, 1.664}; }
+Material tungsten() {
+  return {3.504, 19.3, 7.97, 74.0, 1.145};
+}
+Material silicon() {
+  return {93.7, 2.33, 40.19, 14.0, 1.664};
+}
 
 namespace {
 // Visible fraction for a MIP: Si share of the ionisation loss in one layer.
@@ -64,7 +68,8 @@ double Calorimeter::depth_of_x0(double t_x0) const {
     i = static_cast<int>(t_x0 / first.x0_size);
   } else {
     const Layer& back = m_layers.back();
-    i = thin + static_cast<int>((t_x0 - m_layers[static_cast<std::size_t>(thin) - 1].x0_begin - first.x0_size) / back.x0_size);
+    i = thin +
+        static_cast<int>((t_x0 - m_layers[static_cast<std::size_t>(thin) - 1].x0_begin - first.x0_size) / back.x0_size);
   }
   i = std::clamp(i, 0, num_layers() - 1);
   const Layer& l = m_layers[static_cast<std::size_t>(i)];

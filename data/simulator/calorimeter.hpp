@@ -22,11 +22,11 @@
 namespace mpigan::data::sim {
 
 struct Material {
-  double x0_mm;       ///< radiation length
-  double density;     ///< g/cm3
-  double ec_mev;      ///< critical energy
-  double z;           ///< atomic number
-  double dedx_mip;    ///< minimum ionisation, MeV cm2/g
+  double x0_mm;     ///< radiation length
+  double density;   ///< g/cm3
+  double ec_mev;    ///< critical energy
+  double z;         ///< atomic number
+  double dedx_mip;  ///< minimum ionisation, MeV cm2/g
   double x0_gcm2() const { return x0_mm * 0.1 * density; }
 };
 Material tungsten();  ///< PDG: X0 3.504 mm, rho 19.3, E_c 7.97 MeV, Z 74, dE/dx 1.145
@@ -38,17 +38,17 @@ struct CalorimeterConfig {
   double thin_w_mm = 2.4;
   double thick_w_mm = 4.8;
   double si_mm = 0.5;
-  double thin_pitch_mm = 5.6;   ///< W + Si + readout gap
+  double thin_pitch_mm = 5.6;  ///< W + Si + readout gap
   double thick_pitch_mm = 8.0;
-  double cell_mm = 5.1;         ///< Si pad size (x and y)
-  double moliere_scale = 1.0;   ///< multiplies the derived R_M,eff (tuning knob)
+  double cell_mm = 5.1;        ///< Si pad size (x and y)
+  double moliere_scale = 1.0;  ///< multiplies the derived R_M,eff (tuning knob)
 };
 
 struct Layer {
-  double depth_mm = 0;    ///< front face, from the calorimeter front
+  double depth_mm = 0;  ///< front face, from the calorimeter front
   double pitch_mm = 0;
-  double x0_begin = 0;    ///< material depth of the front face, in X0_eff
-  double x0_size = 0;     ///< F_S^-1 of this layer
+  double x0_begin = 0;  ///< material depth of the front face, in X0_eff
+  double x0_size = 0;   ///< F_S^-1 of this layer
   double sampling_fraction = 0;
 };
 

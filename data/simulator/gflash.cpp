@@ -8,8 +8,12 @@
 
 namespace mpigan::data::sim {
 
-double LongitudinalModel::mean_t() const { return std::exp(mu_ln_t); }
-double LongitudinalModel::mean_alpha() const { return std::exp(mu_ln_alpha); }
+double LongitudinalModel::mean_t() const {
+  return std::exp(mu_ln_t);
+}
+double LongitudinalModel::mean_alpha() const {
+  return std::exp(mu_ln_alpha);
+}
 
 LongitudinalModel longitudinal_model(double energy_gev, const Calorimeter& calo) {
   MPIGAN_CHECK(energy_gev > 0, "GFlash: energy {} GeV must be > 0", energy_gev);
@@ -50,7 +54,8 @@ RadialModel radial_model(double energy_gev, double tau, const Calorimeter& calo)
   r.rt = k1 * (std::exp(k3 * (tau - k2)) + std::exp(k4 * (tau - k2))) - 0.14 * one_minus_ehat - 0.495 * fs_inv * e_tau;
   const double p1 = 2.632 - 0.00094 * z, p2 = 0.401 + 0.00187 * z, p3 = 1.313 - 0.0686 * ln_e;
   const double q = (p2 - tau) / p3;
-  r.p = p1 * std::exp(q - std::exp(q)) + one_minus_ehat * (0.348 - 0.642 * fs_inv * std::exp(-(tau - 1.0) * (tau - 1.0)));
+  r.p =
+      p1 * std::exp(q - std::exp(q)) + one_minus_ehat * (0.348 - 0.642 * fs_inv * std::exp(-(tau - 1.0) * (tau - 1.0)));
   // Keep the parametrisation inside its domain far from the maximum (tau >> 1 or << 1).
   r.rc = std::max(r.rc, 0.01);
   r.rt = std::max(r.rt, r.rc);
@@ -89,6 +94,8 @@ double gamma_p(double a, double x) {
   return 1.0 - std::exp(-x + a * std::log(x) - gln) * h;
 }
 
-double spot_count(double energy_gev, double scale) { return scale * (10.3 / 0.11) * std::pow(energy_gev, 0.959); }
+double spot_count(double energy_gev, double scale) {
+  return scale * (10.3 / 0.11) * std::pow(energy_gev, 0.959);
+}
 
 }  // namespace mpigan::data::sim

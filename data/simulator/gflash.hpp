@@ -39,7 +39,7 @@ struct LongitudinalModel {
 struct Profile {
   double t_max = 0;  ///< T, depth of the maximum in X0
   double alpha = 0;
-  double beta = 0;   ///< (alpha - 1) / T
+  double beta = 0;  ///< (alpha - 1) / T
 };
 
 struct RadialModel {

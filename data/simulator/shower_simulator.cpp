@@ -68,15 +68,19 @@ ShowerSimulator::ShowerSimulator(const ShowerConfig& config, Geometry geometry)
     : m_config(config), m_calo(config.calorimeter), m_geometry(geometry), m_dims(geometry_dims(geometry)) {
   MPIGAN_CHECK(m_calo.num_layers() == m_dims.w, "simulator: {} layers but geometry {} has {} depth cells",
                m_calo.num_layers(), to_string(geometry), m_dims.w);
-  MPIGAN_CHECK(config.stochastic_term > 0 && config.spot_scale > 0, "simulator: stochastic term {} and spot scale {} must be > 0",
-               config.stochastic_term, config.spot_scale);
+  MPIGAN_CHECK(config.stochastic_term > 0 && config.spot_scale > 0,
+               "simulator: stochastic term {} and spot scale {} must be > 0", config.stochastic_term,
+               config.spot_scale);
   const double thin = m_calo.layers().front().x0_size;
-  for (const Layer& l : m_calo.layers()) m_a2.push_back(config.stochastic_term * config.stochastic_term * l.x0_size / thin);
+  for (const Layer& l : m_calo.layers())
+    m_a2.push_back(config.stochastic_term * config.stochastic_term * l.x0_size / thin);
 }
 
 ShowerTruth ShowerSimulator::simulate(double energy_gev, double theta, Rng& rng, std::span<float> cells) const {
-  MPIGAN_CHECK(energy_gev > 0 && std::isfinite(energy_gev), "simulator: energy {} GeV must be finite and > 0", energy_gev);
-  MPIGAN_CHECK(theta > 0.1 && theta < std::numbers::pi - 0.1, "simulator: theta {} rad is outside (0.1, pi-0.1)", theta);
+  MPIGAN_CHECK(energy_gev > 0 && std::isfinite(energy_gev), "simulator: energy {} GeV must be finite and > 0",
+               energy_gev);
+  MPIGAN_CHECK(theta > 0.1 && theta < std::numbers::pi - 0.1, "simulator: theta {} rad is outside (0.1, pi-0.1)",
+               theta);
   MPIGAN_CHECK(static_cast<std::int64_t>(cells.size()) == m_dims.product(), "simulator: {} cells for geometry {}",
                cells.size(), to_string(m_geometry));
   const Calorimeter& calo = m_calo;
@@ -97,7 +101,8 @@ ShowerTruth ShowerSimulator::simulate(double energy_gev, double theta, Rng& rng,
   // Radial parameters tabulated in tau for this energy.
   thread_local std::vector<RadialModel> table;
   table.resize(static_cast<std::size_t>(kTauMax * kTauSteps) + 1);
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = radial_model(energy_gev, static_cast<double>(i) / kTauSteps, calo);
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = radial_model(energy_gev, static_cast<double>(i) / kTauSteps, calo);
 
   // Entry point: uniform inside a cell of the grid (the converter centres on a cell, not a point).
   const double ux = rng.uniform_double() * cell, uy = rng.uniform_double() * cell;
@@ -110,7 +115,7 @@ ShowerTruth ShowerSimulator::simulate(double energy_gev, double theta, Rng& rng,
   const double inv_beta = 1.0 / prof.beta;
   for (std::int64_t s = 0; s < nspots; ++s) {
     const double t = gamma(rng) * inv_beta;  // X0 along the axis
-    const double t_mat = t * sin_t;                       // material depth along the normal
+    const double t_mat = t * sin_t;          // material depth along the normal
     const double tau = t / prof.t_max;
     const RadialModel& rmod = table[static_cast<std::size_t>(std::min(tau, kTauMax) * kTauSteps + 0.5)];
     const double radius_scale = rng.uniform() < rmod.p ? rmod.rc : rmod.rt;

@@ -62,25 +62,31 @@ Rng event_rng(std::uint64_t seed, std::int64_t g) {
 void validate(const SimulateOptions& o) {
   std::vector<std::string> problems;
   if (o.events < 1) problems.push_back(fmt::format("simulate: --events must be >= 1, got {}", o.events));
-  if (o.events_per_file < 1) problems.push_back(fmt::format("simulate: --events-per-file must be >= 1, got {}", o.events_per_file));
+  if (o.events_per_file < 1)
+    problems.push_back(fmt::format("simulate: --events-per-file must be >= 1, got {}", o.events_per_file));
   if (!(o.energy_lo > 0) || !(o.energy_hi >= o.energy_lo) || !std::isfinite(o.energy_hi)) {
-    problems.push_back(fmt::format("simulate: --energy {}:{} must satisfy 0 < LO <= HI (GeV)", o.energy_lo, o.energy_hi));
+    problems.push_back(
+        fmt::format("simulate: --energy {}:{} must satisfy 0 < LO <= HI (GeV)", o.energy_lo, o.energy_hi));
   }
   if (o.geometry == Geometry::ecal25 && (o.angle_lo != 90.0 || o.angle_hi != 90.0)) {
-    problems.push_back(fmt::format("simulate: --angle {}:{} needs --geometry 51x51x25 (the 25x25x25 set is at normal "
-                                   "incidence, 90 degrees)", o.angle_lo, o.angle_hi));
+    problems.push_back(
+        fmt::format("simulate: --angle {}:{} needs --geometry 51x51x25 (the 25x25x25 set is at normal "
+                    "incidence, 90 degrees)",
+                    o.angle_lo, o.angle_hi));
   }
   if (!(o.angle_lo >= 10.0) || !(o.angle_hi <= 170.0) || !(o.angle_lo <= o.angle_hi)) {
-    problems.push_back(fmt::format("simulate: --angle {}:{} must satisfy 10 <= LO <= HI <= 170 (degrees)", o.angle_lo,
-                                   o.angle_hi));
+    problems.push_back(
+        fmt::format("simulate: --angle {}:{} must satisfy 10 <= LO <= HI <= 170 (degrees)", o.angle_lo, o.angle_hi));
   }
   if (o.out_dir.empty()) problems.push_back("simulate: --out DIR is required");
-  if (o.gzip_level < 0 || o.gzip_level > 9) problems.push_back(fmt::format("simulate: gzip level {} not in 0..9", o.gzip_level));
+  if (o.gzip_level < 0 || o.gzip_level > 9)
+    problems.push_back(fmt::format("simulate: gzip level {} not in 0..9", o.gzip_level));
   if (o.threads < 0) problems.push_back(fmt::format("simulate: --threads {} must be >= 0", o.threads));
   MPIGAN_CHECK_PROBLEMS(problems);
 }
 
-SimulateReport simulate_dataset(const SimulateOptions& o, const std::function<void(std::int64_t, std::int64_t)>& progress) {
+SimulateReport simulate_dataset(const SimulateOptions& o,
+                                const std::function<void(std::int64_t, std::int64_t)>& progress) {
   validate(o);
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -12,13 +12,13 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
 #include "mpigan/data/synthetic.hpp"
+#include "mpigan/dist/dist_config.hpp"
 #include "mpigan/dist/launch.hpp"
+#include "mpigan/dist/watchdog.hpp"
 #include "mpigan/master/server.hpp"
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/train/checkpoint.hpp"
-#include "mpigan/dist/dist_config.hpp"
-#include "mpigan/dist/watchdog.hpp"
 #include "mpigan/worker/worker.hpp"
 
 #include <sched.h>
@@ -153,8 +153,8 @@ std::vector<float> final_generator(const std::string& dir, const std::string& ck
 }
 
 /// The assertions every healthy run must pass (rank 0).
-void check_healthy_run(const std::string& what, const std::string& dir, const dist::JobSummary& s,
-                       int workers, double max_error_ratio = 0.5) {
+void check_healthy_run(const std::string& what, const std::string& dir, const dist::JobSummary& s, int workers,
+                       double max_error_ratio = 0.5) {
   INFO(what);
   REQUIRE(!s.master.last_checkpoint.empty());
   CHECK(fs::exists(dir + "/checkpoints/latest"));
@@ -217,7 +217,8 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   {
     // The same tree with every payload as an MPI message (as between nodes).
     const std::string dir = run_dir("gem-tree-mpi");
-    const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.lr=0.0003", "topology.shared_memory=false"});
+    const auto s =
+        run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.lr=0.0003", "topology.shared_memory=false"});
     if (world_rank() == 0) check_healthy_run("gem under sub-masters, payloads over MPI", dir, s, 2);
   }
   {
@@ -237,7 +238,7 @@ TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own
   if (!ranks(5)) return;
   // rank 0 top master, ranks 1-2 sub-masters (sync over their one worker each, with RMSprop
   // state of their own), ranks 3-4 workers. Synchronous: bit for bit the uninterrupted run.
-  const std::vector<std::string> base{"topology.masters=3", "algorithm.name=sync", "optimizer.name=rmsprop",
+  const std::vector<std::string> base{"topology.masters=3",         "algorithm.name=sync",     "optimizer.name=rmsprop",
                                       "topology.submaster_every=2", "training.max_updates=12", "checkpoint.every=4"};
   const std::string a = run_dir("tree-sync-a"), b = run_dir("tree-sync-b");
   const auto sa = run(a, base);
@@ -388,8 +389,8 @@ TEST_CASE("--trace writes one Chrome-trace timeline with every rank's spans, in 
   const YAML::Node doc = YAML::LoadFile(dir + "/trace.json");
   const YAML::Node events = doc["traceEvents"];
   REQUIRE(events.IsSequence());
-  std::map<int, std::string> process;                       // pid -> name
-  std::map<int, std::map<std::string, int>> spans;          // pid -> span name -> count
+  std::map<int, std::string> process;               // pid -> name
+  std::map<int, std::map<std::string, int>> spans;  // pid -> span name -> count
   double last_end = 0;
   for (const auto& e : events) {
     const int pid = e["pid"].as<int>();
@@ -405,7 +406,7 @@ TEST_CASE("--trace writes one Chrome-trace timeline with every rank's spans, in 
   CHECK(process[0] == "rank 0 master");
   CHECK(process[1] == "rank 1 worker 0");
   CHECK(process[2] == "rank 2 worker 1");
-  CHECK(spans[0]["apply"] == s.master.applied);     // one per applied update
+  CHECK(spans[0]["apply"] == s.master.applied);  // one per applied update
   CHECK(spans[0]["receive"] >= s.master.applied);
   for (int w : {1, 2}) {
     CHECK(spans[w]["compute"] >= 1);
@@ -419,8 +420,8 @@ TEST_CASE("early stopping by threshold ends the run at a validation") {
   if (!ranks(3)) return;
   const std::string dir = run_dir("early");
   // A threshold every validation meets: the first validation stops the run.
-  const auto s = run(dir, {"algorithm.name=downpour", "validation.every=10", "validation.early_stopping.metric=val_d_loss",
-                           "validation.early_stopping.threshold=1e9"});
+  const auto s = run(dir, {"algorithm.name=downpour", "validation.every=10",
+                           "validation.early_stopping.metric=val_d_loss", "validation.early_stopping.threshold=1e9"});
   if (world_rank() != 0) return;
   CHECK(s.master.stopped_early);
   CHECK(s.master.version == 10);

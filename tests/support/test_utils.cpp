@@ -36,7 +36,9 @@ Tensor random_tensor(const Shape& shape, Rng& rng, float lo, float hi) {
   return t;
 }
 
-Tensor host(Backend& backend, const Tensor& t) { return backend.to_host(t); }
+Tensor host(Backend& backend, const Tensor& t) {
+  return backend.to_host(t);
+}
 
 Tensor upload(Backend& backend, const Tensor& values, const TensorDesc& desc) {
   Tensor t = backend.allocate(desc);
@@ -68,22 +70,31 @@ void check_impl(const std::string& what, std::size_t n, Get&& get, Tolerance tol
 }  // namespace
 
 void check_close(const std::string& what, const Tensor& got, const Tensor& want, Tolerance tol) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << got.shape().to_string() << " vs "
-                                                    << want.shape().to_string());
+  REQUIRE_MESSAGE(got.shape() == want.shape(),
+                  what << ": shape " << got.shape().to_string() << " vs " << want.shape().to_string());
   const float* g = got.data();
   const float* w = want.data();
-  check_impl(what, static_cast<std::size_t>(got.numel()),
-             [&](std::size_t i) { return std::pair<double, double>{g[i], w[i]}; }, tol);
+  check_impl(
+      what, static_cast<std::size_t>(got.numel()),
+      [&](std::size_t i) {
+        return std::pair<double, double>{g[i], w[i]};
+      },
+      tol);
 }
 
 void check_close(const std::string& what, std::span<const double> got, std::span<const double> want, Tolerance tol) {
   REQUIRE(got.size() == want.size());
-  check_impl(what, got.size(), [&](std::size_t i) { return std::pair<double, double>{got[i], want[i]}; }, tol);
+  check_impl(
+      what, got.size(),
+      [&](std::size_t i) {
+        return std::pair<double, double>{got[i], want[i]};
+      },
+      tol);
 }
 
 void check_rel_l2(const std::string& what, const Tensor& got, const Tensor& want, double max_rel, double abs_rms) {
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what << ": shape " << got.shape().to_string() << " vs "
-                                                    << want.shape().to_string());
+  REQUIRE_MESSAGE(got.shape() == want.shape(),
+                  what << ": shape " << got.shape().to_string() << " vs " << want.shape().to_string());
   double num = 0.0, den = 0.0;
   for (std::int64_t i = 0; i < got.numel(); ++i) {
     const double d = static_cast<double>(got.data()[i]) - want.data()[i];

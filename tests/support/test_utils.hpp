@@ -57,7 +57,8 @@ void check_close(const std::string& what, std::span<const double> got, std::span
 /// elements may legitimately jump, e.g. gradients behind a LeakyReLU whose input sits within
 /// rounding of 0; abs_rms covers quantities that are 0 in exact arithmetic, like the gradient of a
 /// bias followed by BatchNorm).
-void check_rel_l2(const std::string& what, const Tensor& got, const Tensor& want, double max_rel, double abs_rms = 1e-4);
+void check_rel_l2(const std::string& what, const Tensor& got, const Tensor& want, double max_rel,
+                  double abs_rms = 1e-4);
 
 }  // namespace mpigan::test
 

@@ -144,7 +144,8 @@ class CpuConv3d final : public Conv3dOp {
       p.src_bwd_weights = Staging(md_of(m_src), p.bwd_weights_pd.src_desc(), m_ctx);
       p.diff_dst_bwd_weights = Staging(md_of(m_dst), p.bwd_weights_pd.diff_dst_desc(), m_ctx);
       p.dw_buffer = dnnl::memory(p.bwd_weights_pd.diff_weights_desc(), m_ctx.engine);
-      p.dw_accumulate = AccumulatingReorder(p.bwd_weights_pd.diff_weights_desc(), plain_md(m_desc.weights_shape()), m_ctx);
+      p.dw_accumulate =
+          AccumulatingReorder(p.bwd_weights_pd.diff_weights_desc(), plain_md(m_desc.weights_shape()), m_ctx);
       if (m_desc.bias) p.db_buffer = dnnl::memory(plain_md({m_desc.oc}), m_ctx.engine);
     });
     p.has_bwd_weights = true;
@@ -177,6 +178,8 @@ class CpuConv3d final : public Conv3dOp {
 
 }  // namespace
 
-std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, DnnlContext& ctx) { return std::make_unique<CpuConv3d>(d, ctx); }
+std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& d, DnnlContext& ctx) {
+  return std::make_unique<CpuConv3d>(d, ctx);
+}
 
 }  // namespace mpigan::cpu

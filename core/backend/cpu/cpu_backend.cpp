@@ -6,8 +6,8 @@
 #include "mpigan/core/rng.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
-#include <Eigen/Core>
 #include <omp.h>
+#include <Eigen/Core>
 
 #include <cmath>
 
@@ -69,15 +69,24 @@ std::size_t same_size(const Tensor& a, const Tensor& b, const char* op) {
 
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
   }
 }
 
@@ -114,14 +123,24 @@ void CpuBackend::reorder(const Tensor& src, Tensor& dst) {
   });
 }
 
-std::unique_ptr<Conv3dOp> CpuBackend::make_conv3d(const Conv3dDesc& d) { return cpu::make_conv3d(d, *m_ctx); }
+std::unique_ptr<Conv3dOp> CpuBackend::make_conv3d(const Conv3dDesc& d) {
+  return cpu::make_conv3d(d, *m_ctx);
+}
 std::unique_ptr<InnerProductOp> CpuBackend::make_inner_product(const InnerProductDesc& d) {
   return cpu::make_inner_product(d, *m_ctx);
 }
-std::unique_ptr<EltwiseOp> CpuBackend::make_eltwise(const EltwiseDesc& d) { return cpu::make_eltwise(d, *m_ctx); }
-std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(const BatchNormDesc& d) { return cpu::make_batch_norm(d, *m_ctx); }
-std::unique_ptr<AvgPoolOp> CpuBackend::make_avg_pool(const AvgPoolDesc& d) { return cpu::make_avg_pool(d, *m_ctx); }
-std::unique_ptr<UpsampleOp> CpuBackend::make_upsample(const UpsampleDesc& d) { return cpu::make_upsample(d, *m_ctx); }
+std::unique_ptr<EltwiseOp> CpuBackend::make_eltwise(const EltwiseDesc& d) {
+  return cpu::make_eltwise(d, *m_ctx);
+}
+std::unique_ptr<BatchNormOp> CpuBackend::make_batch_norm(const BatchNormDesc& d) {
+  return cpu::make_batch_norm(d, *m_ctx);
+}
+std::unique_ptr<AvgPoolOp> CpuBackend::make_avg_pool(const AvgPoolDesc& d) {
+  return cpu::make_avg_pool(d, *m_ctx);
+}
+std::unique_ptr<UpsampleOp> CpuBackend::make_upsample(const UpsampleDesc& d) {
+  return cpu::make_upsample(d, *m_ctx);
+}
 
 void CpuBackend::fill(Tensor& x, float value) {
   parallel_chunks(x.physical_elems(), [&](std::size_t b, std::size_t e) { arr(x, b, e).setConstant(value); });
@@ -142,11 +161,13 @@ void CpuBackend::axpby(float a, const Tensor& x, float b, Tensor& y) {
 
 void CpuBackend::mul(const Tensor& a, const Tensor& b, Tensor& out) {
   same_size(a, out, "mul");
-  parallel_chunks(same_size(a, b, "mul"), [&](std::size_t s, std::size_t e) { arr(out, s, e) = arr(a, s, e) * arr(b, s, e); });
+  parallel_chunks(same_size(a, b, "mul"),
+                  [&](std::size_t s, std::size_t e) { arr(out, s, e) = arr(a, s, e) * arr(b, s, e); });
 }
 
 double CpuBackend::sum_squares(const Tensor& x) {
-  return parallel_sum(x.physical_elems(), [&](std::size_t b, std::size_t e) { return cpu::sum_squares_range(x.data() + b, e - b); });
+  return parallel_sum(x.physical_elems(),
+                      [&](std::size_t b, std::size_t e) { return cpu::sum_squares_range(x.data() + b, e - b); });
 }
 
 std::size_t CpuBackend::count_nonfinite(const Tensor& x) {
@@ -177,10 +198,11 @@ void CpuBackend::dropout_backward(const Tensor& diff_dst, Tensor& diff_src, floa
 }
 
 void CpuBackend::sum_per_item(const Tensor& src, Tensor& dst) {
-  MPIGAN_CHECK(src.canonical() && dst.canonical(), "cpu sum_per_item: canonical tensors required ({})", src.desc().to_string());
+  MPIGAN_CHECK(src.canonical() && dst.canonical(), "cpu sum_per_item: canonical tensors required ({})",
+               src.desc().to_string());
   const std::int64_t n = src.shape()[0], m = src.shape().item_numel();
   MPIGAN_CHECK_SHAPE(dst.numel() == n, "cpu sum_per_item: dst expected ({},1), found {}", n, dst.shape());
-#pragma omp parallel for schedule(static) if (n * m >= static_cast<std::int64_t>(kParallelMin))
+#pragma omp parallel for schedule(static) if (n * m >= static_cast <std::int64_t>(kParallelMin))
   for (std::int64_t i = 0; i < n; ++i)
     dst.data()[i] = static_cast<float>(ConstVecMap(src.data() + i * m, m).cast<double>().sum());
 }
@@ -188,8 +210,9 @@ void CpuBackend::sum_per_item(const Tensor& src, Tensor& dst) {
 void CpuBackend::add_per_item(const Tensor& diff_dst, Tensor& diff_src) {
   MPIGAN_CHECK(diff_src.canonical(), "cpu add_per_item: canonical diff_src required ({})", diff_src.desc().to_string());
   const std::int64_t n = diff_src.shape()[0], m = diff_src.shape().item_numel();
-  MPIGAN_CHECK_SHAPE(diff_dst.numel() == n, "cpu add_per_item: diff_dst expected ({},1), found {}", n, diff_dst.shape());
-#pragma omp parallel for schedule(static) if (n * m >= static_cast<std::int64_t>(kParallelMin))
+  MPIGAN_CHECK_SHAPE(diff_dst.numel() == n, "cpu add_per_item: diff_dst expected ({},1), found {}", n,
+                     diff_dst.shape());
+#pragma omp parallel for schedule(static) if (n * m >= static_cast <std::int64_t>(kParallelMin))
   for (std::int64_t i = 0; i < n; ++i) Eigen::Map<Eigen::ArrayXf>(diff_src.data() + i * m, m) += diff_dst.data()[i];
 }
 
@@ -213,7 +236,9 @@ float* mirror_data(Tensor* mirror, const Tensor& w) {
   same_size(w, *mirror, "optimizer update (mirror)");
   return mirror->data();
 }
-float* at(float* p, std::size_t b) { return p == nullptr ? nullptr : p + b; }
+float* at(float* p, std::size_t b) {
+  return p == nullptr ? nullptr : p + b;
+}
 }  // namespace
 
 void CpuBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdStep& s) {
@@ -233,8 +258,8 @@ void CpuBackend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, const Rm
 void CpuBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
   float* mirror = mirror_data(s.mirror, w);
   parallel_chunks(same_size(w, g, "adam_update"), [&](std::size_t b, std::size_t e) {
-    cpu::adam_range(w.data() + b, g.data() + b, m.data() + b, v.data() + b, at(mirror, b), e - b, s.lr_t, s.beta1, s.beta2,
-                    s.epsilon);
+    cpu::adam_range(w.data() + b, g.data() + b, m.data() + b, v.data() + b, at(mirror, b), e - b, s.lr_t, s.beta1,
+                    s.beta2, s.epsilon);
   });
 }
 

@@ -39,8 +39,12 @@ void DnnlContext::run_reorder(const dnnl::reorder& r, const dnnl::memory& src, c
   run(r, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
-dnnl::memory::dims to_dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
-dnnl::memory::dims to_dims(const Dims3& d) { return {d.d, d.h, d.w}; }
+dnnl::memory::dims to_dims(const Shape& s) {
+  return dnnl::memory::dims(s.begin(), s.end());
+}
+dnnl::memory::dims to_dims(const Dims3& d) {
+  return {d.d, d.h, d.w};
+}
 
 dnnl::memory::desc plain_md(const Shape& s) {
   static const tag kPlain[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
@@ -48,7 +52,9 @@ dnnl::memory::desc plain_md(const Shape& s) {
   return {to_dims(s), dt::f32, kPlain[s.rank()]};
 }
 
-dnnl::memory::desc any_md(const Shape& s) { return {to_dims(s), dt::f32, tag::any}; }
+dnnl::memory::desc any_md(const Shape& s) {
+  return {to_dims(s), dt::f32, tag::any};
+}
 
 dnnl::memory::desc md_of(const TensorDesc& d) {
   if (d.canonical()) return plain_md(d.shape);
@@ -76,11 +82,14 @@ std::string md_name(const dnnl::memory::desc& md) {
     for (int k = 0; k < blk.inner_nblks; ++k) blocked |= blk.inner_idxs[k] == i;
     s += static_cast<char>((blocked ? 'A' : 'a') + i);
   }
-  for (int k = 0; k < blk.inner_nblks; ++k) s += std::to_string(blk.inner_blks[k]) + static_cast<char>('a' + blk.inner_idxs[k]);
+  for (int k = 0; k < blk.inner_nblks; ++k)
+    s += std::to_string(blk.inner_blks[k]) + static_cast<char>('a' + blk.inner_idxs[k]);
   return s;
 }
 
-std::string DnnlLayout::name() const { return "onednn:" + md_name(m_md); }
+std::string DnnlLayout::name() const {
+  return "onednn:" + md_name(m_md);
+}
 
 bool DnnlLayout::same_as(const Layout& other) const {
   const auto* o = dynamic_cast<const DnnlLayout*>(&other);

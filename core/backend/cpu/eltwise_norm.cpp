@@ -15,7 +15,8 @@ using flags = dnnl::normalization_flags;
 // relu with negative slope alpha covers relu (alpha 0) and leaky_relu; logistic is sigmoid. The
 // *_use_dst_for_bwd variants compute the backward from the forward output (backend.hpp contract).
 algorithm to_dnnl(EltwiseKind k) {
-  return k == EltwiseKind::sigmoid ? algorithm::eltwise_logistic_use_dst_for_bwd : algorithm::eltwise_relu_use_dst_for_bwd;
+  return k == EltwiseKind::sigmoid ? algorithm::eltwise_logistic_use_dst_for_bwd
+                                   : algorithm::eltwise_relu_use_dst_for_bwd;
 }
 
 class CpuEltwise final : public EltwiseOp {
@@ -36,7 +37,7 @@ class CpuEltwise final : public EltwiseOp {
 
   void forward(const Tensor& src, Tensor& dst) override {
     m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_md, m_ctx, src.data())},
-                                 {DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())}});
+                      {DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())}});
   }
 
   void backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override {
@@ -45,8 +46,8 @@ class CpuEltwise final : public EltwiseOp {
       return dnnl::eltwise_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
     });
     m_ctx.run(bwd, {{DNNL_ARG_DST, make_memory(m_md, m_ctx, dst.data())},
-                                 {DNNL_ARG_DIFF_DST, make_memory(m_md, m_ctx, diff_dst.data())},
-                                 {DNNL_ARG_DIFF_SRC, make_memory(m_md, m_ctx, diff_src.data())}});
+                    {DNNL_ARG_DIFF_DST, make_memory(m_md, m_ctx, diff_dst.data())},
+                    {DNNL_ARG_DIFF_SRC, make_memory(m_md, m_ctx, diff_src.data())}});
   }
 
  private:
@@ -82,11 +83,11 @@ class CpuBatchNorm final : public BatchNormOp {
   void forward_training(const Tensor& src, const Tensor& gamma, const Tensor& beta, Tensor& dst, Tensor& mean,
                         Tensor& var) override {
     m_ctx.run(m_train, {{DNNL_ARG_SRC, mem(src)},
-                                   {DNNL_ARG_SCALE, vec(gamma)},
-                                   {DNNL_ARG_SHIFT, vec(beta)},
-                                   {DNNL_ARG_DST, mem(dst)},
-                                   {DNNL_ARG_MEAN, vec(mean)},
-                                   {DNNL_ARG_VARIANCE, vec(var)}});
+                        {DNNL_ARG_SCALE, vec(gamma)},
+                        {DNNL_ARG_SHIFT, vec(beta)},
+                        {DNNL_ARG_DST, mem(dst)},
+                        {DNNL_ARG_MEAN, vec(mean)},
+                        {DNNL_ARG_VARIANCE, vec(var)}});
   }
 
   void forward_inference(const Tensor& src, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
@@ -97,11 +98,11 @@ class CpuBatchNorm final : public BatchNormOp {
       return dnnl::batch_normalization_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
     });
     m_ctx.run(infer, {{DNNL_ARG_SRC, mem(src)},
-                                   {DNNL_ARG_SCALE, vec(gamma)},
-                                   {DNNL_ARG_SHIFT, vec(beta)},
-                                   {DNNL_ARG_MEAN, vec(mean)},
-                                   {DNNL_ARG_VARIANCE, vec(var)},
-                                   {DNNL_ARG_DST, mem(dst)}});
+                      {DNNL_ARG_SCALE, vec(gamma)},
+                      {DNNL_ARG_SHIFT, vec(beta)},
+                      {DNNL_ARG_MEAN, vec(mean)},
+                      {DNNL_ARG_VARIANCE, vec(var)},
+                      {DNNL_ARG_DST, mem(dst)}});
   }
 
   void backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& mean, const Tensor& var,
@@ -119,14 +120,14 @@ class CpuBatchNorm final : public BatchNormOp {
       return dnnl::batch_normalization_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_train_pd);
     });
     m_ctx.run(bwd, {{DNNL_ARG_SRC, mem(src)},
-                                 {DNNL_ARG_DIFF_DST, mem(diff_dst)},
-                                 {DNNL_ARG_SCALE, vec(gamma)},
-                                 {DNNL_ARG_SHIFT, m_zero_shift},
-                                 {DNNL_ARG_MEAN, vec(mean)},
-                                 {DNNL_ARG_VARIANCE, vec(var)},
-                                 {DNNL_ARG_DIFF_SRC, mem(diff_src)},
-                                 {DNNL_ARG_DIFF_SCALE, m_dscale},
-                                 {DNNL_ARG_DIFF_SHIFT, m_dshift}});
+                    {DNNL_ARG_DIFF_DST, mem(diff_dst)},
+                    {DNNL_ARG_SCALE, vec(gamma)},
+                    {DNNL_ARG_SHIFT, m_zero_shift},
+                    {DNNL_ARG_MEAN, vec(mean)},
+                    {DNNL_ARG_VARIANCE, vec(var)},
+                    {DNNL_ARG_DIFF_SRC, mem(diff_src)},
+                    {DNNL_ARG_DIFF_SCALE, m_dscale},
+                    {DNNL_ARG_DIFF_SHIFT, m_dshift}});
     const auto* ds = static_cast<const float*>(m_dscale.get_data_handle());
     const auto* dh = static_cast<const float*>(m_dshift.get_data_handle());
     for (std::int64_t c = 0; c < m_desc.channels; ++c) {
@@ -151,7 +152,9 @@ class CpuBatchNorm final : public BatchNormOp {
 
 }  // namespace
 
-std::unique_ptr<EltwiseOp> make_eltwise(const EltwiseDesc& d, DnnlContext& ctx) { return std::make_unique<CpuEltwise>(d, ctx); }
+std::unique_ptr<EltwiseOp> make_eltwise(const EltwiseDesc& d, DnnlContext& ctx) {
+  return std::make_unique<CpuEltwise>(d, ctx);
+}
 std::unique_ptr<BatchNormOp> make_batch_norm(const BatchNormDesc& d, DnnlContext& ctx) {
   return std::make_unique<CpuBatchNorm>(d, ctx);
 }

@@ -21,7 +21,8 @@ class CpuInnerProduct final : public InnerProductOp {
     m_n = src.shape[0];
     m_has_bwd_data = m_has_bwd_weights = false;
     dnnl_call("inner_product " + m_desc.to_string(), [&] {
-      dnnl::inner_product_forward::desc d(prop_kind::forward_training, src_md(), any_md(w_shape()), bias_md(), dst_md());
+      dnnl::inner_product_forward::desc d(prop_kind::forward_training, src_md(), any_md(w_shape()), bias_md(),
+                                          dst_md());
       m_fwd_pd = dnnl::inner_product_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::inner_product_forward(m_fwd_pd);
       m_w_fwd = Staging(plain_md(w_shape()), m_fwd_pd.weights_desc(), m_ctx);
@@ -48,8 +49,8 @@ class CpuInnerProduct final : public InnerProductOp {
       m_has_bwd_data = true;
     }
     m_ctx.run(m_bwd_data, {{DNNL_ARG_DIFF_DST, make_memory(dst_md(), m_ctx, diff_dst.data())},
-                                      {DNNL_ARG_WEIGHTS, m_w_bwd.in(w.data(), m_ctx)},
-                                      {DNNL_ARG_DIFF_SRC, make_memory(src_md(), m_ctx, diff_src.data())}});
+                           {DNNL_ARG_WEIGHTS, m_w_bwd.in(w.data(), m_ctx)},
+                           {DNNL_ARG_DIFF_SRC, make_memory(src_md(), m_ctx, diff_src.data())}});
   }
 
   void backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& dw, Tensor& db) override {

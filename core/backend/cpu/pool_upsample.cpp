@@ -20,11 +20,13 @@ class CpuAvgPool final : public AvgPoolOp {
     // No padding; oneDNN requires out = (in - k + pad_l + pad_r)/stride + 1 exactly, so a window
     // that does not fit at the end (23 -> 11 with k = s = 2) gets a negative right padding.
     dnnl::memory::dims pad_r(3);
-    for (int i = 0; i < 3; ++i) pad_r[i] = (dst_shape[2 + i] - 1) * m_desc.stride[i] + m_desc.kernel[i] - src.shape[2 + i];
+    for (int i = 0; i < 3; ++i)
+      pad_r[i] = (dst_shape[2 + i] - 1) * m_desc.stride[i] + m_desc.kernel[i] - src.shape[2 + i];
     m_pad_r = pad_r;
     dnnl_call("avg_pool " + m_desc.to_string() + " " + src.to_string(), [&] {
       dnnl::pooling_forward::desc d(prop_kind::forward_training, algorithm::pooling_avg_include_padding, m_src_md,
-                                    any_md(dst_shape), to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0}, m_pad_r);
+                                    any_md(dst_shape), to_dims(m_desc.stride), to_dims(m_desc.kernel), {0, 0, 0},
+                                    m_pad_r);
       m_fwd_pd = dnnl::pooling_forward::primitive_desc(d, m_ctx.attr(), m_ctx.engine);
       m_fwd = dnnl::pooling_forward(m_fwd_pd);
     });
@@ -34,7 +36,7 @@ class CpuAvgPool final : public AvgPoolOp {
 
   void forward(const Tensor& src, Tensor& dst) override {
     m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
-                                 {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
+                      {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
   }
 
   void backward(const Tensor& diff_dst, Tensor& diff_src) override {
@@ -44,7 +46,7 @@ class CpuAvgPool final : public AvgPoolOp {
       return dnnl::pooling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
     });
     m_ctx.run(bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
-                                 {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
+                    {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 
  private:
@@ -80,7 +82,7 @@ class CpuUpsample final : public UpsampleOp {
 
   void forward(const Tensor& src, Tensor& dst) override {
     m_ctx.run(m_fwd, {{DNNL_ARG_SRC, make_memory(m_src_md, m_ctx, src.data())},
-                                 {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
+                      {DNNL_ARG_DST, make_memory(m_dst, m_ctx, dst.data())}});
   }
 
   void backward(const Tensor& diff_dst, Tensor& diff_src) override {
@@ -89,7 +91,7 @@ class CpuUpsample final : public UpsampleOp {
       return dnnl::resampling_backward::primitive_desc(d, m_ctx.attr(), m_ctx.engine, m_fwd_pd);
     });
     m_ctx.run(bwd, {{DNNL_ARG_DIFF_DST, make_memory(m_dst, m_ctx, diff_dst.data())},
-                                 {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
+                    {DNNL_ARG_DIFF_SRC, make_memory(m_src_md, m_ctx, diff_src.data())}});
   }
 
  private:
@@ -104,7 +106,9 @@ class CpuUpsample final : public UpsampleOp {
 
 }  // namespace
 
-std::unique_ptr<AvgPoolOp> make_avg_pool(const AvgPoolDesc& d, DnnlContext& ctx) { return std::make_unique<CpuAvgPool>(d, ctx); }
+std::unique_ptr<AvgPoolOp> make_avg_pool(const AvgPoolDesc& d, DnnlContext& ctx) {
+  return std::make_unique<CpuAvgPool>(d, ctx);
+}
 std::unique_ptr<UpsampleOp> make_upsample(const UpsampleDesc& d, DnnlContext& ctx) {
   return std::make_unique<CpuUpsample>(d, ctx);
 }

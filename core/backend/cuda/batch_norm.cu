@@ -19,7 +19,9 @@
 namespace mpigan::cuda::kernels {
 namespace {
 
-constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+constexpr std::size_t align256(std::size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 struct BnScratch {
   double* partials;  // C * P * 2
@@ -170,9 +172,8 @@ void bn_forward_training(cudaStream_t stream, const BnGeometry& g, float epsilon
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 
-void bn_forward_inference(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src,
-                          const float* gamma, const float* beta, const float* mean, const float* var, float* dst,
-                          void* scratch) {
+void bn_forward_inference(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src, const float* gamma,
+                          const float* beta, const float* mean, const float* var, float* dst, void* scratch) {
   if (g.numel() == 0) return;
   auto* coef = static_cast<BnForwardCoef*>(carve(g, scratch).coef);
   bn_inference_coef_kernel<<<blocks_for(static_cast<std::size_t>(g.c)), kThreads, 0, stream>>>(g.c, epsilon, gamma,
@@ -191,8 +192,8 @@ void bn_backward(cudaStream_t stream, const BnGeometry& g, float epsilon, const 
   auto* coef = static_cast<BnBackwardCoef*>(s.coef);
   bn_partial_backward_kernel<<<partial_grid(g), kThreads, 0, stream>>>(g, src, diff_dst, mean, s.partials);
   MPIGAN_CUDA_CHECK_LAUNCH();
-  bn_backward_coef_kernel<<<static_cast<unsigned>(g.c), kThreads, 0, stream>>>(g, epsilon, s.partials, gamma, mean,
-                                                                               var, diff_gamma, diff_beta, coef);
+  bn_backward_coef_kernel<<<static_cast<unsigned>(g.c), kThreads, 0, stream>>>(g, epsilon, s.partials, gamma, mean, var,
+                                                                               diff_gamma, diff_beta, coef);
   MPIGAN_CUDA_CHECK_LAUNCH();
   const auto n = static_cast<std::size_t>(g.numel());
   bn_apply_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, diff_dst, coef, diff_src, n);

@@ -23,7 +23,9 @@ namespace mpigan::cuda {
 namespace {
 
 constexpr std::size_t kMaxPlans = 4;
-constexpr std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+constexpr std::size_t align256(std::size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 ConvDescPtr make_conv_desc(const Dims3& pad, const Dims3& stride, cudnnMathType_t math) {
   int pad_a[3], stride_a[3];
@@ -43,11 +45,16 @@ ConvDescPtr make_conv_desc(const Dims3& pad, const Dims3& stride, cudnnMathType_
 
 const char* math_name(cudnnMathType_t m) {
   switch (m) {
-    case CUDNN_DEFAULT_MATH: return "default";
-    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor_op_allow_conversion";
-    case CUDNN_FMA_MATH: return "fma";
-    default: return "?";
+    case CUDNN_DEFAULT_MATH:
+      return "default";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor_op_allow_conversion";
+    case CUDNN_FMA_MATH:
+      return "fma";
+    default:
+      return "?";
   }
 }
 
@@ -68,15 +75,15 @@ const Perf& pick(const std::vector<Perf>& results, int returned, const Settings&
   std::string list;
   for (int i = 0; i < returned; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
-    list += fmt::format("\n  algo {}: {}, workspace {} bytes, {}, math {}", static_cast<int>(r.algo),
-                        cudnnGetErrorString(r.status), r.memory,
-                        r.determinism == CUDNN_DETERMINISTIC ? "deterministic" : "non-deterministic",
-                        math_name(r.mathType));
+    list += fmt::format(
+        "\n  algo {}: {}, workspace {} bytes, {}, math {}", static_cast<int>(r.algo), cudnnGetErrorString(r.status),
+        r.memory, r.determinism == CUDNN_DETERMINISTIC ? "deterministic" : "non-deterministic", math_name(r.mathType));
   }
-  MPIGAN_FATAL("cuda conv3d {}: no usable cuDNN algorithm (workspace limit {} MiB{}{}; MPIGAN_CUDA_WORKSPACE_MB, "
-               "MPIGAN_CUDA_DETERMINISTIC and MPIGAN_CUDA_TF32 change the filter); candidates:{}",
-               what, s.workspace_limit >> 20, s.deterministic ? ", deterministic only" : "",
-               s.tf32 ? "" : ", fp32 math only", list.empty() ? " none" : list);
+  MPIGAN_FATAL(
+      "cuda conv3d {}: no usable cuDNN algorithm (workspace limit {} MiB{}{}; MPIGAN_CUDA_WORKSPACE_MB, "
+      "MPIGAN_CUDA_DETERMINISTIC and MPIGAN_CUDA_TF32 change the filter); candidates:{}",
+      what, s.workspace_limit >> 20, s.deterministic ? ", deterministic only" : "", s.tf32 ? "" : ", fp32 math only",
+      list.empty() ? " none" : list);
 }
 
 class CudaConv3d final : public Conv3dOp {
@@ -238,19 +245,16 @@ class CudaConv3d final : public Conv3dOp {
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
     if (s.conv_algo == Settings::ConvAlgo::find)
-      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(m_ctx.cudnn(), p.w.get(), p.y.get(),
-                                                                   p.conv_bwd_data.get(), p.x.get(), max_count,
-                                                                   &returned, perf.data()));
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+          m_ctx.cudnn(), p.w.get(), p.y.get(), p.conv_bwd_data.get(), p.x.get(), max_count, &returned, perf.data()));
     else
-      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(m_ctx.cudnn(), p.w.get(), p.y.get(),
-                                                                     p.conv_bwd_data.get(), p.x.get(), max_count,
-                                                                     &returned, perf.data()));
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          m_ctx.cudnn(), p.w.get(), p.y.get(), p.conv_bwd_data.get(), p.x.get(), max_count, &returned, perf.data()));
     const auto& r = pick(perf, returned, s, what + " backward data");
     p.bwd_data_algo = r.algo;
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_data.get(), r.mathType));
-    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(m_ctx.cudnn(), p.w.get(), p.y.get(),
-                                                                    p.conv_bwd_data.get(), p.x.get(), p.bwd_data_algo,
-                                                                    &p.bwd_data_ws));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        m_ctx.cudnn(), p.w.get(), p.y.get(), p.conv_bwd_data.get(), p.x.get(), p.bwd_data_algo, &p.bwd_data_ws));
   }
 
   void choose_backward_filter(Plan& p, const std::string& what) {
@@ -259,19 +263,16 @@ class CudaConv3d final : public Conv3dOp {
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
     if (s.conv_algo == Settings::ConvAlgo::find)
-      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(m_ctx.cudnn(), p.x.get(), p.y.get(),
-                                                                     p.conv_bwd_filter.get(), p.w.get(), max_count,
-                                                                     &returned, perf.data()));
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+          m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), max_count, &returned, perf.data()));
     else
-      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_ctx.cudnn(), p.x.get(), p.y.get(),
-                                                                       p.conv_bwd_filter.get(), p.w.get(), max_count,
-                                                                       &returned, perf.data()));
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), max_count, &returned, perf.data()));
     const auto& r = pick(perf, returned, s, what + " backward weights");
     p.bwd_filter_algo = r.algo;
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_filter.get(), r.mathType));
-    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(m_ctx.cudnn(), p.x.get(), p.y.get(),
-                                                                      p.conv_bwd_filter.get(), p.w.get(),
-                                                                      p.bwd_filter_algo, &p.bwd_filter_ws));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), p.bwd_filter_algo, &p.bwd_filter_ws));
   }
 
   Conv3dDesc m_desc;

@@ -47,8 +47,8 @@ std::size_t same_size(const Tensor& a, const Tensor& b, const char* op) {
 
 /// The node-local rank from the launcher's environment (see choose_cuda_device), or -1.
 int local_rank_from_env(std::string* variable) {
-  static const char* const kVariables[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                           "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
+  static const char* const kVariables[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                                           "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
   for (const char* name : kVariables) {
     const char* v = std::getenv(name);
     if (!v || !*v) continue;
@@ -85,9 +85,10 @@ int choose_cuda_device(int requested, std::string* reason) {
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    MPIGAN_FATAL("cuda backend: no usable CUDA device: cudaGetDeviceCount failed with {} ({}); "
-                 "CUDA_VISIBLE_DEVICES={}",
-                 cudaGetErrorName(status), cudaGetErrorString(status), visible ? visible : "(unset)");
+    MPIGAN_FATAL(
+        "cuda backend: no usable CUDA device: cudaGetDeviceCount failed with {} ({}); "
+        "CUDA_VISIBLE_DEVICES={}",
+        cudaGetErrorName(status), cudaGetErrorString(status), visible ? visible : "(unset)");
   }
   MPIGAN_CHECK(count > 0, "cuda backend: no CUDA device is visible (CUDA_VISIBLE_DEVICES={})",
                std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
@@ -158,10 +159,18 @@ std::string CudaBackend::describe() const {
       nccl / 10000, nccl / 100 % 100, nccl % 100, m_ctx->settings().to_string(), m_ctx->choice().reason);
 }
 
-int CudaBackend::device_id() const { return m_ctx->device(); }
-std::size_t CudaBackend::memory_in_use() const { return m_ctx->allocator()->stats().in_use; }
-std::size_t CudaBackend::memory_cached() const { return m_ctx->allocator()->stats().cached; }
-void CudaBackend::empty_cache() { m_ctx->allocator()->empty_cache(); }
+int CudaBackend::device_id() const {
+  return m_ctx->device();
+}
+std::size_t CudaBackend::memory_in_use() const {
+  return m_ctx->allocator()->stats().in_use;
+}
+std::size_t CudaBackend::memory_cached() const {
+  return m_ctx->allocator()->stats().cached;
+}
+void CudaBackend::empty_cache() {
+  m_ctx->allocator()->empty_cache();
+}
 
 std::shared_ptr<Storage> CudaBackend::allocate_storage(std::size_t bytes) {
   m_ctx->activate();
@@ -223,16 +232,24 @@ void CudaBackend::synchronize() {
   m_ctx->sync();
 }
 
-std::unique_ptr<Conv3dOp> CudaBackend::make_conv3d(const Conv3dDesc& d) { return cuda::make_conv3d(d, *m_ctx); }
+std::unique_ptr<Conv3dOp> CudaBackend::make_conv3d(const Conv3dDesc& d) {
+  return cuda::make_conv3d(d, *m_ctx);
+}
 std::unique_ptr<InnerProductOp> CudaBackend::make_inner_product(const InnerProductDesc& d) {
   return cuda::make_inner_product(d, *m_ctx);
 }
-std::unique_ptr<EltwiseOp> CudaBackend::make_eltwise(const EltwiseDesc& d) { return cuda::make_eltwise(d, *m_ctx); }
+std::unique_ptr<EltwiseOp> CudaBackend::make_eltwise(const EltwiseDesc& d) {
+  return cuda::make_eltwise(d, *m_ctx);
+}
 std::unique_ptr<BatchNormOp> CudaBackend::make_batch_norm(const BatchNormDesc& d) {
   return cuda::make_batch_norm(d, *m_ctx);
 }
-std::unique_ptr<AvgPoolOp> CudaBackend::make_avg_pool(const AvgPoolDesc& d) { return cuda::make_avg_pool(d, *m_ctx); }
-std::unique_ptr<UpsampleOp> CudaBackend::make_upsample(const UpsampleDesc& d) { return cuda::make_upsample(d, *m_ctx); }
+std::unique_ptr<AvgPoolOp> CudaBackend::make_avg_pool(const AvgPoolDesc& d) {
+  return cuda::make_avg_pool(d, *m_ctx);
+}
+std::unique_ptr<UpsampleOp> CudaBackend::make_upsample(const UpsampleDesc& d) {
+  return cuda::make_upsample(d, *m_ctx);
+}
 
 // ----------------------------------------------------------------------------------------------
 // Flat math
@@ -352,8 +369,8 @@ void CudaBackend::sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdSte
   if (s.momentum != 0.0f) same_size(w, v, "sgd_update (velocity)");
   if (s.mirror != nullptr) same_size(w, *s.mirror, "sgd_update (mirror)");  // before w changes
   m_ctx->activate();
-  kernels::sgd_update(m_ctx->stream(), w.data(), g.data(), s.momentum != 0.0f ? v.data() : nullptr, n, s.lr,
-                      s.momentum, s.nesterov);
+  kernels::sgd_update(m_ctx->stream(), w.data(), g.data(), s.momentum != 0.0f ? v.data() : nullptr, n, s.lr, s.momentum,
+                      s.nesterov);
   if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 
@@ -372,8 +389,7 @@ void CudaBackend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, 
   same_size(w, v, "adam_update (second moment)");
   if (s.mirror != nullptr) same_size(w, *s.mirror, "adam_update (mirror)");
   m_ctx->activate();
-  kernels::adam_update(m_ctx->stream(), w.data(), g.data(), m.data(), v.data(), n, s.lr_t, s.beta1, s.beta2,
-                       s.epsilon);
+  kernels::adam_update(m_ctx->stream(), w.data(), g.data(), m.data(), v.data(), n, s.lr_t, s.beta1, s.beta2, s.epsilon);
   if (s.mirror != nullptr) copy(w, *s.mirror);
 }
 

@@ -29,7 +29,9 @@ std::string device_label() {
 }
 
 /// A library call may fail because an earlier kernel hit a sticky error; abort in that case too.
-bool context_is_dead() { return is_sticky(cudaPeekAtLastError()); }
+bool context_is_dead() {
+  return is_sticky(cudaPeekAtLastError());
+}
 
 }  // namespace
 

@@ -36,11 +36,10 @@ bool is_sticky(cudaError_t status);
 
 }  // namespace mpigan::cuda
 
-#define MPIGAN_CUDA_CHECK(expr)                                                   \
-  do {                                                                            \
-    const cudaError_t mpigan_status_ = (expr);                                    \
-    if (mpigan_status_ != cudaSuccess)                                            \
-      ::mpigan::cuda::cuda_failed(mpigan_status_, #expr, __FILE__, __LINE__);     \
+#define MPIGAN_CUDA_CHECK(expr)                                                                                \
+  do {                                                                                                         \
+    const cudaError_t mpigan_status_ = (expr);                                                                 \
+    if (mpigan_status_ != cudaSuccess) ::mpigan::cuda::cuda_failed(mpigan_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 /// Launch errors (bad configuration, no kernel image for this GPU) are reported by
@@ -48,23 +47,22 @@ bool is_sticky(cudaError_t status);
 /// Run with CUDA_LAUNCH_BLOCKING=1 to attribute them to the launch that caused them.
 #define MPIGAN_CUDA_CHECK_LAUNCH() MPIGAN_CUDA_CHECK(cudaGetLastError())
 
-#define MPIGAN_CUDNN_CHECK(expr)                                                  \
-  do {                                                                            \
-    const cudnnStatus_t mpigan_status_ = (expr);                                  \
-    if (mpigan_status_ != CUDNN_STATUS_SUCCESS)                                   \
-      ::mpigan::cuda::cudnn_failed(mpigan_status_, #expr, __FILE__, __LINE__);    \
+#define MPIGAN_CUDNN_CHECK(expr)                                               \
+  do {                                                                         \
+    const cudnnStatus_t mpigan_status_ = (expr);                               \
+    if (mpigan_status_ != CUDNN_STATUS_SUCCESS)                                \
+      ::mpigan::cuda::cudnn_failed(mpigan_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define MPIGAN_CUBLAS_CHECK(expr)                                                 \
-  do {                                                                            \
-    const cublasStatus_t mpigan_status_ = (expr);                                 \
-    if (mpigan_status_ != CUBLAS_STATUS_SUCCESS)                                  \
-      ::mpigan::cuda::cublas_failed(mpigan_status_, #expr, __FILE__, __LINE__);   \
+#define MPIGAN_CUBLAS_CHECK(expr)                                               \
+  do {                                                                          \
+    const cublasStatus_t mpigan_status_ = (expr);                               \
+    if (mpigan_status_ != CUBLAS_STATUS_SUCCESS)                                \
+      ::mpigan::cuda::cublas_failed(mpigan_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define MPIGAN_NCCL_CHECK(expr)                                                   \
-  do {                                                                            \
-    const ncclResult_t mpigan_status_ = (expr);                                   \
-    if (mpigan_status_ != ncclSuccess)                                            \
-      ::mpigan::cuda::nccl_failed(mpigan_status_, #expr, __FILE__, __LINE__);     \
+#define MPIGAN_NCCL_CHECK(expr)                                                                                \
+  do {                                                                                                         \
+    const ncclResult_t mpigan_status_ = (expr);                                                                \
+    if (mpigan_status_ != ncclSuccess) ::mpigan::cuda::nccl_failed(mpigan_status_, #expr, __FILE__, __LINE__); \
   } while (0)

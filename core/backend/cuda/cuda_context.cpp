@@ -68,9 +68,10 @@ Settings Settings::from_env() {
     else if (a == "heuristic")
       s.conv_algo = ConvAlgo::heuristic;
     else
-      MPIGAN_FATAL("environment variable MPIGAN_CUDA_CONV_ALGO='{}': allowed are 'find' (benchmark the cuDNN "
-                   "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no benchmarking)",
-                   a);
+      MPIGAN_FATAL(
+          "environment variable MPIGAN_CUDA_CONV_ALGO='{}': allowed are 'find' (benchmark the cuDNN "
+          "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no benchmarking)",
+          a);
   }
   if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
@@ -131,9 +132,13 @@ void Context::activate() const {
   if (current != m_choice.device) MPIGAN_CUDA_CHECK(cudaSetDevice(m_choice.device));
 }
 
-void Context::sync() const { MPIGAN_CUDA_CHECK(cudaStreamSynchronize(m_stream.get())); }
+void Context::sync() const {
+  MPIGAN_CUDA_CHECK(cudaStreamSynchronize(m_stream.get()));
+}
 
-void Context::reserve_workspace(std::size_t bytes) { (void)workspace(bytes); }
+void Context::reserve_workspace(std::size_t bytes) {
+  (void)workspace(bytes);
+}
 
 void* Context::workspace(std::size_t bytes) {
   if (bytes > m_workspace_bytes) {

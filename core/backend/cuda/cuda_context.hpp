@@ -69,7 +69,7 @@ struct Settings {
   ConvAlgo conv_algo = ConvAlgo::find;  ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
   bool deterministic = false;           ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
-  bool caching = true;                  ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
+  bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
   static Settings from_env();
   std::string to_string() const;
 };

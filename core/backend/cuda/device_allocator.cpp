@@ -33,7 +33,9 @@ class DeviceScope {
   bool m_switched = false;
 };
 
-std::string mib(std::size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(std::size_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 }  // namespace
 
@@ -79,10 +81,11 @@ void* DeviceAllocator::allocate(std::size_t bytes, std::size_t* block_bytes) {
     std::size_t free_bytes = 0, total_bytes = 0;
     (void)cudaMemGetInfo(&free_bytes, &total_bytes);
     (void)cudaGetLastError();
-    MPIGAN_FATAL("out of GPU memory on device {}: cudaMalloc of {} ({} bytes requested) failed; this backend holds "
-                 "{} in use (peak {}), {} cached; the device has {} free of {}",
-                 m_device, mib(rounded), bytes, mib(m_stats.in_use), mib(m_stats.peak_in_use), mib(m_stats.cached),
-                 mib(free_bytes), mib(total_bytes));
+    MPIGAN_FATAL(
+        "out of GPU memory on device {}: cudaMalloc of {} ({} bytes requested) failed; this backend holds "
+        "{} in use (peak {}), {} cached; the device has {} free of {}",
+        m_device, mib(rounded), bytes, mib(m_stats.in_use), mib(m_stats.peak_in_use), mib(m_stats.cached),
+        mib(free_bytes), mib(total_bytes));
   }
   MPIGAN_CUDA_CHECK(status);
   ++m_stats.device_mallocs;

@@ -32,8 +32,8 @@ namespace mpigan::cuda {
 class DeviceAllocator {
  public:
   struct Stats {
-    std::size_t in_use = 0;        ///< bytes in blocks handed out
-    std::size_t cached = 0;        ///< bytes in free blocks kept for reuse
+    std::size_t in_use = 0;  ///< bytes in blocks handed out
+    std::size_t cached = 0;  ///< bytes in free blocks kept for reuse
     std::size_t peak_in_use = 0;
     std::uint64_t device_mallocs = 0;  ///< cudaMalloc calls made
   };

@@ -20,8 +20,8 @@
 
 #include "mpigan/backend/cuda/philox.hpp"
 
-#include <cstdint>
 #include <math.h>
+#include <cstdint>
 
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
@@ -36,18 +36,24 @@ enum class Act : int { relu = 0, leaky_relu = 1, sigmoid = 2 };
 
 MPIGAN_HD float act_forward(Act kind, float alpha, float x) {
   switch (kind) {
-    case Act::relu: return x > 0.0f ? x : 0.0f;
-    case Act::leaky_relu: return x > 0.0f ? x : alpha * x;
-    default: return 1.0f / (1.0f + expf(-x));
+    case Act::relu:
+      return x > 0.0f ? x : 0.0f;
+    case Act::leaky_relu:
+      return x > 0.0f ? x : alpha * x;
+    default:
+      return 1.0f / (1.0f + expf(-x));
   }
 }
 
 /// f'(x) * dy from the forward output y.
 MPIGAN_HD float act_backward(Act kind, float alpha, float y, float dy) {
   switch (kind) {
-    case Act::relu: return y > 0.0f ? dy : 0.0f;
-    case Act::leaky_relu: return y > 0.0f ? dy : alpha * dy;
-    default: return dy * y * (1.0f - y);
+    case Act::relu:
+      return y > 0.0f ? dy : 0.0f;
+    case Act::leaky_relu:
+      return y > 0.0f ? dy : alpha * dy;
+    default:
+      return dy * y * (1.0f - y);
   }
 }
 
@@ -63,7 +69,9 @@ MPIGAN_HD bool is_finite(float x) {
 }
 
 /// max(x, 0)^p with the reference's std::max semantics (a NaN x stays NaN).
-MPIGAN_HD float pow_forward(float x, float p) { return powf(x < 0.0f ? 0.0f : x, p); }
+MPIGAN_HD float pow_forward(float x, float p) {
+  return powf(x < 0.0f ? 0.0f : x, p);
+}
 
 /// diff_src + p x^(p-1) diff_dst where x > 0, else diff_src unchanged.
 MPIGAN_HD float pow_backward_add(float x, float p, float diff_dst, float diff_src) {
@@ -204,7 +212,9 @@ MPIGAN_HD std::int64_t bn_channel_element(const BnGeometry& g, std::int64_t c, s
   return (n * g.c + c) * g.s + (j - n * g.s);
 }
 
-MPIGAN_HD std::int64_t bn_channel_of(const BnGeometry& g, std::int64_t i) { return (i / g.s) % g.c; }
+MPIGAN_HD std::int64_t bn_channel_of(const BnGeometry& g, std::int64_t i) {
+  return (i / g.s) % g.c;
+}
 
 /// dst = (x - mean) * scale + shift with scale = gamma / sqrt(var + eps), shift = beta.
 struct BnForwardCoef {
@@ -216,7 +226,9 @@ MPIGAN_HD BnForwardCoef bn_forward_coef(double mean, double var, float epsilon, 
   return {static_cast<float>(mean), static_cast<float>(static_cast<double>(gamma) * inv), beta};
 }
 
-MPIGAN_HD float bn_forward_apply(const BnForwardCoef& k, float x) { return (x - k.mean) * k.scale + k.shift; }
+MPIGAN_HD float bn_forward_apply(const BnForwardCoef& k, float x) {
+  return (x - k.mean) * k.scale + k.shift;
+}
 
 /// diff_src = a * (dy - b - (x - mean) * k): the reference's
 ///   gamma*inv * (dy - dbeta/M - xhat*dgamma/M), xhat = (x - mean)*inv, dgamma = inv * sum dy (x - mean)

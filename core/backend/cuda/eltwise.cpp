@@ -10,9 +10,12 @@ namespace {
 /// The one conversion from the API's kinds to the kernels' codes.
 Act to_act(EltwiseKind k) {
   switch (k) {
-    case EltwiseKind::relu: return Act::relu;
-    case EltwiseKind::leaky_relu: return Act::leaky_relu;
-    case EltwiseKind::sigmoid: return Act::sigmoid;
+    case EltwiseKind::relu:
+      return Act::relu;
+    case EltwiseKind::leaky_relu:
+      return Act::leaky_relu;
+    case EltwiseKind::sigmoid:
+      return Act::sigmoid;
   }
   MPIGAN_FATAL("cuda eltwise: unknown kind {}", static_cast<int>(k));
 }

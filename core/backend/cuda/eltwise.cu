@@ -15,8 +15,8 @@ __global__ void eltwise_forward_kernel(Act kind, float alpha, const float* src, 
   for (std::size_t i = global_thread(); i < n; i += grid_threads()) dst[i] = act_forward(kind, alpha, src[i]);
 }
 
-__global__ void eltwise_backward_kernel(Act kind, float alpha, const float* dst, const float* diff_dst,
-                                        float* diff_src, std::size_t n) {
+__global__ void eltwise_backward_kernel(Act kind, float alpha, const float* dst, const float* diff_dst, float* diff_src,
+                                        std::size_t n) {
   for (std::size_t i = global_thread(); i < n; i += grid_threads())
     diff_src[i] = act_backward(kind, alpha, dst[i], diff_dst[i]);
 }

@@ -27,7 +27,9 @@ inline unsigned blocks_for(std::size_t n, std::size_t per_thread = 1) {
 __device__ __forceinline__ std::size_t global_thread() {
   return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ __forceinline__ std::size_t grid_threads() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
+__device__ __forceinline__ std::size_t grid_threads() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
 
 /// Sum of @p v over the block; the result is valid in thread 0 only. Deterministic: a fixed tree
 /// of warp shuffles, then the warp sums in warp order. Contains __syncthreads(): every thread of

@@ -66,9 +66,8 @@ void upsample_backward(cudaStream_t stream, const UpsampleGeometry& g, const flo
 std::size_t bn_scratch_bytes(const BnGeometry& g);
 void bn_forward_training(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src, const float* gamma,
                          const float* beta, float* dst, float* batch_mean, float* batch_var, void* scratch);
-void bn_forward_inference(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src,
-                          const float* gamma, const float* beta, const float* mean, const float* var, float* dst,
-                          void* scratch);
+void bn_forward_inference(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src, const float* gamma,
+                          const float* beta, const float* mean, const float* var, float* dst, void* scratch);
 /// diff_src overwritten; diff_gamma / diff_beta (nullable) accumulated.
 void bn_backward(cudaStream_t stream, const BnGeometry& g, float epsilon, const float* src, const float* diff_dst,
                  const float* gamma, const float* mean, const float* var, float* diff_src, float* diff_gamma,

@@ -39,7 +39,9 @@ NcclComm::~NcclComm() {
 }
 
 NcclComm::NcclComm(NcclComm&& other) noexcept
-    : m_comm(std::exchange(other.m_comm, nullptr)), m_backend(other.m_backend), m_rank(other.m_rank),
+    : m_comm(std::exchange(other.m_comm, nullptr)),
+      m_backend(other.m_backend),
+      m_rank(other.m_rank),
       m_size(other.m_size) {}
 
 NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
@@ -60,7 +62,9 @@ void NcclComm::require_buffer(const Tensor& t, const char* what) const {
                to_string(t.device()));
 }
 
-void NcclComm::allreduce_sum(Tensor& buffer) { allreduce_sum(buffer, buffer); }
+void NcclComm::allreduce_sum(Tensor& buffer) {
+  allreduce_sum(buffer, buffer);
+}
 
 void NcclComm::allreduce_sum(const Tensor& send, Tensor& recv) {
   require_buffer(send, "allreduce_sum");

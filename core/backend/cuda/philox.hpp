@@ -53,6 +53,8 @@ MPIGAN_HD PhiloxWords philox_block(std::uint64_t seed, std::uint64_t stream, std
 }
 
 /// Uniform float in [0, 1) from the top 24 bits (mpigan::u32_to_unit_float).
-MPIGAN_HD float unit_float(std::uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+MPIGAN_HD float unit_float(std::uint32_t x) {
+  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+}
 
 }  // namespace mpigan::cuda

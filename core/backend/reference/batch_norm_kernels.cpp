@@ -82,11 +82,12 @@ void batch_norm_backward(const Shape& shape, float epsilon, const T* src, const 
   }
 }
 
-#define MPIGAN_INSTANTIATE(T)                                                                                            \
-  template void batch_norm_forward_training<T>(const Shape&, float, const T*, const T*, const T*, T*, T*, T*);          \
-  template void batch_norm_forward_inference<T>(const Shape&, float, const T*, const T*, const T*, const T*, const T*,  \
-                                                T*);                                                                     \
-  template void batch_norm_backward<T>(const Shape&, float, const T*, const T*, const T*, const T*, const T*, T*, T*, T*);
+#define MPIGAN_INSTANTIATE(T)                                                                                          \
+  template void batch_norm_forward_training<T>(const Shape&, float, const T*, const T*, const T*, T*, T*, T*);         \
+  template void batch_norm_forward_inference<T>(const Shape&, float, const T*, const T*, const T*, const T*, const T*, \
+                                                T*);                                                                   \
+  template void batch_norm_backward<T>(const Shape&, float, const T*, const T*, const T*, const T*, const T*, T*, T*,  \
+                                       T*);
 MPIGAN_INSTANTIATE(float)
 MPIGAN_INSTANTIATE(double)
 #undef MPIGAN_INSTANTIATE

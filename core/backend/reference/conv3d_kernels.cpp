@@ -26,7 +26,8 @@ struct ConvGeometry {
 }  // namespace
 
 template <class T>
-void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src, const T* weights, const T* bias, T* dst) {
+void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src, const T* weights, const T* bias,
+                    T* dst) {
   const ConvGeometry g(desc, src_shape);
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t n = 0; n < g.N; ++n)
@@ -55,7 +56,8 @@ void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src
 }
 
 template <class T>
-void conv3d_backward_data(const Conv3dDesc& desc, const Shape& src_shape, const T* diff_dst, const T* weights, T* diff_src) {
+void conv3d_backward_data(const Conv3dDesc& desc, const Shape& src_shape, const T* diff_dst, const T* weights,
+                          T* diff_src) {
   const ConvGeometry g(desc, src_shape);
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t n = 0; n < g.N; ++n)
@@ -115,15 +117,16 @@ void conv3d_backward_weights(const Conv3dDesc& desc, const Shape& src_shape, con
     for (std::int64_t oc = 0; oc < g.OC; ++oc) {
       double acc = 0.0;
       for (std::int64_t n = 0; n < g.N; ++n)
-        for (std::int64_t i = 0; i < g.OD * g.OH * g.OW; ++i) acc += static_cast<double>(diff_dst[(n * g.OC + oc) * g.OD * g.OH * g.OW + i]);
+        for (std::int64_t i = 0; i < g.OD * g.OH * g.OW; ++i)
+          acc += static_cast<double>(diff_dst[(n * g.OC + oc) * g.OD * g.OH * g.OW + i]);
       diff_bias[oc] += static_cast<T>(acc);
     }
   }
 }
 
-#define MPIGAN_INSTANTIATE(T)                                                                                    \
-  template void conv3d_forward<T>(const Conv3dDesc&, const Shape&, const T*, const T*, const T*, T*);           \
-  template void conv3d_backward_data<T>(const Conv3dDesc&, const Shape&, const T*, const T*, T*);               \
+#define MPIGAN_INSTANTIATE(T)                                                                         \
+  template void conv3d_forward<T>(const Conv3dDesc&, const Shape&, const T*, const T*, const T*, T*); \
+  template void conv3d_backward_data<T>(const Conv3dDesc&, const Shape&, const T*, const T*, T*);     \
   template void conv3d_backward_weights<T>(const Conv3dDesc&, const Shape&, const T*, const T*, T*, T*);
 MPIGAN_INSTANTIATE(float)
 MPIGAN_INSTANTIATE(double)

@@ -57,9 +57,15 @@ void eltwise_forward(const EltwiseDesc& d, std::size_t count, const T* src, T* d
   for (std::size_t i = 0; i < count; ++i) {
     const T x = src[i];
     switch (d.kind) {
-      case EltwiseKind::relu: dst[i] = x > T(0) ? x : T(0); break;
-      case EltwiseKind::leaky_relu: dst[i] = x > T(0) ? x : alpha * x; break;
-      case EltwiseKind::sigmoid: dst[i] = T(1) / (T(1) + std::exp(-x)); break;
+      case EltwiseKind::relu:
+        dst[i] = x > T(0) ? x : T(0);
+        break;
+      case EltwiseKind::leaky_relu:
+        dst[i] = x > T(0) ? x : alpha * x;
+        break;
+      case EltwiseKind::sigmoid:
+        dst[i] = T(1) / (T(1) + std::exp(-x));
+        break;
     }
   }
 }
@@ -70,9 +76,15 @@ void eltwise_backward(const EltwiseDesc& d, std::size_t count, const T* dst, con
   for (std::size_t i = 0; i < count; ++i) {
     const T y = dst[i];
     switch (d.kind) {
-      case EltwiseKind::relu: diff_src[i] = y > T(0) ? diff_dst[i] : T(0); break;
-      case EltwiseKind::leaky_relu: diff_src[i] = y > T(0) ? diff_dst[i] : alpha * diff_dst[i]; break;
-      case EltwiseKind::sigmoid: diff_src[i] = diff_dst[i] * y * (T(1) - y); break;
+      case EltwiseKind::relu:
+        diff_src[i] = y > T(0) ? diff_dst[i] : T(0);
+        break;
+      case EltwiseKind::leaky_relu:
+        diff_src[i] = y > T(0) ? diff_dst[i] : alpha * diff_dst[i];
+        break;
+      case EltwiseKind::sigmoid:
+        diff_src[i] = diff_dst[i] * y * (T(1) - y);
+        break;
     }
   }
 }
@@ -153,15 +165,15 @@ void upsample_backward(const UpsampleDesc& d, const Shape& src_shape, const T* d
         }
 }
 
-#define MPIGAN_INSTANTIATE(T)                                                                                        \
-  template void inner_product_forward<T>(std::int64_t, const InnerProductDesc&, const T*, const T*, const T*, T*);  \
-  template void inner_product_backward_data<T>(std::int64_t, const InnerProductDesc&, const T*, const T*, T*);      \
+#define MPIGAN_INSTANTIATE(T)                                                                                         \
+  template void inner_product_forward<T>(std::int64_t, const InnerProductDesc&, const T*, const T*, const T*, T*);    \
+  template void inner_product_backward_data<T>(std::int64_t, const InnerProductDesc&, const T*, const T*, T*);        \
   template void inner_product_backward_weights<T>(std::int64_t, const InnerProductDesc&, const T*, const T*, T*, T*); \
-  template void eltwise_forward<T>(const EltwiseDesc&, std::size_t, const T*, T*);                                  \
-  template void eltwise_backward<T>(const EltwiseDesc&, std::size_t, const T*, const T*, T*);                       \
-  template void avg_pool_forward<T>(const AvgPoolDesc&, const Shape&, const T*, T*);                                \
-  template void avg_pool_backward<T>(const AvgPoolDesc&, const Shape&, const T*, T*);                               \
-  template void upsample_forward<T>(const UpsampleDesc&, const Shape&, const T*, T*);                               \
+  template void eltwise_forward<T>(const EltwiseDesc&, std::size_t, const T*, T*);                                    \
+  template void eltwise_backward<T>(const EltwiseDesc&, std::size_t, const T*, const T*, T*);                         \
+  template void avg_pool_forward<T>(const AvgPoolDesc&, const Shape&, const T*, T*);                                  \
+  template void avg_pool_backward<T>(const AvgPoolDesc&, const Shape&, const T*, T*);                                 \
+  template void upsample_forward<T>(const UpsampleDesc&, const Shape&, const T*, T*);                                 \
   template void upsample_backward<T>(const UpsampleDesc&, const Shape&, const T*, T*);
 MPIGAN_INSTANTIATE(float)
 MPIGAN_INSTANTIATE(double)

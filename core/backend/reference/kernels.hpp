@@ -16,10 +16,12 @@ namespace mpigan::ref {
 
 // src (N,IC,ID,IH,IW), weights (OC,IC,KD,KH,KW), bias (OC) or nullptr, dst (N,OC,OD,OH,OW)
 template <class T>
-void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src, const T* weights, const T* bias, T* dst);
+void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src, const T* weights, const T* bias,
+                    T* dst);
 // diff_dst (N,OC,OD,OH,OW), weights (OC,IC,KD,KH,KW), diff_src (N,IC,ID,IH,IW)
 template <class T>
-void conv3d_backward_data(const Conv3dDesc& desc, const Shape& src_shape, const T* diff_dst, const T* weights, T* diff_src);
+void conv3d_backward_data(const Conv3dDesc& desc, const Shape& src_shape, const T* diff_dst, const T* weights,
+                          T* diff_src);
 // src (N,IC,ID,IH,IW), diff_dst (N,OC,OD,OH,OW), diff_weights (OC,IC,KD,KH,KW) +=, diff_bias (OC) += or nullptr
 template <class T>
 void conv3d_backward_weights(const Conv3dDesc& desc, const Shape& src_shape, const T* src, const T* diff_dst,

@@ -13,8 +13,8 @@ namespace mpigan {
 namespace {
 
 void require_canonical(const Tensor& t, const char* op, const char* role) {
-  MPIGAN_CHECK(t.canonical() && t.device() == Device::cpu, "reference {}: {} must be a canonical host tensor, got {}", op,
-               role, t.desc().to_string());
+  MPIGAN_CHECK(t.canonical() && t.device() == Device::cpu, "reference {}: {} must be a canonical host tensor, got {}",
+               op, role, t.desc().to_string());
 }
 
 void require_shape(const Tensor& t, const Shape& want, const char* op, const char* role) {
@@ -138,8 +138,8 @@ class RefBatchNorm final : public BatchNormOp {
   void backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                 Tensor& diff_src, Tensor& dgamma, Tensor& dbeta) override {
     require_shape(diff_dst, m_shape, "batch_norm", "diff_dst");
-    ref::batch_norm_backward(m_shape, m_desc.epsilon, src.data(), diff_dst.data(), gamma.data(), mean.data(), var.data(),
-                             diff_src.data(), dgamma.defined() ? dgamma.data() : nullptr,
+    ref::batch_norm_backward(m_shape, m_desc.epsilon, src.data(), diff_dst.data(), gamma.data(), mean.data(),
+                             var.data(), diff_src.data(), dgamma.defined() ? dgamma.data() : nullptr,
                              dbeta.defined() ? dbeta.data() : nullptr);
   }
 
@@ -200,15 +200,21 @@ void ReferenceBackend::reorder(const Tensor& src, Tensor& dst) {
   std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.numel()) * sizeof(float));
 }
 
-std::unique_ptr<Conv3dOp> ReferenceBackend::make_conv3d(const Conv3dDesc& d) { return std::make_unique<RefConv3d>(d); }
+std::unique_ptr<Conv3dOp> ReferenceBackend::make_conv3d(const Conv3dDesc& d) {
+  return std::make_unique<RefConv3d>(d);
+}
 std::unique_ptr<InnerProductOp> ReferenceBackend::make_inner_product(const InnerProductDesc& d) {
   return std::make_unique<RefInnerProduct>(d);
 }
-std::unique_ptr<EltwiseOp> ReferenceBackend::make_eltwise(const EltwiseDesc& d) { return std::make_unique<RefEltwise>(d); }
+std::unique_ptr<EltwiseOp> ReferenceBackend::make_eltwise(const EltwiseDesc& d) {
+  return std::make_unique<RefEltwise>(d);
+}
 std::unique_ptr<BatchNormOp> ReferenceBackend::make_batch_norm(const BatchNormDesc& d) {
   return std::make_unique<RefBatchNorm>(d);
 }
-std::unique_ptr<AvgPoolOp> ReferenceBackend::make_avg_pool(const AvgPoolDesc& d) { return std::make_unique<RefAvgPool>(d); }
+std::unique_ptr<AvgPoolOp> ReferenceBackend::make_avg_pool(const AvgPoolDesc& d) {
+  return std::make_unique<RefAvgPool>(d);
+}
 std::unique_ptr<UpsampleOp> ReferenceBackend::make_upsample(const UpsampleDesc& d) {
   return std::make_unique<RefUpsample>(d);
 }

@@ -44,14 +44,16 @@ using namespace mpigan;
 // ----------------------------------------------------------------------------------------------
 // Helpers
 
-bool gpu_present() { return cuda_device_count() > 0; }
+bool gpu_present() {
+  return cuda_device_count() > 0;
+}
 
-#define MPIGAN_REQUIRE_GPU()                                             \
-  do {                                                                   \
-    if (!gpu_present()) {                                                \
-      MESSAGE("SKIPPED: no GPU (cuda_device_count() == 0)");             \
-      return;                                                            \
-    }                                                                    \
+#define MPIGAN_REQUIRE_GPU()                                 \
+  do {                                                       \
+    if (!gpu_present()) {                                    \
+      MESSAGE("SKIPPED: no GPU (cuda_device_count() == 0)"); \
+      return;                                                \
+    }                                                        \
   } while (0)
 
 struct Tol {
@@ -152,11 +154,14 @@ std::vector<ConvCase> conv_cases() {
   return {
       {"D conv 1->32 k5 'same' on 25^3", conv(1, 32, {5, 5, 5}, {2, 2, 2}, {2, 2, 2}), {2, 1, 25, 25, 25}},
       {"G conv 8->64 k(6,6,8) 'same' on 7x7x8 (pad_l (2,2,3), pad_r (3,3,4))",
-       conv(8, 64, {6, 6, 8}, {2, 2, 3}, {3, 3, 4}), {2, 8, 7, 7, 8}},
-      {"G conv 64->6 k(6,5,8) after ZeroPadding3D((2,2,0)) on 14x14x16", conv(64, 6, {6, 5, 8}, {2, 2, 0}, {2, 2, 0}),
+       conv(8, 64, {6, 6, 8}, {2, 2, 3}, {3, 3, 4}),
+       {2, 8, 7, 7, 8}},
+      {"G conv 64->6 k(6,5,8) after ZeroPadding3D((2,2,0)) on 14x14x16",
+       conv(64, 6, {6, 5, 8}, {2, 2, 0}, {2, 2, 0}),
        {2, 64, 14, 14, 16}},
       {"D conv 32->8 k5 pad 2 on 25^3", conv(32, 8, {5, 5, 5}, {2, 2, 2}, {2, 2, 2}), {2, 32, 25, 25, 25}},
-      {"strided, asymmetric both ways, no bias", conv(3, 4, {3, 4, 2}, {1, 1, 0}, {0, 2, 1}, {2, 1, 2}, false),
+      {"strided, asymmetric both ways, no bias",
+       conv(3, 4, {3, 4, 2}, {1, 1, 0}, {0, 2, 1}, {2, 1, 2}, false),
        {2, 3, 9, 8, 7}},
   };
 }
@@ -430,7 +435,10 @@ TEST_CASE("cuda: memory, copies and device choice") {
 
   CHECK_NOTHROW(gpu->allocate_storage(0));
   const std::size_t before = cuda_backend.memory_in_use();
-  { Tensor big = gpu->allocate(Shape{1 << 20}); CHECK(cuda_backend.memory_in_use() >= before + (4u << 20)); }
+  {
+    Tensor big = gpu->allocate(Shape{1 << 20});
+    CHECK(cuda_backend.memory_in_use() >= before + (4u << 20));
+  }
   CHECK(cuda_backend.memory_in_use() == before);
   cuda_backend.empty_cache();
   CHECK(cuda_backend.memory_cached() == 0);
@@ -447,8 +455,10 @@ TEST_CASE("cuda: memory, copies and device choice") {
     std::string reason;
     CHECK(choose_cuda_device(-1, &reason) == 5 % cuda_device_count());
     CHECK(reason.find("SLURM_LOCALID") != std::string::npos);
-    if (saved) ::setenv("SLURM_LOCALID", saved_value.c_str(), 1);
-    else ::unsetenv("SLURM_LOCALID");
+    if (saved)
+      ::setenv("SLURM_LOCALID", saved_value.c_str(), 1);
+    else
+      ::unsetenv("SLURM_LOCALID");
   }
   CHECK(choose_cuda_device(0) == 0);
 }

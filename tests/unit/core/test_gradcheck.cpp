@@ -45,7 +45,7 @@ void check_fd(const std::string& what, std::vector<double>& x, const std::vector
   std::vector<double> got, want;
   for (int s = 0; s < samples; ++s) {
     const std::size_t j = x.size() <= static_cast<std::size_t>(samples) ? static_cast<std::size_t>(s) % x.size()
-                                                                         : static_cast<std::size_t>(rng.below(x.size()));
+                                                                        : static_cast<std::size_t>(rng.below(x.size()));
     if (skip && skip(j)) continue;
     const double x0 = x[j];
     x[j] = x0 + kH;
@@ -70,7 +70,7 @@ TEST_CASE("conv3d gradients (input, weights, bias) match finite differences") {
   };
   const Case cases[] = {
       {{2, 3, 5, 6, 4}, Conv3dDesc{3, 4, {3, 2, 3}, {1, 1, 1}, {1, 0, 2}, {1, 1, 0}, true}},
-      {{1, 2, 7, 7, 8}, Conv3dDesc{2, 3, {6, 6, 8}, {1, 1, 1}, {2, 2, 3}, {3, 3, 4}, true}},  // TF same, even kernel
+      {{1, 2, 7, 7, 8}, Conv3dDesc{2, 3, {6, 6, 8}, {1, 1, 1}, {2, 2, 3}, {3, 3, 4}, true}},   // TF same, even kernel
       {{2, 2, 7, 6, 5}, Conv3dDesc{2, 2, {3, 3, 3}, {2, 2, 1}, {1, 0, 1}, {1, 1, 0}, false}},  // strided, no bias
   };
   Rng rng(21);
@@ -97,7 +97,8 @@ TEST_CASE("inner product gradients match finite differences") {
   Rng rng(22);
   const InnerProductDesc d{13, 5, true};
   const std::int64_t n = 3;
-  auto x = random_vec(n * d.ic, rng), w = random_vec(d.oc * d.ic, rng), b = random_vec(d.oc, rng), r = random_vec(n * d.oc, rng);
+  auto x = random_vec(n * d.ic, rng), w = random_vec(d.oc * d.ic, rng), b = random_vec(d.oc, rng),
+       r = random_vec(n * d.oc, rng);
   std::vector<double> y(n * d.oc);
   auto loss = [&] {
     ref::inner_product_forward(n, d, x.data(), w.data(), b.data(), y.data());

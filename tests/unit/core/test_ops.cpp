@@ -34,7 +34,9 @@ using namespace mpigan::test;
 
 namespace {
 
-Tolerance sum_tolerance(double terms) { return {std::min(1e-2, 2e-7 * terms), 1e-4}; }
+Tolerance sum_tolerance(double terms) {
+  return {std::min(1e-2, 2e-7 * terms), 1e-4};
+}
 
 struct ConvCase {
   std::string name;
@@ -61,7 +63,8 @@ void run_conv_case(Backend& be, const ConvCase& c) {
 
   Tensor src = random_tensor(c.src, rng), w = random_tensor(c.desc.weights_shape(), rng, -0.2f, 0.2f);
   Tensor b = random_tensor({c.desc.oc}, rng);
-  Tensor bsrc = upload(be, src, {c.src, nullptr}), bw = upload(be, w, {w.shape(), nullptr}), bb = upload(be, b, {b.shape(), nullptr});
+  Tensor bsrc = upload(be, src, {c.src, nullptr}), bw = upload(be, w, {w.shape(), nullptr}),
+         bb = upload(be, b, {b.shape(), nullptr});
   Tensor out = be.allocate(dst), rout = Tensor::empty(rdst.shape);
   op->forward(bsrc, bw, c.desc.bias ? bb : Tensor(), out);
   rop->forward(src, w, c.desc.bias ? b : Tensor(), rout);
@@ -109,7 +112,8 @@ TEST_CASE_TEMPLATE("conv3d matches the reference: small cases", T, MPIGAN_TEST_B
       {"asymmetric pads", {2, 2, 5, 6, 7}, conv(2, 3, {2, 3, 4}, {1, 0, 2}, {0, 2, 1})},
       {"no bias", {1, 6, 9, 9, 9}, conv(6, 1, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, false)},
       {"stride 2", {2, 4, 9, 8, 7}, conv(4, 8, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true, {2, 2, 2})},
-      {"strided, asymmetric both ways, no bias", {2, 3, 9, 8, 7},
+      {"strided, asymmetric both ways, no bias",
+       {2, 3, 9, 8, 7},
        conv(3, 4, {3, 4, 2}, {1, 1, 0}, {0, 2, 1}, false, {2, 1, 2})},
       {"many channels", {1, 32, 6, 6, 6}, conv(32, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1})},
   };
@@ -160,8 +164,10 @@ TEST_CASE_TEMPLATE("inner product matches the reference", T, MPIGAN_TEST_BACKEND
     const TensorDesc src{{c.n, c.ic}, nullptr};
     const TensorDesc dst = op->setup(src);
     rop->setup(src);
-    Tensor x = random_tensor(src.shape, rng), w = random_tensor({c.oc, c.ic}, rng, -0.1f, 0.1f), b = random_tensor({c.oc}, rng);
-    Tensor bx = upload(*be, x, src), bw = upload(*be, w, {w.shape(), nullptr}), bb = upload(*be, b, {b.shape(), nullptr});
+    Tensor x = random_tensor(src.shape, rng), w = random_tensor({c.oc, c.ic}, rng, -0.1f, 0.1f),
+           b = random_tensor({c.oc}, rng);
+    Tensor bx = upload(*be, x, src), bw = upload(*be, w, {w.shape(), nullptr}),
+           bb = upload(*be, b, {b.shape(), nullptr});
     Tensor y = be->allocate(dst), ry = Tensor::empty(dst.shape);
     op->forward(bx, bw, c.bias ? bb : Tensor(), y);
     rop->forward(x, w, c.bias ? b : Tensor(), ry);
@@ -230,7 +236,8 @@ TEST_CASE_TEMPLATE("batch norm matches the reference", T, MPIGAN_TEST_BACKENDS) 
     auto rop = ref.make_batch_norm(d);
     const TensorDesc td = op->setup({shape, nullptr});
     rop->setup({shape, nullptr});
-    Tensor x = random_tensor(shape, rng, -2.0f, 3.0f), g = random_tensor({C}, rng, 0.5f, 1.5f), b = random_tensor({C}, rng);
+    Tensor x = random_tensor(shape, rng, -2.0f, 3.0f), g = random_tensor({C}, rng, 0.5f, 1.5f),
+           b = random_tensor({C}, rng);
     Tensor bx = upload(*be, x, td), bg = upload(*be, g, {{C}, nullptr}), bb = upload(*be, b, {{C}, nullptr});
     Tensor y = be->allocate(td), mean = be->allocate(Shape{C}), var = be->allocate(Shape{C});
     Tensor ry = Tensor::empty(shape), rmean = Tensor::empty({C}), rvar = Tensor::empty({C});
@@ -269,9 +276,9 @@ TEST_CASE_TEMPLATE("average pooling and upsampling match the reference", T, MPIG
   // 23 -> 11 leaves the last plane outside every window (its gradient is 0); the last case has
   // overlapping windows in one dim and gaps between them in another.
   const AvgPoolDesc pool2{{2, 2, 2}, {2, 2, 2}};
-  for (const auto& [s, d] : {std::pair{Shape{2, 8, 23, 23, 23}, pool2}, std::pair{Shape{1, 8, 39, 36, 14}, pool2},
-                             std::pair{Shape{2, 3, 4, 5, 6}, pool2},
-                             std::pair{Shape{2, 3, 9, 8, 7}, AvgPoolDesc{{3, 2, 2}, {2, 3, 1}}}}) {
+  for (const auto& [s, d] :
+       {std::pair{Shape{2, 8, 23, 23, 23}, pool2}, std::pair{Shape{1, 8, 39, 36, 14}, pool2},
+        std::pair{Shape{2, 3, 4, 5, 6}, pool2}, std::pair{Shape{2, 3, 9, 8, 7}, AvgPoolDesc{{3, 2, 2}, {2, 3, 1}}}}) {
     INFO("avg pool " << s.to_string() << " " << d.to_string());
     auto op = be->make_avg_pool(d);
     auto rop = ref.make_avg_pool(d);
@@ -287,8 +294,9 @@ TEST_CASE_TEMPLATE("average pooling and upsampling match the reference", T, MPIG
     rop->backward(dy, rdx);
     check_close("avg pool backward", host(*be, dx), rdx, {1e-6, 1e-5});
   }
-  for (const auto& [s, f] : {std::pair{Shape{2, 64, 7, 7, 8}, Dims3{2, 2, 2}}, std::pair{Shape{2, 6, 13, 14, 9}, Dims3{2, 2, 3}},
-                             std::pair{Shape{1, 8, 9, 9, 8}, Dims3{6, 6, 6}}, std::pair{Shape{2, 3, 2, 3, 4}, Dims3{1, 3, 2}}}) {
+  for (const auto& [s, f] :
+       {std::pair{Shape{2, 64, 7, 7, 8}, Dims3{2, 2, 2}}, std::pair{Shape{2, 6, 13, 14, 9}, Dims3{2, 2, 3}},
+        std::pair{Shape{1, 8, 9, 9, 8}, Dims3{6, 6, 6}}, std::pair{Shape{2, 3, 2, 3, 4}, Dims3{1, 3, 2}}}) {
     INFO("upsample " << s.to_string() << " x " << f.to_string());
     const UpsampleDesc d{f};
     auto op = be->make_upsample(d);
@@ -357,7 +365,8 @@ TEST_CASE_TEMPLATE("flat math matches the reference", T, MPIGAN_TEST_BACKENDS) {
   be->dropout_backward(upload(*be, g, {s, nullptr}), bg, 0.2f, bmask);
   ref.dropout_backward(g, rg, 0.2f, rmask);
   check_close("dropout backward", host(*be, bg), rg, {0, 0});
-  for (std::int64_t i = 0; i < s.numel(); ++i) REQUIRE((rg.data()[i] == 0.0f) == (rdx.data()[i] == 0.0f || x.data()[i] == 0.0f));
+  for (std::int64_t i = 0; i < s.numel(); ++i)
+    REQUIRE((rg.data()[i] == 0.0f) == (rdx.data()[i] == 0.0f || x.data()[i] == 0.0f));
 
   const Shape img{3, 1, 5, 6, 7};
   Tensor im = random_tensor(img, rng, 0.0f, 2.0f);
@@ -459,8 +468,8 @@ TEST_CASE_TEMPLATE("optimizer updates with a mirror: the same bits, in the weigh
     }
   }
   Tensor wrong = be->zeros(Shape{n - 1}), w1 = up(w), m1 = up(a);
-  CHECK_THROWS_WITH_AS(be->rmsprop_update(w1, up(g), m1, {1e-3f, 0.9f, 1e-7f, &wrong}),
-                       doctest::Contains("mirror"), Error);
+  CHECK_THROWS_WITH_AS(be->rmsprop_update(w1, up(g), m1, {1e-3f, 0.9f, 1e-7f, &wrong}), doctest::Contains("mirror"),
+                       Error);
 }
 
 TEST_CASE("master update kernels: the formula's bits, in place and in the reply, at any alignment") {
@@ -531,6 +540,7 @@ TEST_CASE("host backends have no device group reducer and broadcast no id") {
 TEST_CASE("unknown backends and bad descriptors are named in the error") {
   CHECK_THROWS_WITH_AS(make_backend("tpu"), doctest::Contains("unknown backend 'tpu'"), Error);
   const Conv3dDesc d{4, 8, {3, 3, 3}};
-  CHECK_THROWS_WITH_AS(d.output_shape({2, 5, 8, 8, 8}), doctest::Contains("input channels expected 4, found 5"), ShapeError);
+  CHECK_THROWS_WITH_AS(d.output_shape({2, 5, 8, 8, 8}), doctest::Contains("input channels expected 4, found 5"),
+                       ShapeError);
   CHECK_THROWS_WITH_AS(d.output_shape({2, 4, 2, 8, 8}), doctest::Contains("smaller than kernel"), ShapeError);
 }

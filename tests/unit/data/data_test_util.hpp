@@ -73,17 +73,19 @@ inline std::vector<double> pattern_event(double base, std::int64_t cells) {
 struct FileSpec {
   Geometry geometry = Geometry::ecal25;
   std::int64_t events = 10;
-  bool x50 = false;                   ///< GeV x 50 cells (else raw GeV)
+  bool x50 = false;  ///< GeV x 50 cells (else raw GeV)
   hid_t dtype = H5T_IEEE_F32LE;
   std::string energy_key = "energy";  ///< "energy" or "target"
   std::int64_t chunk_events = 1;      ///< 0 = contiguous
   int gzip = 4;
-  double energy0 = 10.0;              ///< event i has energy energy0 + 10 i GeV
-  bool with_angles = true;            ///< theta/mtheta/eta for ecal51
+  double energy0 = 10.0;    ///< event i has energy energy0 + 10 i GeV
+  bool with_angles = true;  ///< theta/mtheta/eta for ecal51
   bool with_sum = false;
 };
 
-inline double test_energy(const FileSpec& s, std::int64_t i) { return s.energy0 + 10.0 * static_cast<double>(i); }
+inline double test_energy(const FileSpec& s, std::int64_t i) {
+  return s.energy0 + 10.0 * static_cast<double>(i);
+}
 
 /// Writes a valid file following @p s.
 inline void write_file(const std::string& path, const FileSpec& s) {

@@ -33,7 +33,9 @@ std::string data_error(F&& f) {
   return {};
 }
 
-bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
+bool has(const std::string& msg, const std::string& part) {
+  return msg.find(part) != std::string::npos;
+}
 
 }  // namespace
 

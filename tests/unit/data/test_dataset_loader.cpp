@@ -21,14 +21,19 @@ using namespace mpigan::data::test;
 
 TEST_CASE("event file: float32/float64, energy/target, chunked/contiguous layouts read the same values") {
   TempDir dir;
-  struct Case { hid_t dtype; std::string key; std::int64_t chunk; bool direct; };
+  struct Case {
+    hid_t dtype;
+    std::string key;
+    std::int64_t chunk;
+    bool direct;
+  };
   for (const Case& c : {Case{H5T_IEEE_F32LE, "energy", 1, true}, Case{H5T_IEEE_F64LE, "energy", 1, true},
                         Case{H5T_IEEE_F32LE, "target", 3, false}, Case{H5T_IEEE_F64LE, "target", 0, false},
                         Case{H5T_IEEE_F32BE, "energy", 1, false}}) {
     CAPTURE(c.key);
     CAPTURE(c.chunk);
-    const std::string path = dir.file(fmt::format("f_{}_{}_{}.h5", c.key, c.chunk, H5Tget_size(c.dtype)) +
-                                      (c.direct ? "" : "x"));
+    const std::string path =
+        dir.file(fmt::format("f_{}_{}_{}.h5", c.key, c.chunk, H5Tget_size(c.dtype)) + (c.direct ? "" : "x"));
     FileSpec s;
     s.events = 6;
     s.dtype = c.dtype;

@@ -122,16 +122,20 @@ TEST_CASE("gflash: incomplete gamma function") {
 
 TEST_CASE("simulator: sampling fraction, resolution, shower maximum and hits match the data") {
   const ShowerSimulator sim({}, Geometry::ecal25);
-  struct Point { double energy; int events; };
+  struct Point {
+    double energy;
+    int events;
+  };
   std::vector<Stats> stats;
   for (Point p : {Point{10, 400}, Point{100, 200}, Point{500, 60}}) {
     const Stats st = run(sim, p.energy, p.events, 7);
     const double fit = ecal_fit_percent(p.energy) / 100.0;
     const double stochastic = 0.166 / std::sqrt(p.energy), constant = 0.011;
     const double published = std::sqrt(stochastic * stochastic + constant * constant);
-    MESSAGE("E = " << p.energy << " GeV: SF " << 100 * st.sf_mean << " % (data fit " << 100 * fit << " %), sigma/E (calibrated) "
-                   << 100 * st.resolution << " % (CALICE " << 100 * published << " %), max layer " << st.max_layer
-                   << ", hits > 3e-4 GeV " << st.hits << ", raw sum spread " << 100 * st.raw_spread << " %");
+    MESSAGE("E = " << p.energy << " GeV: SF " << 100 * st.sf_mean << " % (data fit " << 100 * fit
+                   << " %), sigma/E (calibrated) " << 100 * st.resolution << " % (CALICE " << 100 * published
+                   << " %), max layer " << st.max_layer << ", hits > 3e-4 GeV " << st.hits << ", raw sum spread "
+                   << 100 * st.raw_spread << " %");
     CHECK(std::fabs(st.sf_mean / fit - 1.0) < 0.10);
     CHECK(st.resolution > published / 2);
     CHECK(st.resolution < published * 2);

@@ -52,9 +52,8 @@ struct ServiceStub {
     options.children = nworkers;
     const auto total = 2 * layout.size() + 2 * state;
     slots.assign(static_cast<std::size_t>(nworkers), std::vector<float>(total));
-    service = std::make_unique<master::UpdateService>(*alg, nets, options, [this](int c) {
-      return std::span<float>(slots[static_cast<std::size_t>(c)]);
-    });
+    service = std::make_unique<master::UpdateService>(
+        *alg, nets, options, [this](int c) { return std::span<float>(slots[static_cast<std::size_t>(c)]); });
     for (int i = 0; i < nworkers; ++i) {
       workers.push_back({alg->make_worker({*be, layout, opt, 1, "generator"}),
                          alg->make_worker({*be, layout, opt, 1, "discriminator"})});
@@ -117,7 +116,8 @@ struct ServiceStub {
     const master::Decision d = submit(w, p, pulled, !pull_push);
     if (decision) *decision = d;
     if (d.outcome == master::Outcome::held) return local;
-    const std::span<const float> reply = pull_push ? std::span<const float>(master_now) : slots[static_cast<std::size_t>(w)];
+    const std::span<const float> reply =
+        pull_push ? std::span<const float>(master_now) : slots[static_cast<std::size_t>(w)];
     for (models::Net net : dist::kNets)
       rules[dist::index(net)]->after_reply(pl().block(net, std::span<float>(loc)), pl().block(net, reply),
                                            pl().block(net, std::span<const float>(p)));

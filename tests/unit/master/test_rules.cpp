@@ -20,7 +20,8 @@ using Stub = test::ServiceStub;
 using master::Decision;
 using master::Outcome;
 
-void check_vec(const std::string& what, const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-6) {
+void check_vec(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+               double tol = 1e-6) {
   REQUIRE(got.size() == want.size());
   std::vector<double> g(got.begin(), got.end());
   test::check_close(what, g, want, {tol, tol});
@@ -160,7 +161,8 @@ TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update 
   CHECK(st.scale == doctest::Approx(2.0));
   CHECK(d.scale[0] == doctest::Approx(1.0));  // the master applies the proposal as it is
   // Another worker moves theta by (0.5, 0, 0) meanwhile (directly, as a stand-in).
-  for (models::Net net : dist::kNets) s.service->weights(net)[0] += 0.7f;  // theta = (0.5, 0.4, -0.1); worker 0's stale copy is (0, 0, 0)
+  for (models::Net net : dist::kNets)
+    s.service->weights(net)[0] += 0.7f;  // theta = (0.5, 0.4, -0.1); worker 0's stale copy is (0, 0, 0)
   // Worker 0, second exchange with g = (1, 1, 1): Delta = (-0.1, -0.1, -0.1);
   // m = 0.9 (-0.1, 0.2, -0.05) + Delta = (-0.19, 0.08, -0.145); cvm = (0.5, 0.4, -0.1);
   // pi = (2|m| - |cvm|)/0.1 = ((0.38 - 0.5), (0.16 - 0.4), (0.29 - 0.1))/0.1 = (-1.2, -2.4, 1.9) -> (0, 0, 1.9)
@@ -199,7 +201,8 @@ TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that wor
   // Worker 0 again: its backup is theta1 now.
   const std::vector<float> t2 = s.weights();
   s.exchange(0, {1.0f, 1.0f}, {}, 1);
-  check_vec("theta3", s.weights(), {t2[0] - 0.1 * (1 + 0.5 * (t2[0] - 0.8)), t2[1] - 0.1 * (1 + 0.5 * (t2[1] - 1.1))}, 1e-5);
+  check_vec("theta3", s.weights(), {t2[0] - 0.1 * (1 + 0.5 * (t2[0] - 0.8)), t2[1] - 0.1 * (1 + 0.5 * (t2[1] - 1.1))},
+            1e-5);
 }
 
 TEST_CASE("rule parameters are validated with the key and line") {
@@ -218,12 +221,14 @@ TEST_CASE("rule parameters are validated with the key and line") {
   std::string names;
   for (const auto& n : algorithm_names()) names += (names.empty() ? "" : ", ") + n;
   CHECK(names.starts_with("sync, downpour, easgd, gem, dc_asgd"));
-  CHECK(problems("algorithm: {name: hogwild}").find("algorithm.name: value 'hogwild' is not allowed: expected one of " +
-                                                    names) != std::string::npos);
-  CHECK(problems("algorithm: {name: easgd, alpha: 2}").find("alg.yaml:1:33: algorithm.alpha: value 2 is out of range") !=
-        std::string::npos);
+  CHECK(problems("algorithm: {name: hogwild}")
+            .find("algorithm.name: value 'hogwild' is not allowed: expected one of " + names) != std::string::npos);
+  CHECK(
+      problems("algorithm: {name: easgd, alpha: 2}").find("alg.yaml:1:33: algorithm.alpha: value 2 is out of range") !=
+      std::string::npos);
   CHECK(problems("algorithm: {name: gem, kapa: 2}").find("algorithm.kapa: unknown key") != std::string::npos);
-  CHECK(problems("algorithm:\n  name: gem\n  clamp: [3, 1]\n").find("algorithm.clamp: expected [lo, hi]") != std::string::npos);
+  CHECK(problems("algorithm:\n  name: gem\n  clamp: [3, 1]\n").find("algorithm.clamp: expected [lo, hi]") !=
+        std::string::npos);
 }
 
 TEST_CASE("a stub cluster of virtual workers converges on a quadratic with every registered rule") {

@@ -33,7 +33,8 @@ TEST_CASE("a non-finite update is rejected, never applied, and the child gets th
     // A finite update afterwards is applied and ends the run of non-finite ones.
     CHECK(s.submit(1, s.payload({1.0f, 1.0f}), 0).outcome == Outcome::applied);
     CHECK(s.service->nonfinite_run() == 0);
-    test::check_close("theta", std::vector<double>{s.weights()[0], s.weights()[1]}, std::vector<double>{0.9, 1.9}, {1e-6, 1e-6});
+    test::check_close("theta", std::vector<double>{s.weights()[0], s.weights()[1]}, std::vector<double>{0.9, 1.9},
+                      {1e-6, 1e-6});
   }
 }
 
@@ -60,7 +61,8 @@ TEST_CASE("max_nonfinite non-finite updates in a row end training as diverged; a
       CHECK(s.submit(static_cast<int>(k % 2), s.payload({kNaN}), 0).outcome == Outcome::rejected_nonfinite);
     if (limit > 1) {
       CHECK(s.submit(0, s.payload({1.0f}), 0).outcome == Outcome::applied);  // resets the count
-      for (std::int64_t k = 1; k < limit; ++k) CHECK(s.submit(1, s.payload({kNaN}), 0).outcome == Outcome::rejected_nonfinite);
+      for (std::int64_t k = 1; k < limit; ++k)
+        CHECK(s.submit(1, s.payload({kNaN}), 0).outcome == Outcome::rejected_nonfinite);
     }
     CHECK(s.submit(1, s.payload({kNaN}), 0).outcome == Outcome::diverged);
     CHECK(s.service->nonfinite_run() == limit);

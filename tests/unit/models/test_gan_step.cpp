@@ -76,8 +76,10 @@ struct Trainer {
   StepLosses run(const RealBatch& b, std::uint64_t s) {
     return step->run(b, s, [&](Net n) {
       order.push_back(n);
-      if (n == Net::generator) opt_g->step(m->generator.weights(), m->generator.grads());
-      else opt_d->step(m->discriminator.weights(), m->discriminator.grads());
+      if (n == Net::generator)
+        opt_g->step(m->generator.weights(), m->generator.grads());
+      else
+        opt_d->step(m->discriminator.weights(), m->discriminator.grads());
     });
   }
 };

@@ -22,7 +22,7 @@ TEST_CASE("parameter counts of the 3DGAN networks") {
   CHECK(m->discriminator.state().count() == 48);  // 3 BatchNorm x 8 channels x (mean, variance)
   auto a = make_gan({.name = "anglegan-51"}, *be, 1);
   MESSAGE("anglegan-51: G " << a->generator.weights().count() << ", D " << a->discriminator.weights().count());
-  CHECK(a->generator.weights().count() == 1364982);  // 1,332,288 in the Dense
+  CHECK(a->generator.weights().count() == 1364982);    // 1,332,288 in the Dense
   CHECK(a->discriminator.weights().count() == 87354);  // first conv 2,896
   CHECK(a->discriminator.output_names() == std::vector<std::string>{"fake", "energy", "angle", "ecal"});
   CHECK(m->discriminator.output_names() == std::vector<std::string>{"fake", "energy", "ecal"});

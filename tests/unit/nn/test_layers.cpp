@@ -51,10 +51,14 @@ struct Harness {
   }
   static Shape item(const Shape& s) {
     switch (s.rank()) {
-      case 2: return {s[1]};
-      case 3: return {s[1], s[2]};
-      case 4: return {s[1], s[2], s[3]};
-      default: return {s[1], s[2], s[3], s[4]};
+      case 2:
+        return {s[1]};
+      case 3:
+        return {s[1], s[2]};
+      case 4:
+        return {s[1], s[2], s[3]};
+      default:
+        return {s[1], s[2], s[3], s[4]};
     }
   }
   double loss() {
@@ -160,8 +164,10 @@ TEST_CASE("activation, dropout, pooling, upsampling and reshape gradients") {
     const Tensor y = h.be->to_host(h.net.forward(h.x, h.fctx)[0]);
     int dropped = 0;
     for (std::int64_t i = 0; i < y.numel(); ++i) {
-      if (y.data()[i] == 0.0f) ++dropped;
-      else CHECK(y.data()[i] == doctest::Approx(h.x.data()[i] / 0.7f).epsilon(1e-5));
+      if (y.data()[i] == 0.0f)
+        ++dropped;
+      else
+        CHECK(y.data()[i] == doctest::Approx(h.x.data()[i] / 0.7f).epsilon(1e-5));
     }
     CHECK(dropped / static_cast<double>(y.numel()) == doctest::Approx(0.3).epsilon(0.25));
     const Tensor yi = h.be->to_host(h.net.forward(h.x, {Phase::infer, false, 0, 0})[0]);
@@ -240,6 +246,6 @@ TEST_CASE("a layer fed a wrong shape names the layer, expected and found") {
   w.push_back(std::make_unique<Dense>("g_dense", 200, 10));
   ok.add_node("out", "input", std::move(w), true);
   ok.build(*be, {200});
-  CHECK_THROWS_WITH_AS(ok.forward(Tensor::zeros({4, 199}), {}), doctest::Contains("input shape expected (N, (200)), found (4,199)"),
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(ok.forward(Tensor::zeros({4, 199}), {}),
+                       doctest::Contains("input shape expected (N, (200)), found (4,199)"), ShapeError);
 }

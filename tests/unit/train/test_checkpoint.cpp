@@ -95,9 +95,9 @@ logging: {{level: warn}}
   const auto s2 = run_single_process(full, {"", dir + "/split"});
   CHECK(s2.steps == 6);
   CheckpointReader a(s1.last_checkpoint), b(s2.last_checkpoint);
-  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values",
-                           "model/generator/state/values", "model/discriminator/state/values",
-                           "optimizer/generator/ms/values", "optimizer/discriminator/ms/values"}) {
+  for (const char* name :
+       {"model/generator/weights/values", "model/discriminator/weights/values", "model/generator/state/values",
+        "model/discriminator/state/values", "optimizer/generator/ms/values", "optimizer/discriminator/ms/values"}) {
     INFO(name);
     const auto x = a.floats(name), y = b.floats(name);
     REQUIRE(x.size() == y.size());

@@ -68,7 +68,8 @@ optimizer:
 )");
   INFO(fmt::format("{}", fmt::join(p, "\n")));
   CHECK(p.size() == 6);
-  CHECK(contains(p, "exp.yaml:3:9: model.name: value 'stylegan' is not allowed: expected one of 3dgan-25, anglegan-51, tiny-8"));
+  CHECK(contains(
+      p, "exp.yaml:3:9: model.name: value 'stylegan' is not allowed: expected one of 3dgan-25, anglegan-51, tiny-8"));
   CHECK(contains(p, "exp.yaml:4:12: model.dropout: value 2 is out of range: expected a number in [0, 0.95]"));
   CHECK(contains(p, "exp.yaml:8:10: training.batch: expected an integer, got 'abc'"));
   CHECK(contains(p, "exp.yaml:9:11: training.epochs: value 0 is out of range: expected an integer in [1, 1000000]"));
@@ -93,8 +94,8 @@ TEST_CASE("--set overrides any key, and bad overrides are reported") {
 
 TEST_CASE("syntax errors and missing files are named") {
   CHECK_THROWS_WITH_AS(parse("name: [unclosed\n"), doctest::Contains("exp.yaml:2:1: YAML syntax error"), ConfigError);
-  CHECK_THROWS_WITH_AS(ExperimentConfig::load("/nonexistent/exp.yaml"), doctest::Contains("cannot open experiment file"),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load("/nonexistent/exp.yaml"),
+                       doctest::Contains("cannot open experiment file"), ConfigError);
   const auto p = problems_of("name: t\n");
   CHECK(contains(p, "data.train: at least one training file"));
 }

@@ -90,9 +90,11 @@ logging: {level: warn}
   load_parameters(ck, "model/generator/weights", s.model->generator.weights(), *s.backend);
   load_parameters(ck, "model/generator/state", s.model->generator.state(), *s.backend);
   Tensor cond = Tensor::empty({16, 1});
-  for (int i = 0; i < 16; ++i) cond.data()[i] = static_cast<float>(energy[static_cast<std::size_t>(i)]) * m.experiment.data.preprocess.energy_scale;
-  const Tensor want = data::postprocess_images(s.step->generate(cond, Tensor(), 9), m.experiment.data.preprocess,
-                                               data::Units::gev);
+  for (int i = 0; i < 16; ++i)
+    cond.data()[i] =
+        static_cast<float>(energy[static_cast<std::size_t>(i)]) * m.experiment.data.preprocess.energy_scale;
+  const Tensor want =
+      data::postprocess_images(s.step->generate(cond, Tensor(), 9), m.experiment.data.preprocess, data::Units::gev);
   std::vector<double> got(ecal.begin(), ecal.begin() + 16 * 512), ref(want.data(), want.data() + 16 * 512);
   test::check_close("first batch of showers", got, ref, {1e-6, 1e-6});
 
