@@ -68,20 +68,9 @@ const char* units_name(data::Units u) {
   return "?";
 }
 
-}  // namespace
-
-ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections) {
-  ExperimentConfig e;
-  ConfigNode root = doc.root();
-  e.name = root.get_string("name", e.name);
-  if (e.name.empty() || e.name.find('/') != std::string::npos)
-    root.problem("name", "must be a non-empty name without '/' (it names the run directory)");
-  e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
-  e.backend = root.get_choice("backend", e.backend, backend_names());
-  e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
-  for (const auto& s : extra_sections) root.accept(s);
-
-  // model
+/// Each parse_* reads one section of an experiment into @p e and records its problems (called in
+/// document order, so every problem is reported, in the same order, at once).
+void parse_model(ConfigNode& root, ExperimentConfig& e) {
   ConfigNode m = root.section("model");
   e.model.name = m.get_choice("name", "3dgan-25", models::model_names());
   e.model.latent = m.get_int("latent", 0, 0, 1 << 16);
@@ -101,34 +90,9 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
     e.model.loss_weights = ref;
   }
   m.reject_unknown();
+}
 
-  // data
-  ConfigNode d = root.section("data");
-  data_defaults_for_model(e.model.name, e.data.geometry, e.data.preprocess);
-  e.data.train_files = d.get_strings("train", {});
-  e.data.validation_files = d.get_strings("validation", {});
-  e.data.validation_fraction = d.get_real("validation_fraction", 0.0, 0.0, 0.9);
-  if (!e.data.validation_files.empty() && d.has("validation_fraction"))
-    d.problem("validation_fraction", "give either data.validation (files) or data.validation_fraction, not both");
-  e.data.split =
-      d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files : data::SplitMode::events;
-  const std::string units = d.get_choice("units", "auto", {"auto", "gev", "gev_x50"});
-  e.data.units = units == "auto" ? data::Units::automatic : units == "gev" ? data::Units::gev : data::Units::gev_x50;
-  e.data.max_events = d.get_int("max_events", 0, 0);
-  e.prefetch = static_cast<int>(d.get_int("prefetch", 4, 1, 1024));
-  e.read_threads = static_cast<int>(d.get_int("read_threads", 1, 1, 64));
-  if (d.has("preprocess")) {
-    ConfigNode p = d.section("preprocess");
-    auto& pp = e.data.preprocess;
-    pp.threshold = static_cast<float>(p.get_real("threshold", pp.threshold, 0.0, 1e6));
-    pp.xscale = static_cast<float>(p.get_real("xscale", pp.xscale, 0.0, 1e9, true));
-    pp.power = static_cast<float>(p.get_real("power", pp.power, 0.0, 10.0, true));
-    pp.min_ecal_sum = static_cast<float>(p.get_real("min_ecal_sum", pp.min_ecal_sum, 0.0, 1e12));
-    pp.angle_key = p.get_choice("angle_key", pp.angle_key, {"mtheta", "theta"});
-    p.reject_unknown();
-  } else {
-    d.accept("preprocess");
-  }
+void parse_simulate(ConfigNode& d, ExperimentConfig& e) {
   if (d.has("simulate")) {
     ConfigNode s = d.section("simulate");
     auto& sim = e.simulate;
@@ -156,6 +120,9 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   } else {
     d.accept("simulate");
   }
+}
+
+void parse_synthetic(ConfigNode& d, ExperimentConfig& e) {
   if (d.has("synthetic")) {
     ConfigNode s = d.section("synthetic");
     e.synthetic.enabled = true;
@@ -173,9 +140,41 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
     if (e.model.name == "tiny-8")
       d.problem("", "model 'tiny-8' is a sandbox without a file geometry: set data.synthetic (in-memory toy showers)");
   }
-  d.reject_unknown();
+}
 
-  // optimizer
+void parse_data(ConfigNode& root, ExperimentConfig& e) {
+  ConfigNode d = root.section("data");
+  data_defaults_for_model(e.model.name, e.data.geometry, e.data.preprocess);
+  e.data.train_files = d.get_strings("train", {});
+  e.data.validation_files = d.get_strings("validation", {});
+  e.data.validation_fraction = d.get_real("validation_fraction", 0.0, 0.0, 0.9);
+  if (!e.data.validation_files.empty() && d.has("validation_fraction"))
+    d.problem("validation_fraction", "give either data.validation (files) or data.validation_fraction, not both");
+  e.data.split =
+      d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files : data::SplitMode::events;
+  const std::string units = d.get_choice("units", "auto", {"auto", "gev", "gev_x50"});
+  e.data.units = units == "auto" ? data::Units::automatic : units == "gev" ? data::Units::gev : data::Units::gev_x50;
+  e.data.max_events = d.get_int("max_events", 0, 0);
+  e.prefetch = static_cast<int>(d.get_int("prefetch", 4, 1, 1024));
+  e.read_threads = static_cast<int>(d.get_int("read_threads", 1, 1, 64));
+  if (d.has("preprocess")) {
+    ConfigNode p = d.section("preprocess");
+    auto& pp = e.data.preprocess;
+    pp.threshold = static_cast<float>(p.get_real("threshold", pp.threshold, 0.0, 1e6));
+    pp.xscale = static_cast<float>(p.get_real("xscale", pp.xscale, 0.0, 1e9, true));
+    pp.power = static_cast<float>(p.get_real("power", pp.power, 0.0, 10.0, true));
+    pp.min_ecal_sum = static_cast<float>(p.get_real("min_ecal_sum", pp.min_ecal_sum, 0.0, 1e12));
+    pp.angle_key = p.get_choice("angle_key", pp.angle_key, {"mtheta", "theta"});
+    p.reject_unknown();
+  } else {
+    d.accept("preprocess");
+  }
+  parse_simulate(d, e);
+  parse_synthetic(d, e);
+  d.reject_unknown();
+}
+
+void parse_optimizers(ConfigNode& root, ExperimentConfig& e) {
   ConfigNode o = root.section("optimizer");
   const nn::OptimizerConfig common = parse_optimizer(o, nn::OptimizerConfig::defaults("rmsprop"));
   for (const auto& [key, target] :
@@ -190,8 +189,9 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
     sub.reject_unknown();
   }
   o.reject_unknown();
+}
 
-  // training
+void parse_training(ConfigNode& root, ExperimentConfig& e) {
   ConfigNode t = root.section("training");
   e.epochs = t.get_int("epochs", e.epochs, 1, 1000000);
   e.max_updates = t.get_int("max_updates", 0, 0);
@@ -209,8 +209,10 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   t.accept("sync_every");              // read by the distributed layers
   t.accept("max_nonfinite");
   t.reject_unknown();
+}
 
-  // validation, checkpoint, output, logging
+/// validation, checkpoint, output, logging
+void parse_run_sections(ConfigNode& root, ExperimentConfig& e) {
   ConfigNode v = root.section("validation");
   e.validate = v.get_bool("enabled", true);
   e.validate_every = v.get_int("every", 0, 0);
@@ -229,11 +231,11 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.log_every = lg.get_int("every", 10, 1);
   lg.accept("trace");
   lg.reject_unknown();
-  root.reject_unknown();
+}
 
-  if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
-
-  // The resolved configuration: what was given, with every default filled in.
+/// The resolved configuration: what was given, with every default filled in.
+YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
+                         const std::vector<std::string>& extra_sections) {
   YAML::Node r;
   r["name"] = e.name;
   r["seed"] = e.seed;
@@ -297,7 +299,31 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   // Sections read by other layers are carried over as given.
   for (const auto& s : extra_sections)
     if (doc.yaml()[s]) r[s] = doc.yaml()[s];
-  e.resolved = r;
+  return r;
+}
+
+}  // namespace
+
+ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections) {
+  ExperimentConfig e;
+  ConfigNode root = doc.root();
+  e.name = root.get_string("name", e.name);
+  if (e.name.empty() || e.name.find('/') != std::string::npos)
+    root.problem("name", "must be a non-empty name without '/' (it names the run directory)");
+  e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
+  e.backend = root.get_choice("backend", e.backend, backend_names());
+  e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
+  for (const auto& s : extra_sections) root.accept(s);
+
+  parse_model(root, e);
+  parse_data(root, e);
+  parse_optimizers(root, e);
+  parse_training(root, e);
+  parse_run_sections(root, e);
+  root.reject_unknown();
+
+  if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
+  e.resolved = resolved_yaml(e, doc, extra_sections);
   return e;
 }
 

@@ -90,137 +90,183 @@ models::StepLosses LossAverager::mean() const {
   return m;
 }
 
-TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& options) {
+namespace {
+
+/// One single-process run: set-up (and resume), the step loop, epoch ends, validation,
+/// checkpoints and the summary.
+class SingleProcessRun {
+ public:
   using clock = std::chrono::steady_clock;
-  const bool resume = !options.resume_dir.empty();
-  const std::string dir = resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir);
-  RunDirectory run(dir, resume);
-  YAML::Node resolved = YAML::Clone(e.resolved);
-  resolved["output"]["dir"] = dir;
-  run.write_config(resolved);
 
-  const DataPlan plan = DataPlan::open(e, true);
-  Session s = Session::create(e, mix64(e.seed ^ 0x51A6E5ull));
-  spdlog::info("backend: {}", s.backend->describe());
-  spdlog::info("model {}: generator {} parameters, discriminator {}; data: {}", e.model.name,
-               s.model->generator.weights().count(), s.model->discriminator.weights().count(), plan.describe());
-  std::unique_ptr<data::BatchSource> source = plan.train(e.batch);
-  data::BatchSource& loader = *source;
-
-  std::int64_t step = 0, samples = 0;
-  if (resume) {
-    const std::string ckpt = *run.latest_checkpoint();
-    CheckpointReader r(ckpt);
-    s.load(r);
-    step = r.get_int("progress/step");
-    samples = r.get_int("progress/samples");
-    loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
-    spdlog::info("resumed from {} at step {} (epoch {}, batch {} of {})", ckpt, step, loader.position().epoch + 1,
-                 loader.position().cursor, loader.batches_per_epoch());
+  SingleProcessRun(const ExperimentConfig& e, const RunOptions& options)
+      : m_e(e),
+        m_resume(!options.resume_dir.empty()),
+        m_dir(m_resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir)),
+        m_run(m_dir, m_resume),
+        m_plan(prepare()),
+        m_s(Session::create(e, mix64(e.seed ^ 0x51A6E5ull))),
+        m_source(m_plan.train(e.batch)),
+        m_loader(*m_source),
+        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_s.model->discriminator.output_names()), m_resume) {
+    spdlog::info("backend: {}", m_s.backend->describe());
+    spdlog::info("model {}: generator {} parameters, discriminator {}; data: {}", e.model.name,
+                 m_s.model->generator.weights().count(), m_s.model->discriminator.weights().count(), m_plan.describe());
+    if (m_resume) resume();
+    m_samples_at_start = m_samples;
+    const std::int64_t all = e.epochs * m_loader.batches_per_epoch();
+    m_total_steps = e.max_updates > 0 ? std::min(e.max_updates, all) : all;
+    m_summary.run_dir = m_dir;
   }
 
-  const std::int64_t samples_at_start = samples;
-  const auto heads = s.model->discriminator.output_names();
-  CsvLog metrics(run.file("metrics.csv"), metrics_columns(heads), resume);
-  const std::int64_t total_steps = e.max_updates > 0 ? std::min(e.max_updates, e.epochs * loader.batches_per_epoch())
-                                                     : e.epochs * loader.batches_per_epoch();
-
-  TrainSummary summary;
-  summary.run_dir = dir;
-  double steady_t0 = -1;
-  std::int64_t steady_samples0 = 0;
-  auto save_checkpoint = [&] {
-    const std::string path = run.checkpoint_path(step);
-    CheckpointWriter w(path);
-    s.save(w);
-    w.put_int("progress/step", step);
-    w.put_int("progress/samples", samples);
-    w.put_int("progress/epoch", loader.position().epoch);
-    w.put_int("progress/cursor", loader.position().cursor);
-    w.put_string("experiment/name", e.name);
-    w.put_string("experiment/model", e.model.name);
-    w.commit();
-    run.commit_checkpoint(path, e.checkpoint_keep);
-    summary.last_checkpoint = path;
-    spdlog::info("checkpoint: {}", path);
-  };
-  auto validate = [&] {
-    if (!e.validate) return;
-    auto vsource = plan.validation(e.batch);
-    if (!vsource) return;
-    const auto m = validation_losses(e, *s.step, *vsource);
-    if (!m) return;
-    metrics.row(metrics_row("validation", loader.position().epoch, step, samples, 0, 0, *m));
-    metrics.flush();
-    spdlog::info("validation: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", m->d_loss(), m->d_real, m->d_fake, m->g);
-  };
-
-  LossAverager epoch_avg;
-  data::Batch batch;
-  const auto t_start = clock::now();
-  auto t_epoch = t_start;
-  std::int64_t epoch_samples = 0;
-  const auto apply = [&](models::Net n) { s.apply_local(n); };
-  while (step < total_steps) {
-    if (!loader.next(batch)) {
-      // End of an epoch.
-      const double dt = std::chrono::duration<double>(clock::now() - t_epoch).count();
-      if (epoch_avg.count() > 0) {
-        const auto m = epoch_avg.mean();
-        metrics.row(metrics_row("epoch", loader.position().epoch - 1, step, samples,
-                                std::chrono::duration<double>(clock::now() - t_start).count(), epoch_samples / dt, m));
-        spdlog::info("epoch {} done: D {:.4f}  G {:.4f}  ({:.1f} samples/s)", loader.position().epoch, m.d_loss(), m.g,
-                     epoch_samples / dt);
-        summary.last_epoch = m;
+  TrainSummary run() {
+    m_t_start = m_t_epoch = clock::now();
+    data::Batch batch;
+    while (m_step < m_total_steps) {
+      if (!m_loader.next(batch)) {
+        end_epoch();
+        continue;
       }
-      if (e.validate_every == 0) validate();
-      if (e.checkpoint_every == 0) save_checkpoint();
-      epoch_avg.reset();
-      epoch_samples = 0;
-      t_epoch = clock::now();
-      continue;
+      train_step(batch);
     }
+    return finish();
+  }
+
+ private:
+  /// Writes the resolved configuration, then opens (and simulates, when asked) the data.
+  DataPlan prepare() {
+    YAML::Node resolved = YAML::Clone(m_e.resolved);
+    resolved["output"]["dir"] = m_dir;
+    m_run.write_config(resolved);
+    return DataPlan::open(m_e, true);
+  }
+
+  void resume() {
+    const std::string ckpt = *m_run.latest_checkpoint();
+    CheckpointReader r(ckpt);
+    m_s.load(r);
+    m_step = r.get_int("progress/step");
+    m_samples = r.get_int("progress/samples");
+    m_loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
+    spdlog::info("resumed from {} at step {} (epoch {}, batch {} of {})", ckpt, m_step, m_loader.position().epoch + 1,
+                 m_loader.position().cursor, m_loader.batches_per_epoch());
+  }
+
+  double seconds_since(clock::time_point t) const { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+  void save_checkpoint() {
+    const std::string path = m_run.checkpoint_path(m_step);
+    CheckpointWriter w(path);
+    m_s.save(w);
+    w.put_int("progress/step", m_step);
+    w.put_int("progress/samples", m_samples);
+    w.put_int("progress/epoch", m_loader.position().epoch);
+    w.put_int("progress/cursor", m_loader.position().cursor);
+    w.put_string("experiment/name", m_e.name);
+    w.put_string("experiment/model", m_e.model.name);
+    w.commit();
+    m_run.commit_checkpoint(path, m_e.checkpoint_keep);
+    m_summary.last_checkpoint = path;
+    spdlog::info("checkpoint: {}", path);
+  }
+
+  void validate() {
+    if (!m_e.validate) return;
+    auto vsource = m_plan.validation(m_e.batch);
+    if (!vsource) return;
+    const auto m = validation_losses(m_e, *m_s.step, *vsource);
+    if (!m) return;
+    m_metrics.row(metrics_row("validation", m_loader.position().epoch, m_step, m_samples, 0, 0, *m));
+    m_metrics.flush();
+    spdlog::info("validation: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", m->d_loss(), m->d_real, m->d_fake, m->g);
+  }
+
+  void end_epoch() {
+    const double dt = seconds_since(m_t_epoch);
+    if (m_epoch_avg.count() > 0) {
+      const auto m = m_epoch_avg.mean();
+      m_metrics.row(metrics_row("epoch", m_loader.position().epoch - 1, m_step, m_samples, seconds_since(m_t_start),
+                                m_epoch_samples / dt, m));
+      spdlog::info("epoch {} done: D {:.4f}  G {:.4f}  ({:.1f} samples/s)", m_loader.position().epoch, m.d_loss(), m.g,
+                   m_epoch_samples / dt);
+      m_summary.last_epoch = m;
+    }
+    if (m_e.validate_every == 0) validate();
+    if (m_e.checkpoint_every == 0) save_checkpoint();
+    m_epoch_avg.reset();
+    m_epoch_samples = 0;
+    m_t_epoch = clock::now();
+  }
+
+  void train_step(const data::Batch& batch) {
     const auto t0 = clock::now();
-    const models::StepLosses l = s.step->run(real_batch(batch), static_cast<std::uint64_t>(step), apply);
-    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    ++step;
-    samples += batch.size();
-    epoch_samples += batch.size();
-    epoch_avg.add(l);
-    const double elapsed = std::chrono::duration<double>(clock::now() - t_start).count();
+    const auto apply = [&](models::Net n) { m_s.apply_local(n); };
+    const models::StepLosses l = m_s.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);
+    const double dt = seconds_since(t0);
+    ++m_step;
+    m_samples += batch.size();
+    m_epoch_samples += batch.size();
+    m_epoch_avg.add(l);
+    const double elapsed = seconds_since(m_t_start);
     // Steady state: from the end of this run's first step (start-up and warm-up excluded).
-    if (steady_t0 < 0) {
-      steady_t0 = elapsed;
-      steady_samples0 = samples;
+    if (m_steady_t0 < 0) {
+      m_steady_t0 = elapsed;
+      m_steady_samples0 = m_samples;
     } else {
-      summary.steady_samples_per_s = static_cast<double>(samples - steady_samples0) / (elapsed - steady_t0);
+      m_summary.steady_samples_per_s = static_cast<double>(m_samples - m_steady_samples0) / (elapsed - m_steady_t0);
     }
-    metrics.row(metrics_row("step", loader.position().epoch, step, samples, elapsed, batch.size() / dt, l));
-    if (step % e.log_every == 0 || step == total_steps) {
-      metrics.flush();
-      const double rate = static_cast<double>(samples - samples_at_start) / elapsed;
+    m_metrics.row(metrics_row("step", m_loader.position().epoch, m_step, m_samples, elapsed, batch.size() / dt, l));
+    if (m_step % m_e.log_every == 0 || m_step == m_total_steps) {
+      m_metrics.flush();
+      const double rate = static_cast<double>(m_samples - m_samples_at_start) / elapsed;
       spdlog::info("step {}/{} epoch {}/{} | D {:.4f} (real {:.4f}, fake {:.4f}) G {:.4f} | {:.2f} samples/s | ETA {}",
-                   step, total_steps, loader.position().epoch + 1, e.epochs, l.d_loss(), l.d_real, l.d_fake, l.g, rate,
-                   duration(static_cast<double>(total_steps - step) * static_cast<double>(e.batch) / rate));
+                   m_step, m_total_steps, m_loader.position().epoch + 1, m_e.epochs, l.d_loss(), l.d_real, l.d_fake,
+                   l.g, rate,
+                   duration(static_cast<double>(m_total_steps - m_step) * static_cast<double>(m_e.batch) / rate));
     }
-    if (e.validate_every > 0 && step % e.validate_every == 0) validate();
-    if (e.checkpoint_every > 0 && step % e.checkpoint_every == 0) save_checkpoint();
+    if (m_e.validate_every > 0 && m_step % m_e.validate_every == 0) validate();
+    if (m_e.checkpoint_every > 0 && m_step % m_e.checkpoint_every == 0) save_checkpoint();
   }
-  if (epoch_avg.count() > 0) {
-    summary.last_epoch = epoch_avg.mean();
-    if (e.validate_every == 0) validate();  // the run ended inside an epoch
+
+  TrainSummary finish() {
+    if (m_epoch_avg.count() > 0) {
+      m_summary.last_epoch = m_epoch_avg.mean();
+      if (m_e.validate_every == 0) validate();  // the run ended inside an epoch
+    }
+    if (m_summary.last_checkpoint.empty() || !m_summary.last_checkpoint.ends_with(fmt::format("{:08d}.h5", m_step)))
+      save_checkpoint();
+    m_metrics.flush();
+    m_summary.steps = m_step;
+    m_summary.samples = m_samples;
+    m_summary.epochs = m_loader.position().epoch;
+    m_summary.epoch_fraction =
+        static_cast<double>(m_loader.position().cursor) / static_cast<double>(m_loader.batches_per_epoch());
+    m_summary.seconds = seconds_since(m_t_start);
+    m_summary.samples_per_s = m_summary.seconds > 0 ? static_cast<double>(m_samples) / m_summary.seconds : 0;
+    return m_summary;
   }
-  if (summary.last_checkpoint.empty() || !summary.last_checkpoint.ends_with(fmt::format("{:08d}.h5", step)))
-    save_checkpoint();
-  metrics.flush();
-  summary.steps = step;
-  summary.samples = samples;
-  summary.epochs = loader.position().epoch;
-  summary.epoch_fraction =
-      static_cast<double>(loader.position().cursor) / static_cast<double>(loader.batches_per_epoch());
-  summary.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
-  summary.samples_per_s = summary.seconds > 0 ? static_cast<double>(samples) / summary.seconds : 0;
-  return summary;
+
+  const ExperimentConfig& m_e;
+  bool m_resume;
+  std::string m_dir;
+  RunDirectory m_run;
+  DataPlan m_plan;
+  Session m_s;
+  std::unique_ptr<data::BatchSource> m_source;
+  data::BatchSource& m_loader;
+  CsvLog m_metrics;
+  TrainSummary m_summary;
+  std::int64_t m_step = 0, m_samples = 0, m_samples_at_start = 0, m_total_steps = 0;
+  std::int64_t m_epoch_samples = 0, m_steady_samples0 = 0;
+  double m_steady_t0 = -1;
+  LossAverager m_epoch_avg;
+  clock::time_point m_t_start, m_t_epoch;
+};
+
+}  // namespace
+
+TrainSummary run_single_process(const ExperimentConfig& e, const RunOptions& options) {
+  SingleProcessRun run(e, options);
+  return run.run();
 }
 
 }  // namespace mpigan::train
