@@ -76,6 +76,9 @@ ShowerSimulator::ShowerSimulator(const ShowerConfig& config, Geometry geometry)
     m_a2.push_back(config.stochastic_term * config.stochastic_term * l.x0_size / thin);
 }
 
+// Long on purpose (~100 lines): one shower, sampled in the order of the GFlash recipe (longitudinal
+// profile, then per layer the spots and their radial positions); the RNG draws must keep this order
+// for the same showers from the same seed (docs/data.md).
 ShowerTruth ShowerSimulator::simulate(double energy_gev, double theta, Rng& rng, std::span<float> cells) const {
   MPIGAN_CHECK(energy_gev > 0 && std::isfinite(energy_gev), "simulator: energy {} GeV must be finite and > 0",
                energy_gev);
