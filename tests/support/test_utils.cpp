@@ -1,6 +1,10 @@
 // Test helpers (test_utils.hpp): backends or a visible skip, random tensors, tolerance checks.
 #include "test_utils.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +38,13 @@ Tensor random_tensor(const Shape& shape, Rng& rng, float lo, float hi) {
   Tensor t = Tensor::empty(shape);
   rng.fill_uniform(t.values(), lo, hi);
   return t;
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / ("mpigan-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
 }
 
 Tensor host(Backend& backend, const Tensor& t) {

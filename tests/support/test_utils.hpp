@@ -26,6 +26,10 @@ struct CudaTag {
 std::unique_ptr<Backend> backend_or_skip(const std::string& name);
 
 Tensor random_tensor(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f);
+/// A fresh (emptied) directory under the system's temporary directory, named after @p name and
+/// this process, so concurrent test runs do not collide.
+std::string temp_dir(const std::string& name);
+
 /// Host canonical copy of a tensor of @p backend.
 Tensor host(Backend& backend, const Tensor& t);
 /// A tensor of @p desc on @p backend holding the values of canonical host tensor @p values.

@@ -20,12 +20,7 @@ using namespace mpigan::train;
 namespace fs = std::filesystem;
 
 namespace {
-std::string temp_dir(const std::string& name) {
-  const auto d = fs::temp_directory_path() / ("mpigan-test-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+using test::temp_dir;
 std::string bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
