@@ -19,29 +19,35 @@ using namespace mpigan::data::sim;
 namespace {
 
 struct Stats {
-  double sf_mean = 0;     // mean of sum(ECAL)/E
-  double raw_spread = 0;  // sigma(sum) / mean(sum), uncalibrated
-  double resolution = 0;  // sigma/mean of the calibrated energy sum_l visible_l / SF_l
-  int max_layer = 0;      // layer with the largest mean deposit
-  double hits = 0;        // mean cells above 3e-4 GeV
+  double sf_mean = 0;         // mean of sum(ECAL)/E
+  double raw_spread = 0;      // sigma(sum) / mean(sum), uncalibrated
+  double resolution = 0;      // sigma/mean of the calibrated energy sum_l visible_l / SF_l
+  double leakage = 0;         // sigma/E of the energy deposited inside the calorimeter depth (rear leakage)
+  int max_layer = 0;          // layer with the largest mean deposit
+  double hits = 0;            // mean cells above 3e-4 GeV
+  double thick_share_sd = 0;  // sd over events of the calibrated energy share in the thick layers
 };
 
 Stats run(const ShowerSimulator& sim, double energy, int events, std::uint64_t seed) {
   std::vector<float> cells(static_cast<std::size_t>(sim.dims().product()));
-  std::vector<double> sums, calibrated, profile(25, 0.0);
+  std::vector<double> sums, calibrated, thick_share, deposited, profile(25, 0.0);
   double hits = 0;
+  const int thin = sim.calorimeter().config().thin_layers;
   for (int i = 0; i < events; ++i) {
     Rng rng(seed, static_cast<std::uint64_t>(i));
-    sim.simulate(energy, std::numbers::pi / 2, rng, cells);
-    double s = 0, c = 0;
+    deposited.push_back(sim.simulate(energy, std::numbers::pi / 2, rng, cells).deposited_gev);
+    double s = 0, c = 0, c_thick = 0;
     for (std::size_t k = 0; k < cells.size(); ++k) {
       s += cells[k];
-      c += cells[k] / sim.calorimeter().layers()[k % 25].sampling_fraction;
+      const double e = cells[k] / sim.calorimeter().layers()[k % 25].sampling_fraction;
+      c += e;
+      if (static_cast<int>(k % 25) >= thin) c_thick += e;
       profile[k % 25] += cells[k];
       hits += cells[k] > 3e-4f;
     }
     sums.push_back(s);
     calibrated.push_back(c);
+    thick_share.push_back(c_thick / c);
   }
   auto spread = [&](const std::vector<double>& v, double& mean) {
     mean = std::accumulate(v.begin(), v.end(), 0.0) / events;
@@ -53,6 +59,10 @@ Stats run(const ShowerSimulator& sim, double energy, int events, std::uint64_t s
   double mean = 0, cmean = 0;
   st.raw_spread = spread(sums, mean);
   st.resolution = spread(calibrated, cmean);
+  double dmean = 0;
+  st.leakage = spread(deposited, dmean) * dmean / energy;
+  double share_mean = 0;
+  st.thick_share_sd = spread(thick_share, share_mean) * share_mean;
   st.sf_mean = mean / energy;
   st.max_layer = static_cast<int>(std::max_element(profile.begin(), profile.end()) - profile.begin());
   st.hits = hits / events;
@@ -120,29 +130,44 @@ TEST_CASE("gflash: incomplete gamma function") {
   CHECK(gamma_p(2.5, 0.0) == 0.0);
 }
 
+// Part 7 of issue 13. The resolution of the calorimeter is that of its calibrated (layer-weighted)
+// energy: within 30 % of CALICE's 16.6 %/sqrt(E) (+) 1.1 % from 10 to 500 GeV. The unweighted
+// sum(ECAL)/E is wider (4.7-6.9 %) and must be: thick layers sample at half the thin layers' SF, so
+// sum(ECAL) = E_cal (SF_thin - (SF_thin - SF_thick) f) with f the shower's share in the thick
+// layers, and f fluctuates by ~0.07 from shower to shower (GFlash's sigma(ln T) ~ 0.1). That term
+// alone, (SF_thin - SF_thick) sd(f) / SF, accounts for most of the raw spread.
 TEST_CASE("simulator: sampling fraction, resolution, shower maximum and hits match the data") {
   const ShowerSimulator sim({}, Geometry::ecal25);
-  struct Point {
-    double energy;
-    int events;
-  };
+  const auto& layers = sim.calorimeter().layers();
+  const double sf_gap = layers.front().sampling_fraction - layers.back().sampling_fraction;
   std::vector<Stats> stats;
-  for (Point p : {Point{10, 400}, Point{100, 200}, Point{500, 60}}) {
-    const Stats st = run(sim, p.energy, p.events, 7);
-    const double fit = ecal_fit_percent(p.energy) / 100.0;
-    const double stochastic = 0.166 / std::sqrt(p.energy), constant = 0.011;
+  for (double energy : {10.0, 50.0, 100.0, 200.0, 500.0}) {
+    const Stats st = run(sim, energy, 400, 7);
+    const double fit = ecal_fit_percent(energy) / 100.0;
+    const double stochastic = 0.166 / std::sqrt(energy), constant = 0.011;
     const double published = std::sqrt(stochastic * stochastic + constant * constant);
-    MESSAGE("E = " << p.energy << " GeV: SF " << 100 * st.sf_mean << " % (data fit " << 100 * fit
+    const double share_term = sf_gap * st.thick_share_sd / st.sf_mean;
+    MESSAGE("E = " << energy << " GeV: SF " << 100 * st.sf_mean << " % (data fit " << 100 * fit
                    << " %), sigma/E (calibrated) " << 100 * st.resolution << " % (CALICE " << 100 * published
-                   << " %), max layer " << st.max_layer << ", hits > 3e-4 GeV " << st.hits << ", raw sum spread "
-                   << 100 * st.raw_spread << " %");
+                   << " %, rear leakage " << 100 * st.leakage << " %), max layer " << st.max_layer
+                   << ", hits > 3e-4 GeV " << st.hits << ", raw sum spread " << 100 * st.raw_spread
+                   << " % of which thick-layer share " << 100 * share_term << " %");
     CHECK(std::fabs(st.sf_mean / fit - 1.0) < 0.10);
-    CHECK(st.resolution > published / 2);
-    CHECK(st.resolution < published * 2);
+    // Within 30 % of CALICE up to 200 GeV. At 500 GeV the 23 X0 stack leaks 2.7 % at the rear with
+    // an RMS of 1.5 %, more than CALICE's 1.1 % constant term (measured at 6-45 GeV, where leakage is
+    // small); without it, what remains is the stochastic term.
+    CHECK(std::fabs(st.resolution / published - 1.0) < (energy <= 200 ? 0.30 : 0.45));
+    const double no_leakage = std::sqrt(st.resolution * st.resolution - st.leakage * st.leakage);
+    CHECK(std::fabs(no_leakage / stochastic - 1.0) < 0.30);
+    CHECK(st.raw_spread > st.resolution);
+    CHECK(std::sqrt(st.raw_spread * st.raw_spread - st.resolution * st.resolution) ==
+          doctest::Approx(share_term).epsilon(0.25));
     CHECK(st.hits > 20);
     CHECK(st.hits < 4000);
     stats.push_back(st);
   }
+  stats.erase(stats.begin() + 3);  // 10, 50, 100, 500 GeV below
+  stats.erase(stats.begin() + 1);  // 10, 100, 500 GeV below
   // Shower maximum grows like ln E: about 1.44 X0 (2 thin layers) per factor e, 10 -> 500 GeV is 3.9.
   CHECK(stats[0].max_layer < stats[1].max_layer);
   CHECK(stats[1].max_layer <= stats[2].max_layer);
