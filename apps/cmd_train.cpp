@@ -82,6 +82,7 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
       std::printf("Validation: disabled (validation.enabled: false).\n");
     std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
                 s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
+    std::fputs(m.physics.summary().c_str(), stdout);
     std::fflush(stdout);
   }
   const bool failed = rank == 0 && !s.master.failure.empty();
@@ -118,8 +119,9 @@ void train(const TrainArgs& a) {
               static_cast<double>(s.epochs) + s.epoch_fraction, s.seconds, s.samples_per_s, s.steady_samples_per_s);
   std::printf("Last epoch (mean): D loss %.4f (real %.4f, fake %.4f), G loss %.4f.\n", s.last_epoch.d_loss(),
               s.last_epoch.d_real, s.last_epoch.d_fake, s.last_epoch.g);
-  std::printf("Results in %s/: config.yaml, metrics.csv, checkpoints/ (latest: %s).\n", s.run_dir.c_str(),
-              s.last_checkpoint.c_str());
+  std::printf("Results in %s/: config.yaml, metrics.csv, checkpoints/ (latest: %s)%s.\n", s.run_dir.c_str(),
+              s.last_checkpoint.c_str(), s.stopped_early ? "; stopped early" : "");
+  std::fputs(s.physics.summary().c_str(), stdout);
   MPI_Finalize();
 }
 

@@ -28,19 +28,8 @@ struct ValidateArgs {
   bool plots = true;
 };
 
-/// Runs the plotting script on @p dir; false (with the reason printed) when it cannot.
 bool make_plots(const std::string& dir) {
-  const std::string script = std::string(MPIGAN_SOURCE_DIR) + "/scripts/plot_validation.py";
-  if (!std::filesystem::exists(script)) {
-    std::printf("plots: %s not found; the CSV tables are in %s/\n", script.c_str(), dir.c_str());
-    return false;
-  }
-  const std::string cmd = "/usr/bin/python3 '" + script + "' '" + dir + "'";
-  if (std::system(cmd.c_str()) != 0) {
-    std::printf("plots: '%s' failed (python3-matplotlib installed? scripts/setup.sh installs it)\n", cmd.c_str());
-    return false;
-  }
-  return true;
+  return run_python_script("plot_validation.py", {dir});
 }
 
 void run_validate(const ValidateArgs& a) {

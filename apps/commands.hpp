@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 namespace mpigan::apps {
 
 void add_train_command(CLI::App& app);     // cmd_train.cpp
@@ -12,7 +15,12 @@ void add_inspect_command(CLI::App& app);   // cmd_inspect.cpp (models; data file
 void add_simulate_command(CLI::App& app);  // cmd_simulate.cpp
 void add_generate_command(CLI::App& app);  // cmd_generate.cpp
 void add_validate_command(CLI::App& app);  // cmd_validate.cpp
+void add_report_command(CLI::App& app);    // cmd_report.cpp
 void add_bench_master(CLI::App& bench);    // cmd_bench_master.cpp: `mpigan bench master`
+
+/// Runs scripts/NAME (of the source tree mpigan was built from) with /usr/bin/python3 and @p args;
+/// false, with the reason printed, when it cannot (plot_script.cpp).
+bool run_python_script(const std::string& name, const std::vector<std::string>& args);
 
 /// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).
 int inspect_data_file(const std::string& path);

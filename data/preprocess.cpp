@@ -88,7 +88,7 @@ Tensor postprocess_images(const Tensor& generated, const Preprocess& p, Units fi
   const double to_file = unit_factor(p.model_units, file_units) / p.xscale;
   const float inv_power = 1.0f / p.power;
   for (float& v : out.values()) {
-    float x = v > 0.0f ? v : 0.0f;
+    float x = v > 0.0f || std::isnan(v) ? v : 0.0f;  // NaN passes: a diverged generator must show
     if (p.power != 1.0f && x > 0.0f) x = std::pow(x, inv_power);
     v = static_cast<float>(x * to_file);
   }

@@ -51,7 +51,8 @@ double preprocess_cells(std::span<float> cells, double unit_factor, const Prepro
 void apply_power(std::span<float> cells, float power);
 
 /// Inverse for generated showers: (N,1,X,Y,Z) preprocessed -> the same shape in @p file_units
-/// (a new tensor). Negative generator outputs are clamped to 0 before the inverse power.
+/// (a new tensor). Negative generator outputs are clamped to 0 before the inverse power; NaN and
+/// inf pass through, so that a diverged generator is seen downstream (observables reject them).
 Tensor postprocess_images(const Tensor& generated, const Preprocess& p, Units file_units);
 /// Energy in GeV from the energy target.
 inline float energy_from_target(float target, const Preprocess& p) {

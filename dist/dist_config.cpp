@@ -16,18 +16,6 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   ConfigNode training = root.section("training");
   d.dist.sync_every = training.get_int("sync_every", 1, 1, 1 << 20);
   d.dist.max_nonfinite = training.get_int("max_nonfinite", 0, 0);
-  ConfigNode validation = root.section("validation");
-  if (validation.has("early_stopping")) {
-    ConfigNode es = validation.section("early_stopping");
-    d.dist.early.enabled = true;
-    d.dist.early.metric =
-        es.get_choice("metric", "val_g_loss", {"val_d_loss", "val_g_loss", "val_d_real", "val_d_fake"});
-    d.dist.early.minimize = es.get_choice("mode", "min", {"min", "max"}) == "min";
-    if (es.has("threshold")) d.dist.early.threshold = es.get_real("threshold", 0.0);
-    d.dist.early.patience = es.get_int("patience", 0, 0);
-    if (!d.dist.early.threshold && d.dist.early.patience == 0) es.problem("", "give a threshold, a patience, or both");
-    es.reject_unknown();
-  }
   ConfigNode logging = root.section("logging");
   d.dist.trace = logging.get_bool("trace", false);
 

@@ -1,11 +1,10 @@
-// The distributed part of an experiment: topology, update rule, synchronisation period, early
-// stopping and tracing, parsed from the same document as the rest (train/experiment.hpp), so an
+// The distributed part of an experiment: topology, update rule, synchronisation period and
+// tracing, parsed from the same document as the rest (train/experiment.hpp), so an
 // experiment is validated as a whole, before any MPI traffic, with every problem reported.
 //
 //   topology:    masters, group_size, ranks_per_node, submaster_every
 //   algorithm:   name (sync | downpour | easgd | gem | dc_asgd) and the rule's parameters
 //   training:    sync_every (steps between exchanges), max_nonfinite (divergence stop)
-//   validation:  early_stopping {metric, mode, threshold, patience}
 //   logging:     trace (write a Chrome-trace timeline)
 #pragma once
 
@@ -18,14 +17,6 @@
 
 namespace mpigan::dist {
 
-struct EarlyStopping {
-  bool enabled = false;
-  std::string metric = "val_g_loss";  ///< val_d_loss | val_g_loss | val_d_real | val_d_fake
-  bool minimize = true;
-  std::optional<double> threshold;  ///< stop when the metric reaches it
-  std::int64_t patience = 0;        ///< stop after this many validations without improvement (0: off)
-};
-
 struct DistConfig {
   TopologyConfig topology;
   std::unique_ptr<algos::Algorithm> algorithm;
@@ -33,7 +24,6 @@ struct DistConfig {
   /// Consecutive non-finite updates (none applied in between) after which the run stops as
   /// diverged; 0: 10, or twice the master's children when that is more.
   std::int64_t max_nonfinite = 0;
-  EarlyStopping early;
   bool trace = false;
 };
 

@@ -13,7 +13,15 @@ namespace mpigan::master {
 using models::Net;
 
 Progress::Progress(dist::RoleContext& ctx, int children)
-    : m_ctx(ctx), m_compute_threads(host_threads()), m_contributed(static_cast<std::size_t>(children), false) {}
+    : m_ctx(ctx),
+      m_compute_threads(host_threads()),
+      m_stopper(ctx.d.experiment.early_stopping),
+      m_contributed(static_cast<std::size_t>(children), false) {}
+
+train::DataPlan& Progress::plan() {
+  if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(m_ctx.d.experiment, false));
+  return *m_plan;
+}
 
 void Progress::open_logs(bool append) {
   train::RunDirectory run(m_ctx.run_dir, false);
@@ -26,6 +34,9 @@ void Progress::open_logs(bool append) {
   m_metrics = std::make_unique<train::CsvLog>(
       run.file("metrics.csv"), train::metrics_columns(m_ctx.session.model->discriminator.output_names()), append);
   m_t0 = MPI_Wtime();
+  if (m_ctx.d.experiment.physics.enabled)
+    m_physics =
+        std::make_unique<train::AsyncPhysicsMonitor>(m_ctx.d.experiment, plan(), run.file("checkpoints/best.h5"));
 }
 
 void Progress::log_update(const LogRow& r, std::int64_t version) {
@@ -94,9 +105,9 @@ bool Progress::validate(const UpdateService& service, dist::MasterResult& result
   auto span = m_ctx.trace.span("validate", "compute");
   ScopedHostThreads validating(m_compute_threads);
   m_validated_at = service.version();
+  if (m_physics && e.physics.every == 0) request_physics(service);
   if (!m_val_loader) {
-    if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(e, false));
-    m_val_loader = m_plan->validation(e.batch);
+    m_val_loader = plan().validation(e.batch);
     if (!m_val_loader) return false;
   }
   // The canonical weights and state into the session's model.
@@ -115,31 +126,47 @@ bool Progress::validate(const UpdateService& service, dist::MasterResult& result
   result.last_val_g = l->g;
   spdlog::info("validation at update {}: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", service.version(), l->d_loss(),
                l->d_real, l->d_fake, l->g);
-  const auto& es = m_ctx.d.dist.early;
-  if (!es.enabled) return false;
-  const double v = es.metric == "val_d_loss"   ? l->d_loss()
-                   : es.metric == "val_g_loss" ? l->g
-                   : es.metric == "val_d_real" ? l->d_real
-                                               : l->d_fake;
-  return early_stop(v);
+  bool stop = false;
+  for (const auto& [name, value] : {std::pair{"val_d_loss", l->d_loss()}, std::pair{"val_g_loss", l->g},
+                                    std::pair{"val_d_real", l->d_real}, std::pair{"val_d_fake", l->d_fake}})
+    if (m_stopper.watches(name) && m_stopper.update(value)) stop = true;
+  return stop;
 }
 
-bool Progress::early_stop(double v) {
-  const auto& es = m_ctx.d.dist.early;
-  const double sign = es.minimize ? 1.0 : -1.0;
-  if (es.threshold && sign * v <= sign * *es.threshold) {
-    spdlog::info("early stopping: {} = {:.5g} reached the threshold {:.5g}", es.metric, v, *es.threshold);
-    return true;
+void Progress::request_physics(const UpdateService& service) {
+  if (!m_physics || m_physics_at == service.version()) return;
+  const auto& layout = service.layout();
+  const auto w = service.weights(Net::generator);
+  const auto st = layout.in_state(Net::generator, service.state());
+  if (m_physics->start({w.begin(), w.end()}, {st.begin(), st.end()}, service.version(), service.samples()))
+    m_physics_at = service.version();
+}
+
+bool Progress::poll_physics(dist::MasterResult& result) {
+  if (!m_physics) return false;
+  const auto s = m_physics->poll();
+  return s && record_physics(*s, result);
+}
+
+bool Progress::record_physics(const train::PhysicsScore& s, dist::MasterResult& result) {
+  m_metrics->row(train::physics_row(m_metrics->columns(), 0, MPI_Wtime() - m_t0, s));
+  m_metrics->flush();
+  spdlog::info("physics at update {}: {}{}", s.step, s.describe(), s.best ? " (best so far: checkpoints/best.h5)" : "");
+  result.physics.last = s;
+  result.physics.best = m_physics->best();
+  result.physics.skipped = m_physics->skipped();
+  return m_stopper.watches(physics::kFigureOfMeritName) && m_stopper.update(s.fom);
+}
+
+void Progress::finish_physics(const UpdateService& service, dist::MasterResult& result) {
+  if (!m_physics) return;
+  result.physics.best_path = train::RunDirectory(m_ctx.run_dir, false).file("checkpoints/best.h5");
+  ScopedHostThreads validating(m_compute_threads);
+  if (auto s = m_physics->wait()) record_physics(*s, result);
+  if (m_physics_at != service.version()) {
+    request_physics(service);
+    if (auto s = m_physics->wait()) record_physics(*s, result);
   }
-  if (!m_best || sign * v < sign * *m_best) {
-    m_best = v;
-    m_since_best = 0;
-  } else if (es.patience > 0 && ++m_since_best >= es.patience) {
-    spdlog::info("early stopping: {} did not improve for {} validations (best {:.5g})", es.metric, es.patience,
-                 *m_best);
-    return true;
-  }
-  return false;
 }
 
 }  // namespace mpigan::master

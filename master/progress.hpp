@@ -6,6 +6,8 @@
 
 #include "mpigan/dist/launch.hpp"
 #include "mpigan/master/update_service.hpp"
+#include "mpigan/train/early_stopper.hpp"
+#include "mpigan/train/physics_monitor.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/sources.hpp"
 
@@ -40,14 +42,25 @@ class Progress {
   void after_version(std::int64_t version, std::int64_t samples);
 
   /// Validation losses of the canonical weights (copied into the session's model) into
-  /// metrics.csv; returns true when early stopping triggers.
+  /// metrics.csv; returns true when early stopping triggers. With validation.physics.every 0 it
+  /// also starts a physics validation.
   bool validate(const UpdateService& service, dist::MasterResult& result);
+
+  /// Physics validation (validation.physics) on its own thread, so that serving never waits:
+  /// start one for the canonical generator at this version (skipped if one is running)...
+  void request_physics(const UpdateService& service);
+  /// ...and collect a finished one into metrics.csv (never blocks); true when early stopping on
+  /// the figure of merit triggers.
+  bool poll_physics(dist::MasterResult& result);
+  /// At the end: wait for the running one, then score the final weights if not yet done.
+  void finish_physics(const UpdateService& service, dist::MasterResult& result);
   std::int64_t validated_at() const { return m_validated_at; }
   double steady_samples_per_s() const;
 
  private:
   void print(std::int64_t version, std::int64_t samples);
-  bool early_stop(double value);
+  bool record_physics(const train::PhysicsScore& s, dist::MasterResult& result);
+  train::DataPlan& plan();
 
   dist::RoleContext& m_ctx;
   int m_compute_threads = 0;  ///< host threads for validation (the experiment's `threads`)
@@ -56,8 +69,10 @@ class Progress {
   std::int64_t m_logged = 0;
   std::unique_ptr<train::DataPlan> m_plan;
   std::unique_ptr<data::BatchSource> m_val_loader;
-  std::optional<double> m_best;
-  std::int64_t m_since_best = 0, m_validated_at = -1;
+  train::EarlyStopper m_stopper;
+  std::unique_ptr<train::AsyncPhysicsMonitor> m_physics;
+  std::int64_t m_physics_at = -1;  ///< version of the last physics validation started
+  std::int64_t m_validated_at = -1;
   std::vector<bool> m_contributed;
   double m_steady_t0 = -1, m_steady_t1 = -1;
   std::int64_t m_steady_samples = 0;

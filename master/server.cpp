@@ -68,9 +68,10 @@ class Server {
       serve();
     }
     if (m_ctx.before_barrier) m_ctx.before_barrier();
-    if (m_top)
+    if (m_top) {
       m_checkpoints.finish();
-    else
+      m_progress.finish_physics(m_service, m_result);  // after the closing barrier: workers are not held
+    } else
       m_t.links.barrier();  // matches the top master's closing barrier
     m_result.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
     m_result.cpu_s = process_cpu_seconds() - cpu_start;
@@ -412,7 +413,11 @@ class Server {
       begin_stop("max_updates reached");
       return;
     }
-    if (m_e.validate_every > 0 && v % m_e.validate_every == 0 && m_progress.validate(m_service, m_result)) {
+    if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)
+      m_progress.request_physics(m_service);
+    const bool stop_validation =
+        m_e.validate_every > 0 && v % m_e.validate_every == 0 && m_progress.validate(m_service, m_result);
+    if (stop_validation || m_progress.poll_physics(m_result)) {
       m_result.stopped_early = true;
       begin_stop("early stopping");
       return;

@@ -217,7 +217,29 @@ void parse_run_sections(ConfigNode& root, ExperimentConfig& e) {
   e.validate = v.get_bool("enabled", true);
   e.validate_every = v.get_int("every", 0, 0);
   e.validation_batches = v.get_int("batches", 4, 0);
-  for (const char* k : {"metrics", "early_stopping", "events"}) v.accept(k);  // distributed validation
+  if (v.has("early_stopping")) {
+    ConfigNode es = v.section("early_stopping");
+    EarlyStoppingSpec& s = e.early_stopping;
+    s.enabled = true;
+    s.metric = es.get_choice("metric", s.metric, {"val_d_loss", "val_g_loss", "val_d_real", "val_d_fake", "fpd_hlf"});
+    s.minimize = es.get_choice("mode", "min", {"min", "max"}) == "min";
+    if (es.has("threshold")) s.threshold = es.get_real("threshold", 0.0);
+    s.patience = es.get_int("patience", 0, 0);
+    if (!s.threshold && s.patience == 0) es.problem("", "give a threshold, a patience, or both");
+    es.reject_unknown();
+  }
+  if (v.has("physics")) {
+    ConfigNode ph = v.section("physics");
+    PhysicsValidationSpec& s = e.physics;
+    s.enabled = ph.get_bool("enabled", true);
+    s.every = ph.get_int("every", 0, 0);
+    s.events = ph.get_int("events", s.events, 10, 1 << 24);
+    s.batch = ph.get_int("batch", s.batch, 1, 1 << 16);
+    ph.reject_unknown();
+  }
+  if (e.early_stopping.enabled && e.early_stopping.metric == "fpd_hlf" && !e.physics.enabled)
+    v.problem("early_stopping", "metric fpd_hlf needs validation.physics (the figure of merit is computed there)");
+  for (const char* k : {"metrics", "events"}) v.accept(k);  // distributed validation
   v.reject_unknown();
   ConfigNode c = root.section("checkpoint");
   e.checkpoint_every = c.get_int("every", 0, 0);
@@ -291,6 +313,19 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["validation"]["enabled"] = e.validate;
   r["validation"]["every"] = e.validate_every;
   r["validation"]["batches"] = e.validation_batches;
+  if (e.early_stopping.enabled) {
+    YAML::Node es = r["validation"]["early_stopping"];
+    es["metric"] = e.early_stopping.metric;
+    es["mode"] = e.early_stopping.minimize ? "min" : "max";
+    if (e.early_stopping.threshold) es["threshold"] = *e.early_stopping.threshold;
+    es["patience"] = e.early_stopping.patience;
+  }
+  if (e.physics.enabled) {
+    YAML::Node ph = r["validation"]["physics"];
+    ph["every"] = e.physics.every;
+    ph["events"] = e.physics.events;
+    ph["batch"] = e.physics.batch;
+  }
   r["checkpoint"]["every"] = e.checkpoint_every;
   r["checkpoint"]["keep"] = e.checkpoint_keep;
   r["output"]["dir"] = e.output_dir;

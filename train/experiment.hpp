@@ -11,7 +11,8 @@
 //               synthetic{events,validation_events,seed} (tiny-8 sandbox: in-memory toy showers)
 //   optimizer:  name, lr, momentum, nesterov, rho, beta1, beta2, epsilon, generator{..}, discriminator{..}
 //   training:   epochs, max_updates, batch, label_flip, fake_energy, generator_passes
-//   validation: enabled, every, batches
+//   validation: enabled, every, batches, early_stopping{metric,mode,threshold,patience},
+//               physics{enabled,every,events,batch} (the physics figure of merit during training)
 //   checkpoint: every, keep
 //   output:     dir
 //   logging:    level, every
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,25 @@ struct SyntheticSpec {
   std::int64_t events = 4096;            ///< training events
   std::int64_t validation_events = 512;  ///< held-out events
   std::uint64_t seed = 1;
+};
+
+/// Stop when a validation metric reaches a threshold or stops improving (validation.early_stopping).
+struct EarlyStoppingSpec {
+  bool enabled = false;
+  /// val_d_loss | val_g_loss | val_d_real | val_d_fake | fpd_hlf (the physics figure of merit)
+  std::string metric = "val_g_loss";
+  bool minimize = true;
+  std::optional<double> threshold;  ///< stop when the metric reaches it
+  std::int64_t patience = 0;        ///< stop after this many validations without improvement (0: off)
+};
+
+/// The physics figure of merit during training (validation.physics, train/physics_monitor.hpp):
+/// showers generated at the conditions of the first `events` held-out events, compared with them.
+struct PhysicsValidationSpec {
+  bool enabled = false;
+  std::int64_t every = 0;  ///< steps (master versions); 0 = with each loss validation
+  std::int64_t events = 2000;
+  std::int64_t batch = 64;  ///< generation batch
 };
 
 struct ExperimentConfig {
@@ -76,7 +97,9 @@ struct ExperimentConfig {
   bool validate = true;                 ///< validation.enabled
   std::int64_t validate_every = 0;      ///< steps; 0 = at the end of each epoch only
   std::int64_t validation_batches = 4;  ///< batches of the validation set per validation (0 = all)
-  std::int64_t checkpoint_every = 0;    ///< steps; 0 = at the end of each epoch and of the run
+  EarlyStoppingSpec early_stopping;
+  PhysicsValidationSpec physics;
+  std::int64_t checkpoint_every = 0;  ///< steps; 0 = at the end of each epoch and of the run
   std::int64_t checkpoint_keep = 3;
 
   std::string output_dir;  ///< empty: runs/<name>

@@ -31,7 +31,6 @@ ExperimentConfig load_run_config(const fs::path& config) {
     node["training"].remove("sync_every");
     node["training"].remove("max_nonfinite");
   }
-  if (node["validation"]) node["validation"].remove("early_stopping");
   YAML::Emitter out;
   out << node;
   ConfigDocument doc = ConfigDocument::parse(out.c_str(), config.string());
@@ -57,10 +56,7 @@ void load_generator(const std::string& path, Session& s) {
   copy_from_host(*s.backend, std::span<const float>(st).subspan(0, g.state().size()), g.state());
 }
 
-struct Conditions {
-  std::vector<float> energy;  ///< GeV
-  std::vector<float> angle;   ///< radians (angle model), else empty
-};
+using Conditions = ShowerConditions;
 
 Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const GenerateOptions& o) {
   Conditions c;
@@ -110,6 +106,29 @@ TrainedModel locate_trained(const std::string& source) {
   return m;
 }
 
+double generate_batches(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
+                        std::int64_t batch, std::uint64_t seed, data::Units units,
+                        const std::function<void(std::int64_t, const Tensor&)>& sink) {
+  const auto n = static_cast<std::int64_t>(c.energy.size());
+  const bool with_angle = !c.angle.empty();
+  double seconds = 0;
+  for (std::int64_t b0 = 0; b0 < n; b0 += batch) {
+    const std::int64_t k = std::min(batch, n - b0);
+    Tensor energy = Tensor::empty({k, 1}), angle;
+    for (std::int64_t i = 0; i < k; ++i)
+      energy.data()[i] = c.energy[static_cast<std::size_t>(b0 + i)] * pre.energy_scale;
+    if (with_angle) {
+      angle = Tensor::empty({k, 1});
+      for (std::int64_t i = 0; i < k; ++i) angle.data()[i] = c.angle[static_cast<std::size_t>(b0 + i)];
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor images = step.generate(energy, angle, seed + static_cast<std::uint64_t>(b0));
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink(b0, data::postprocess_images(images, pre, units));
+  }
+  return seconds;
+}
+
 GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
@@ -134,29 +153,18 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   const std::int64_t cells = dims.product();
   data::EventWriter writer(o.out, dims, n);
   std::vector<float> sum(static_cast<std::size_t>(n)), measured(angle_model ? static_cast<std::size_t>(n) : 0);
-  double gen_s = 0;
-  for (std::int64_t b0 = 0; b0 < n; b0 += o.batch) {
-    const std::int64_t k = std::min(o.batch, n - b0);
-    Tensor energy = Tensor::empty({k, 1}), angle;
-    for (std::int64_t i = 0; i < k; ++i)
-      energy.data()[i] = c.energy[static_cast<std::size_t>(b0 + i)] * pre.energy_scale;
-    if (angle_model) {
-      angle = Tensor::empty({k, 1});
-      for (std::int64_t i = 0; i < k; ++i) angle.data()[i] = c.angle[static_cast<std::size_t>(b0 + i)];
-    }
-    const auto t0 = Clock::now();
-    const Tensor images = s.step->generate(energy, angle, o.seed + static_cast<std::uint64_t>(b0));
-    gen_s += std::chrono::duration<double>(Clock::now() - t0).count();
-    const Tensor showers = data::postprocess_images(images, pre, file_units);
-    for (std::int64_t i = 0; i < k; ++i) {
-      const std::span<const float> ev(showers.data() + i * cells, static_cast<std::size_t>(cells));
-      double total = 0;
-      for (float x : ev) total += x;
-      sum[static_cast<std::size_t>(b0 + i)] = static_cast<float>(total);
-      if (angle_model) measured[static_cast<std::size_t>(b0 + i)] = static_cast<float>(data::measure_angle(ev, dims));
-      writer.write_compressed(b0 + i, data::EventWriter::compress(ev, writer.gzip_level()));
-    }
-  }
+  const double gen_s =
+      generate_batches(*s.step, pre, c, o.batch, o.seed, file_units, [&](std::int64_t b0, const Tensor& showers) {
+        for (std::int64_t i = 0; i < showers.shape()[0]; ++i) {
+          const std::span<const float> ev(showers.data() + i * cells, static_cast<std::size_t>(cells));
+          double total = 0;
+          for (float x : ev) total += x;
+          sum[static_cast<std::size_t>(b0 + i)] = static_cast<float>(total);
+          if (angle_model)
+            measured[static_cast<std::size_t>(b0 + i)] = static_cast<float>(data::measure_angle(ev, dims));
+          writer.write_compressed(b0 + i, data::EventWriter::compress(ev, writer.gzip_level()));
+        }
+      });
   writer.write_labels(data::keys::energy, c.energy);
   if (angle_model) {
     std::vector<float> eta(c.angle.size());

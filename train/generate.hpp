@@ -12,7 +12,11 @@
 // latent noise comes from the step's seeded stream; backends agree to their tolerance).
 #pragma once
 
+#include "mpigan/data/layout.hpp"
+#include "mpigan/models/gan_step.hpp"
 #include "mpigan/train/experiment.hpp"
+
+#include <functional>
 
 #include <optional>
 #include <string>
@@ -47,6 +51,20 @@ struct GenerateSummary {
   double showers_per_s = 0;
   double total_seconds = 0;  ///< with writing the file
 };
+
+/// Conditions of the showers to generate: energy in GeV per event, angle in radians (angle model)
+/// or empty.
+struct ShowerConditions {
+  std::vector<float> energy;
+  std::vector<float> angle;
+};
+
+/// Runs @p step's generator (inference mode) over @p c in batches of @p batch, mapping each batch
+/// back to @p units through the inverse of @p pre; calls @p sink(first_event, showers (k,1,X,Y,Z))
+/// per batch. Batch b0's latent noise comes from seed + b0. Returns the seconds spent generating.
+double generate_batches(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
+                        std::int64_t batch, std::uint64_t seed, data::Units units,
+                        const std::function<void(std::int64_t, const Tensor&)>& sink);
 
 /// Generates and writes @p o.out. Throws ConfigError for bad options, DataError for bad files.
 GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o);

@@ -1,6 +1,8 @@
 // The training session every computing process holds (session.hpp), and host copies of parameter sets.
 #include "mpigan/train/session.hpp"
 
+#include "mpigan/train/physics_monitor.hpp"
+
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/train/run_dir.hpp"
@@ -79,6 +81,7 @@ std::vector<std::string> metrics_columns(const std::vector<std::string>& heads) 
                              "samples_per_s", "d_loss", "d_real", "d_fake",  "g_loss"};
   for (const char* part : {"d_real_", "d_fake_", "g_"})
     for (const auto& h : heads) c.push_back(part + h);
+  for (auto& p : physics_columns()) c.push_back(std::move(p));
   return c;
 }
 
@@ -97,6 +100,7 @@ std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch
                              csv_number(l.g)};
   for (const auto* v : {&l.d_real_heads, &l.d_fake_heads, &l.g_heads})
     for (double x : *v) r.push_back(csv_number(x));
+  r.resize(r.size() + physics_columns().size());  // the physics figures: physics rows only
   return r;
 }
 

@@ -42,7 +42,8 @@ void copy_from_host(Backend& be, std::span<const float> in, ParameterSet& p);
 /// The model's view of a data batch (shallow).
 models::RealBatch real_batch(const data::Batch& b);
 
-/// Metrics columns and one row for step losses (kind: "step", "epoch", "validation").
+/// Metrics columns and one row for step losses (kind: "step", "epoch", "validation"); the physics
+/// columns at the end are empty there (physics_row() fills them).
 std::vector<std::string> metrics_columns(const std::vector<std::string>& heads);
 std::vector<std::string> metrics_row(const std::string& kind, std::int64_t epoch, std::int64_t step,
                                      std::int64_t samples, double elapsed_s, double samples_per_s,

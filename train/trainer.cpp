@@ -5,6 +5,7 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/data/file_list.hpp"
 #include "mpigan/data/simulator/simulate_dataset.hpp"
+#include "mpigan/train/early_stopper.hpp"
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/session.hpp"
 #include "mpigan/train/sources.hpp"
@@ -107,7 +108,12 @@ class SingleProcessRun {
         m_s(Session::create(e, mix64(e.seed ^ 0x51A6E5ull))),
         m_source(m_plan.train(e.batch)),
         m_loader(*m_source),
-        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_s.model->discriminator.output_names()), m_resume) {
+        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_s.model->discriminator.output_names()), m_resume),
+        m_stopper(e.early_stopping) {
+    if (e.physics.enabled) {
+      m_physics.emplace(e, m_plan, m_run.file("checkpoints/best.h5"));
+      m_summary.physics.best_path = m_physics->best_path();
+    }
     spdlog::info("backend: {}", m_s.backend->describe());
     spdlog::info("model {}: generator {} parameters, discriminator {}; data: {}", e.model.name,
                  m_s.model->generator.weights().count(), m_s.model->discriminator.weights().count(), m_plan.describe());
@@ -121,7 +127,7 @@ class SingleProcessRun {
   TrainSummary run() {
     m_t_start = m_t_epoch = clock::now();
     data::Batch batch;
-    while (m_step < m_total_steps) {
+    while (m_step < m_total_steps && !m_summary.stopped_early) {
       if (!m_loader.next(batch)) {
         end_epoch();
         continue;
@@ -169,7 +175,7 @@ class SingleProcessRun {
     spdlog::info("checkpoint: {}", path);
   }
 
-  void validate() {
+  void validate_losses() {
     if (!m_e.validate) return;
     auto vsource = m_plan.validation(m_e.batch);
     if (!vsource) return;
@@ -178,6 +184,29 @@ class SingleProcessRun {
     m_metrics.row(metrics_row("validation", m_loader.position().epoch, m_step, m_samples, 0, 0, *m));
     m_metrics.flush();
     spdlog::info("validation: D {:.4f} (real {:.4f}, fake {:.4f})  G {:.4f}", m->d_loss(), m->d_real, m->d_fake, m->g);
+    for (const auto& [name, value] : {std::pair{"val_d_loss", m->d_loss()}, std::pair{"val_g_loss", m->g},
+                                      std::pair{"val_d_real", m->d_real}, std::pair{"val_d_fake", m->d_fake}})
+      if (m_stopper.watches(name) && m_stopper.update(value)) m_summary.stopped_early = true;
+  }
+
+  /// Loss validation, and the physics one when it follows the loss validations.
+  void validate() {
+    validate_losses();
+    if (m_physics && m_e.physics.every == 0) validate_physics();
+  }
+
+  /// The physics figure of merit of the current generator (physics_monitor.hpp).
+  void validate_physics() {
+    if (!m_physics || m_physics_at == m_step) return;
+    m_physics_at = m_step;
+    PhysicsScore& sc = m_summary.physics.last.emplace(m_physics->score(m_s, m_step, m_samples));
+    sc.best = m_physics->keep_if_best(sc, m_s);
+    m_metrics.row(physics_row(m_metrics.columns(), m_loader.position().epoch, seconds_since(m_t_start), sc));
+    m_metrics.flush();
+    spdlog::info("physics at step {}: {}{}", m_step, sc.describe(),
+                 sc.best ? " (best so far: checkpoints/best.h5)" : "");
+    if (m_stopper.watches(physics::kFigureOfMeritName) && m_stopper.update(sc.fom)) m_summary.stopped_early = true;
+    m_summary.physics.best = m_physics->best();
   }
 
   void end_epoch() {
@@ -224,6 +253,7 @@ class SingleProcessRun {
                    duration(static_cast<double>(m_total_steps - m_step) * static_cast<double>(m_e.batch) / rate));
     }
     if (m_e.validate_every > 0 && m_step % m_e.validate_every == 0) validate();
+    if (m_e.physics.every > 0 && m_step % m_e.physics.every == 0) validate_physics();
     if (m_e.checkpoint_every > 0 && m_step % m_e.checkpoint_every == 0) save_checkpoint();
   }
 
@@ -232,6 +262,7 @@ class SingleProcessRun {
       m_summary.last_epoch = m_epoch_avg.mean();
       if (m_e.validate_every == 0) validate();  // the run ended inside an epoch
     }
+    if (m_physics && m_physics_at != m_step) validate_physics();  // the figure of merit of the final weights
     if (m_summary.last_checkpoint.empty() || !m_summary.last_checkpoint.ends_with(fmt::format("{:08d}.h5", m_step)))
       save_checkpoint();
     m_metrics.flush();
@@ -260,6 +291,9 @@ class SingleProcessRun {
   double m_steady_t0 = -1;
   LossAverager m_epoch_avg;
   clock::time_point m_t_start, m_t_epoch;
+  EarlyStopper m_stopper;
+  std::optional<PhysicsMonitor> m_physics;
+  std::int64_t m_physics_at = -1;  ///< step of the last physics validation
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "mpigan/data/dataset.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/train/experiment.hpp"
+#include "mpigan/train/physics_monitor.hpp"
 
 #include <functional>
 #include <string>
@@ -28,6 +29,8 @@ struct TrainSummary {
   /// Samples per second after this run's first step (start-up excluded); 0 with a single step.
   double steady_samples_per_s = 0;
   models::StepLosses last_epoch;  ///< mean losses of the last (possibly partial) epoch
+  bool stopped_early = false;     ///< validation.early_stopping ended the run
+  PhysicsOutcome physics;         ///< validation.physics
 };
 
 /// Generate the training files with the simulator when data.simulate is set and the training

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -425,6 +426,39 @@ TEST_CASE("early stopping by threshold ends the run at a validation") {
   if (world_rank() != 0) return;
   CHECK(s.master.stopped_early);
   CHECK(s.master.version == 10);
+}
+
+TEST_CASE("physics validation on the master's thread: metrics rows, best.h5, the summary, early stopping on it") {
+  if (!ranks(3)) return;
+  const std::string dir = run_dir("physics");
+  const auto s = run(dir, {"algorithm.name=downpour", "training.max_updates=40", "validation.physics.every=10",
+                           "validation.physics.events=64", "validation.physics.batch=32"});
+  if (world_rank() == 0) {
+    // Scores run beside the serving loop: some may be skipped, never queued; the final weights
+    // are always scored, and the best one kept.
+    REQUIRE(s.master.physics.last.has_value());
+    CHECK(s.master.physics.last->step == 40);
+    CHECK(s.master.physics.last->events == 64);
+    CHECK(std::isfinite(s.master.physics.last->fom));
+    REQUIRE(s.master.physics.best.has_value());
+    CHECK(*s.master.physics.best <= s.master.physics.last->fom);
+    CHECK(fs::exists(dir + "/checkpoints/best.h5"));
+    std::ifstream in(dir + "/metrics.csv");
+    std::string line;
+    int rows = 0;
+    while (std::getline(in, line)) rows += line.starts_with("physics,");
+    CHECK(rows >= 1);
+    CHECK(rows + s.master.physics.skipped >= 4);  // at 10, 20, 30, 40
+    CHECK(rows <= 4);
+  }
+  // Early stopping on the figure of merit: any finite score reaches 1e30.
+  const std::string dir2 = run_dir("physics-early");
+  const auto s2 = run(dir2, {"algorithm.name=downpour", "training.max_updates=400", "validation.physics.every=5",
+                             "validation.physics.events=32", "validation.early_stopping.metric=fpd_hlf",
+                             "validation.early_stopping.threshold=1e30"});
+  if (world_rank() != 0) return;
+  CHECK(s2.master.stopped_early);
+  CHECK(s2.master.version < 400);
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,225 @@
+// Physics validation during training (train/physics_monitor.hpp, issue 13 part 5): the figure of
+// merit rows in metrics.csv, checkpoints/best.h5 following the best of them, early stopping on it,
+// determinism, a diverged generator named as such, and the summary's warning when off the scale.
+#include "test_utils.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/train/checkpoint.hpp"
+#include "mpigan/train/early_stopper.hpp"
+#include "mpigan/train/generate.hpp"
+#include "mpigan/train/physics_monitor.hpp"
+#include "mpigan/train/session.hpp"
+#include "mpigan/train/sources.hpp"
+#include "mpigan/train/trainer.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+using namespace mpigan;
+using namespace mpigan::train;
+namespace fs = std::filesystem;
+
+namespace {
+using test::temp_dir;
+
+const char* kExperiment = R"(
+name: phys
+seed: 5
+threads: 2
+model: {name: tiny-8}
+data:
+  synthetic: {events: 256, validation_events: 64}
+training: {batch: 16, epochs: 1}
+validation:
+  every: 8
+  batches: 1
+  physics: {every: 4, events: 48, batch: 16}
+checkpoint: {every: 0}
+logging: {level: warn}
+)";
+
+ExperimentConfig experiment(const std::string& dir, const std::string& extra = "") {
+  std::string text = kExperiment;
+  text.insert(text.find("checkpoint:"), extra);
+  std::ofstream(dir + "/exp.yaml") << text;
+  return ExperimentConfig::load(dir + "/exp.yaml");
+}
+
+/// The physics rows of a metrics.csv: (step, fpd_hlf).
+std::vector<std::pair<std::int64_t, double>> physics_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  const auto fom_col = [&] {
+    std::stringstream h(line);
+    std::string c;
+    for (int i = 0; std::getline(h, c, ','); ++i)
+      if (c == "fpd_hlf") return i;
+    return -1;
+  }();
+  REQUIRE(fom_col > 0);
+  std::vector<std::pair<std::int64_t, double>> rows;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("physics,")) continue;
+    std::vector<std::string> f;
+    std::stringstream s(line);
+    std::string c;
+    while (std::getline(s, c, ',')) f.push_back(c);
+    REQUIRE(static_cast<int>(f.size()) > fom_col);
+    rows.emplace_back(std::stoll(f[2]), std::stod(f[static_cast<std::size_t>(fom_col)]));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("physics validation: metrics rows, the best generator, determinism") {
+  const std::string dir = temp_dir("physics-monitor");
+  const ExperimentConfig e = experiment(dir);
+  const auto summary = run_single_process(e, {dir + "/run", ""});
+  CHECK(summary.steps == 16);
+  CHECK_FALSE(summary.stopped_early);
+
+  // Every 4 steps; the last step's score is not repeated at the end of the run.
+  const auto rows = physics_rows(dir + "/run/metrics.csv");
+  REQUIRE(rows.size() == 4);
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i].first == 4 * static_cast<std::int64_t>(i + 1));
+    CHECK(std::isfinite(rows[i].second));
+    CHECK(rows[i].second >= 0);
+    best = std::min(best, rows[i].second);
+  }
+  REQUIRE(summary.physics.last.has_value());
+  CHECK(summary.physics.last->step == 16);
+  CHECK(summary.physics.last->fom == doctest::Approx(rows.back().second).epsilon(1e-9));
+  CHECK(summary.physics.last->events == 48);
+  REQUIRE(summary.physics.best.has_value());
+  CHECK(*summary.physics.best == doctest::Approx(best).epsilon(1e-9));
+
+  // best.h5 holds the generator of the best row: scoring it again gives that figure exactly
+  // (fixed latent seed, same reference), and `generate` reads it.
+  const std::string best_path = dir + "/run/checkpoints/best.h5";
+  REQUIRE(fs::exists(best_path));
+  const CheckpointReader r(best_path);
+  CHECK(std::stod(r.get_string("physics/fpd_hlf")) == doctest::Approx(best).epsilon(1e-12));
+  Session s = Session::create(e, 1);
+  load_parameters(r, "model/generator/weights", s.model->generator.weights(), *s.backend);
+  load_parameters(r, "model/generator/state", s.model->generator.state(), *s.backend);
+  DataPlan plan = DataPlan::open(e, false);
+  PhysicsMonitor monitor(e, plan, "");
+  CHECK(monitor.reference_events() == 48);
+  const PhysicsScore again = monitor.score(s, r.get_int("progress/step"), 0);
+  CHECK(again.fom == doctest::Approx(best).epsilon(1e-6));
+  CHECK(monitor.score(s, 0, 0).fom == again.fom);  // deterministic
+
+  GenerateOptions o;
+  o.events = 8;
+  o.energy = std::pair{50.0, 100.0};
+  o.out = dir + "/best-showers.h5";
+  CHECK(generate_showers(locate_trained(best_path), o).events == 8);
+
+  // A monitor opened on an existing best.h5 (a resumed run) must beat its figure.
+  PhysicsMonitor resumed(e, plan, best_path);
+  REQUIRE(resumed.best().has_value());
+  CHECK(*resumed.best() == doctest::Approx(best).epsilon(1e-12));
+  PhysicsScore worse = again;
+  worse.fom = best * 2 + 1;
+  CHECK_FALSE(resumed.keep_if_best(worse, s));
+  PhysicsScore better = again;
+  better.fom = best / 2;
+  CHECK(resumed.keep_if_best(better, s));
+  CHECK(std::stod(CheckpointReader(best_path).get_string("physics/fpd_hlf")) == doctest::Approx(best / 2));
+}
+
+TEST_CASE("physics validation: a diverged generator scores +inf and the summary says it is ruined") {
+  const std::string dir = temp_dir("physics-diverged");
+  const ExperimentConfig e = experiment(dir);
+  DataPlan plan = DataPlan::open(e, false);
+  PhysicsMonitor monitor(e, plan, dir + "/best.h5");
+  Session s = Session::create(e, 1);
+  std::vector<float> nan(s.model->generator.weights().size(), std::numeric_limits<float>::quiet_NaN());
+  copy_from_host(*s.backend, nan, s.model->generator.weights());
+  const PhysicsScore sc = monitor.score(s, 7, 112);
+  CHECK(sc.diverged);
+  CHECK(std::isinf(sc.fom));
+  CHECK_FALSE(monitor.keep_if_best(sc, s));  // never kept as the best
+  CHECK_FALSE(fs::exists(dir + "/best.h5"));
+  PhysicsOutcome out{sc, std::nullopt, "", 0};
+  CHECK(out.ruined());
+  CHECK(out.summary().find("ruined") != std::string::npos);
+
+  PhysicsScore off = sc;
+  off.diverged = false;
+  off.fom = 5 * kFomOffScale;
+  out.last = off;
+  CHECK(out.ruined());
+  CHECK(out.summary().find("off the scale") != std::string::npos);
+  off.fom = 0.5;
+  out.last = off;
+  CHECK_FALSE(out.ruined());
+  CHECK(out.summary().find("WARNING") == std::string::npos);
+}
+
+TEST_CASE("physics validation: early stopping on the figure of merit, and its configuration errors") {
+  const std::string dir = temp_dir("physics-early");
+  // Any finite figure reaches a threshold of 1e30: the run stops at its first physics validation.
+  const ExperimentConfig e = experiment(dir, "  early_stopping: {metric: fpd_hlf, mode: min, threshold: 1.0e+30}\n");
+  CHECK(e.early_stopping.metric == "fpd_hlf");
+  const auto summary = run_single_process(e, {dir + "/run", ""});
+  CHECK(summary.stopped_early);
+  CHECK(summary.steps == 4);
+  CHECK(physics_rows(dir + "/run/metrics.csv").size() == 1);
+
+  std::ofstream(dir + "/bad.yaml") << R"(
+model: {name: tiny-8}
+data: {synthetic: {events: 64}}
+validation:
+  early_stopping: {metric: fpd_hlf, patience: 2}
+  physics: {events: 3}
+)";
+  try {
+    ExperimentConfig::load(dir + "/bad.yaml");
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& err) {
+    const std::string what = err.what();
+    CHECK(what.find("events") != std::string::npos);  // 3 < 10
+  }
+  std::ofstream(dir + "/bad2.yaml") << R"(
+model: {name: tiny-8}
+data: {synthetic: {events: 64}}
+validation:
+  early_stopping: {metric: fpd_hlf, patience: 2}
+)";
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load(dir + "/bad2.yaml"), doctest::Contains("validation.physics"),
+                       ConfigError);
+}
+
+TEST_CASE("early stopper: threshold and patience, minimised and maximised") {
+  EarlyStoppingSpec spec;
+  spec.enabled = true;
+  spec.metric = "val_g_loss";
+  spec.patience = 2;
+  EarlyStopper min(spec);
+  CHECK(min.watches("val_g_loss"));
+  CHECK_FALSE(min.watches("fpd_hlf"));
+  CHECK_FALSE(min.update(5));
+  CHECK_FALSE(min.update(4));
+  CHECK_FALSE(min.update(4));  // not better: 1 of 2
+  CHECK_FALSE(min.update(3));  // better: the count restarts
+  CHECK_FALSE(min.update(3.5));
+  CHECK(min.update(3));  // the second validation in a row without improving on 3
+  CHECK(*min.best() == 3);
+
+  spec.minimize = false;
+  spec.patience = 0;
+  spec.threshold = 0.9;
+  EarlyStopper max(spec);
+  CHECK_FALSE(max.update(0.5));
+  CHECK_FALSE(max.update(0.89));
+  CHECK(max.update(0.9));
+  spec.enabled = false;
+  CHECK_FALSE(EarlyStopper(spec).watches("val_g_loss"));
+}
