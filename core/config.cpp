@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace mpigan {
@@ -37,6 +38,12 @@ void apply_override(ConfigDocument::State& st, const std::string& item) {
     return;
   }
   const std::string path = item.substr(0, eq), value = item.substr(eq + 1);
+  if (value.find_first_not_of(" \t") == std::string::npos) {
+    // YAML would read an empty value as null, which every key takes as "use the default".
+    st.problems.push_back(
+        fmt::format("--set {}=: empty value (give a value, or leave the --set out for the default)", path));
+    return;
+  }
   YAML::Node parsed;
   try {
     parsed = YAML::Load(value);
@@ -73,6 +80,30 @@ void apply_override(ConfigDocument::State& st, const std::string& item) {
   }
 }
 
+/// Duplicate keys of every mapping in @p n (yaml-cpp keeps both and lookups see the first): one
+/// problem per repeat, with both lines.
+void find_duplicate_keys(const YAML::Node& n, const std::string& path, const std::string& file,
+                         std::vector<std::string>& problems) {
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i)
+      find_duplicate_keys(n[i], fmt::format("{}[{}]", path, i), file, problems);
+    return;
+  }
+  if (!n.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string key = kv.first.Scalar();
+    const std::string full = path.empty() ? key : path + "." + key;
+    const YAML::Mark m = kv.first.Mark();
+    const auto [it, fresh] = seen.emplace(key, m);
+    if (!fresh)
+      problems.push_back(fmt::format("{}:{}:{}: {}: duplicate key (first at line {}); each key may appear once", file,
+                                     m.line + 1, m.column + 1, full, it->second.line + 1));
+    find_duplicate_keys(kv.second, full, file, problems);
+  }
+}
+
 std::shared_ptr<ConfigDocument::State> make_state(const std::string& name) {
   auto st = std::make_shared<ConfigDocument::State>();
   st->file = name;
@@ -85,7 +116,11 @@ ConfigDocument ConfigDocument::parse(const std::string& text, const std::string&
                                      const std::vector<std::string>& overrides) {
   auto st = make_state(name);
   try {
-    st->root = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1)
+      throw ConfigError(name, {fmt::format("{}:{}: a second YAML document ('---'); an experiment file holds one", name,
+                                           docs[1].Mark().line + 1)});
+    st->root = docs.empty() ? YAML::Node() : docs.front();
   } catch (const YAML::ParserException& e) {
     throw ConfigError(
         name, {fmt::format("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg)});
@@ -94,6 +129,7 @@ ConfigDocument ConfigDocument::parse(const std::string& text, const std::string&
   if (!st->root.IsMap())
     throw ConfigError(name,
                       {fmt::format("{}: the document must be a mapping of sections, found {}", name, show(st->root))});
+  find_duplicate_keys(st->root, "", name, st->problems);
   for (const auto& o : overrides) apply_override(*st, o);
   return ConfigDocument(st);
 }
@@ -131,7 +167,9 @@ ConfigNode::ConfigNode(YAML::Node node, std::string path, std::shared_ptr<Config
 
 std::string ConfigNode::where(const YAML::Node& n) const {
   const auto m = n.Mark();
-  if (m.is_null()) return m_state->file + " (--set)";
+  // No position: a section the file does not have (empty file, or created by a --set, whose own
+  // keys are labelled "(--set)" by problem()).
+  if (m.is_null()) return m_state->file;
   return fmt::format("{}:{}:{}", m_state->file, m.line + 1, m.column + 1);
 }
 
@@ -322,8 +360,9 @@ void ConfigNode::reject_unknown() {
     if (m_known.count(k)) continue;
     std::string known;
     for (const auto& a : m_known) known += (known.empty() ? "" : ", ") + a;
-    m_state->problems.push_back(fmt::format("{}: {}: unknown key{}", where(kv.first), key_path(k),
-                                            known.empty() ? "" : " (known here: " + known + ")"));
+    const std::string at = m_state->overridden.count(key_path(k)) ? m_state->file + " (--set)" : where(kv.first);
+    m_state->problems.push_back(
+        fmt::format("{}: {}: unknown key{}", at, key_path(k), known.empty() ? "" : " (known here: " + known + ")"));
   }
 }
 

@@ -46,6 +46,15 @@ std::vector<std::string> expand_file_list(const std::vector<std::string>& entrie
       continue;
     }
     const std::string list = entry.substr(1);
+    // A list is a small text file: a device or a FIFO (@/dev/zero) would be read forever.
+    constexpr std::uintmax_t kMaxListBytes = 16u << 20;
+    std::error_code ec;
+    if (!fs::is_regular_file(list, ec))
+      MPIGAN_THROW(DataError, "file list '{}' {}: expected a regular text file with one file or pattern per line", list,
+                   fs::exists(list, ec) ? "is not a regular file" : "does not exist");
+    if (const auto bytes = fs::file_size(list, ec); !ec && bytes > kMaxListBytes)
+      MPIGAN_THROW(DataError, "file list '{}' holds {} bytes, more than the {} MiB a list of data files may have", list,
+                   bytes, kMaxListBytes >> 20);
     std::ifstream in(list);
     if (!in) MPIGAN_THROW(DataError, "file list '{}' cannot be read", list);
     const fs::path base = fs::path(list).parent_path();

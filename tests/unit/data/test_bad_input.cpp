@@ -5,6 +5,7 @@
 #include "data_test_util.hpp"
 #include "mpigan/data/dataset.hpp"
 #include "mpigan/data/event_file.hpp"
+#include "mpigan/data/file_list.hpp"
 #include "mpigan/data/inspect.hpp"
 #include "mpigan/data/loader.hpp"
 
@@ -272,4 +273,10 @@ TEST_CASE("bad input: a chunk damaged after the file was written") {
   CHECK(has(msg, path));
   CHECK(has(msg, "dataset 'ECAL', event 2"));
   CHECK(has(msg, "corrupt gzip chunk"));
+}
+
+TEST_CASE("a file list must be a regular, bounded text file (@/dev/zero would be read forever)") {
+  CHECK_THROWS_WITH_AS(data::expand_file_list({"@/dev/zero"}), doctest::Contains("is not a regular file"), DataError);
+  CHECK_THROWS_WITH_AS(data::expand_file_list({"@/nonexistent/list.txt"}), doctest::Contains("does not exist"),
+                       DataError);
 }

@@ -99,3 +99,28 @@ TEST_CASE("syntax errors and missing files are named") {
   const auto p = problems_of("name: t\n");
   CHECK(contains(p, "data.train: at least one training file"));
 }
+
+TEST_CASE("duplicate keys, an empty --set value, several documents and an empty file are errors named where") {
+  // A second section and a second key inside one: both lines, every repeat at once.
+  const auto p = problems_of(
+      "name: t\n"
+      "data: {train: a.h5}\n"
+      "training:\n"
+      "  batch: 32\n"
+      "  batch: 64\n"
+      "training:\n"
+      "  epochs: 3\n");
+  INFO(fmt::format("{}", fmt::join(p, "\n")));
+  CHECK(contains(p, "exp.yaml:5:3: training.batch: duplicate key (first at line 4)"));
+  CHECK(contains(p, "exp.yaml:6:1: training: duplicate key (first at line 3)"));
+  CHECK(p.size() == 2);
+  // An empty value would read as null, that is the default: an error, not a silent 128.
+  const auto q = problems_of("name: t\ndata: {train: a.h5}\n", {"training.batch="});
+  CHECK(contains(q, "--set training.batch=: empty value"));
+  CHECK_THROWS_WITH_AS(parse("name: t\n---\nname: u\n"), doctest::Contains("exp.yaml:3: a second YAML document"),
+                       ConfigError);
+  // An empty file: the missing key is reported against the file, not against a --set.
+  const auto r = problems_of("");
+  CHECK(contains(r, "exp.yaml: data.train"));
+  CHECK_FALSE(contains(r, "(--set)"));
+}
