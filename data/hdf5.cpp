@@ -117,6 +117,32 @@ File File::create(const std::string& path) {
   return f;
 }
 
+File File::create_in_memory(const std::string& name) {
+  Lock lock;
+  File f;
+  f.m_path = name;
+  Hid fcpl(H5Pcreate(H5P_FILE_CREATE));
+  MPIGAN_H5_CHECK(fcpl.get(), "file '{}': creating the file-creation property list", name);
+  MPIGAN_H5_CHECK(H5Pset_obj_track_times(fcpl.get(), false), "file '{}': disabling time tracking", name);
+  Hid fapl(H5Pcreate(H5P_FILE_ACCESS));
+  MPIGAN_H5_CHECK(fapl.get(), "file '{}': creating the file-access property list", name);
+  MPIGAN_H5_CHECK(H5Pset_fapl_core(fapl.get(), 1 << 20, false), "file '{}': the in-memory driver", name);
+  const hid_t id = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
+  MPIGAN_H5_CHECK(id, "cannot create in-memory file '{}'", name);
+  f.m_file = Hid(id);
+  return f;
+}
+
+std::vector<char> File::image() const {
+  flush();
+  Lock lock;
+  const ssize_t n = H5Fget_file_image(m_file.get(), nullptr, 0);
+  MPIGAN_H5_CHECK(n, "file '{}': size of the file image", m_path);
+  std::vector<char> bytes(static_cast<std::size_t>(n));
+  MPIGAN_H5_CHECK(H5Fget_file_image(m_file.get(), bytes.data(), bytes.size()), "file '{}': the file image", m_path);
+  return bytes;
+}
+
 bool File::has(const std::string& name) const {
   Lock lock;
   const htri_t r = H5Lexists(m_file.get(), name.c_str(), H5P_DEFAULT);

@@ -92,6 +92,11 @@ class File {
   /// Creates (truncates) @p path for writing; object modification times are not tracked so the
   /// same content gives the same bytes.
   static File create(const std::string& path);
+  /// Creates a file that lives in memory only (HDF5's core driver, no backing store), named
+  /// @p name in messages; image() returns its bytes. Writes to it cannot fail for lack of disk.
+  static File create_in_memory(const std::string& name);
+  /// The bytes of the file as it would be on disk (flushes first).
+  std::vector<char> image() const;
 
   const std::string& path() const { return m_path; }
   hid_t id() const { return m_file.get(); }

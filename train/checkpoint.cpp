@@ -5,7 +5,12 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/data/hdf5.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -39,22 +44,61 @@ std::pair<h5::Hid, std::string> parent_group(hid_t file, const std::string& name
 }  // namespace
 
 struct CheckpointWriter::Impl {
-  std::string tmp;
-  h5::File file;
+  std::string path, tmp;
+  h5::File file;  ///< in memory: only commit() touches the disk, with its own error handling
   bool committed = false;
 };
 
-CheckpointWriter::CheckpointWriter(std::string path) : m_path(std::move(path)), m_impl(std::make_unique<Impl>()) {
-  m_impl->tmp = m_path + ".tmp";
-  m_impl->file = h5::File::create(m_impl->tmp);
+namespace {
+
+/// Writes @p bytes to @p tmp and syncs it; on any failure removes @p tmp and throws one DataError
+/// naming the file, the system's reason and errno, the bytes written and the space left.
+void write_file(const std::string& path, const std::string& tmp, const std::vector<char>& bytes) {
+  std::size_t written = 0;
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    const auto space = std::filesystem::space(std::filesystem::path(tmp).parent_path(), ec);
+    MPIGAN_THROW(DataError,
+                 "checkpoint '{}' could not be written: {} '{}' failed: {} (errno {}) after {} of {} bytes; the "
+                 "temporary file is removed and {} bytes are free there. The previous checkpoint stays 'latest': "
+                 "free space, then --resume",
+                 path, what, tmp, std::strerror(err), err, written, bytes.size(),
+                 ec ? std::string("?") : std::to_string(space.available));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("creating");
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      fail("writing");
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    fail("syncing");
+  }
+  if (::close(fd) != 0) fail("closing");
 }
 
-CheckpointWriter::~CheckpointWriter() {
-  if (m_impl && !m_impl->committed) {
-    m_impl->file.close();
-    std::remove(m_impl->tmp.c_str());
-  }
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(std::string path) : m_path(std::move(path)), m_impl(std::make_unique<Impl>()) {
+  m_impl->path = m_path;
+  m_impl->tmp = m_path + ".tmp";
+  m_impl->file = h5::File::create_in_memory(m_impl->tmp);
 }
+
+CheckpointWriter::~CheckpointWriter() = default;
 
 namespace {
 void write_array(hid_t file, const std::string& name, const std::string& path, hid_t type, const void* data,
@@ -97,8 +141,9 @@ void CheckpointWriter::put_string(const std::string& name, const std::string& va
 }
 
 void CheckpointWriter::commit() {
-  m_impl->file.flush();
+  const std::vector<char> bytes = m_impl->file.image();
   m_impl->file.close();
+  write_file(m_path, m_impl->tmp, bytes);
   std::error_code ec;
   std::filesystem::rename(m_impl->tmp, m_path, ec);
   MPIGAN_CHECK(!ec, "checkpoint: renaming '{}' to '{}' failed: {}", m_impl->tmp, m_path, ec.message());

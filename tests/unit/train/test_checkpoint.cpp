@@ -9,6 +9,10 @@
 #include "mpigan/train/session.hpp"
 #include "mpigan/train/trainer.hpp"
 
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <csignal>
 #include <filesystem>
 
 using namespace mpigan;
@@ -108,4 +112,46 @@ logging: {{level: warn}}
   };
   CHECK(count_steps(dir + "/full/metrics.csv") == 6);
   CHECK(count_steps(dir + "/split/metrics.csv") == 6);
+}
+
+TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; the previous file stays") {
+  // RLIMIT_FSIZE makes write() fail with EFBIG past 256 KiB, as a full disk fails it with ENOSPC,
+  // without root or a small filesystem (docs/distributed.md "faults" has the tmpfs run).
+  const std::string dir = temp_dir("ckpt-full");
+  const std::string path = dir + "/step.h5";
+  const std::vector<float> small(1000, 1.0f), big(1 << 18, 2.0f);  // 4 KB and 1 MiB
+  {
+    CheckpointWriter w(path);
+    w.put("x", small);
+    w.commit();
+  }
+  const auto before = fs::file_size(path);
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 256 << 10;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  std::string what;
+  try {
+    CheckpointWriter w(path);
+    w.put("x", big);
+    w.put_string("note", "a large checkpoint");
+    w.commit();
+  } catch (const DataError& e) {
+    what = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  INFO(what);
+  CHECK(what.find("checkpoint '" + path + "' could not be written") != std::string::npos);
+  CHECK(what.find("errno " + std::to_string(EFBIG)) != std::string::npos);
+  CHECK(what.find("262144 of") != std::string::npos);  // bytes written before the failure
+  CHECK(what.size() < 600);                            // one line, not HDF5's error stack
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+  REQUIRE(fs::file_size(path) == before);  // the previous checkpoint is intact and readable
+  CHECK(CheckpointReader(path).floats("x") == small);
+  // A writer dropped without commit() leaves nothing and never throws.
+  { CheckpointWriter w(dir + "/dropped.h5"); }
+  CHECK_FALSE(fs::exists(dir + "/dropped.h5.tmp"));
 }
