@@ -3,6 +3,8 @@
 // configuration, trains, and says where the results are.
 #include "commands.hpp"
 
+#include "mpigan/core/stop_signal.hpp"
+
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
@@ -83,6 +85,12 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
                 s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
     std::fputs(m.physics.summary().c_str(), stdout);
+    if (m.stopped_by_signal != 0)
+      std::printf(
+          "Stopped by %s at update %lld, after a complete checkpoint. Resume with:\n  mpiexec -n %d mpigan train %s "
+          "--resume %s   (or srun)\n",
+          signal_name(m.stopped_by_signal).c_str(), static_cast<long long>(m.version), size, a.experiment.c_str(),
+          s.run_dir.c_str());
     std::fflush(stdout);
   }
   const bool failed = rank == 0 && !s.master.failure.empty();
@@ -90,11 +98,13 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
   MPI_Finalize();
   // Every rank finished cleanly; only rank 0 carries the failure (as for configuration errors).
   if (failed) std::exit(1);
+  if (rank == 0 && s.master.stopped_by_signal != 0) std::exit(kStoppedBySignalStatus);
 }
 
 void train(const TrainArgs& a) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  install_stop_handlers();  // SIGTERM/SIGINT/SIGUSR1: checkpoint and stop (core/stop_signal.hpp)
   int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -123,6 +133,14 @@ void train(const TrainArgs& a) {
               s.last_checkpoint.c_str(), s.stopped_early ? "; stopped early" : "");
   std::fputs(s.physics.summary().c_str(), stdout);
   MPI_Finalize();
+  if (s.stopped_by_signal != 0) {
+    std::printf(
+        "Stopped by %s at step %lld, after a complete checkpoint. Resume with:\n  mpigan train %s --resume %s\n",
+        signal_name(s.stopped_by_signal).c_str(), static_cast<long long>(s.steps), a.experiment.c_str(),
+        s.run_dir.c_str());
+    std::fflush(stdout);
+    std::exit(kStoppedBySignalStatus);
+  }
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct MasterResult {
   std::string last_checkpoint;
   double last_val_d = 0, last_val_g = 0;
   bool stopped_early = false;
+  int stopped_by_signal = 0;      ///< SIGTERM/SIGINT/SIGUSR1 (core/stop_signal.hpp) ended the run
   train::PhysicsOutcome physics;  ///< validation.physics (top master)
   /// Why the run failed although every rank finished cleanly (training diverged); empty if not.
   std::string failure;

@@ -94,6 +94,9 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
   for (const auto& p : peers) keep.push_back(p.fd);
   close_other_fds(keep);
   ::signal(SIGPIPE, SIG_IGN);
+  // scancel and the batch system signal every process of the job, this one too: it must outlive
+  // the ranks' graceful stop (core/stop_signal.hpp), and it ends with rank 0 anyway.
+  for (int s : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) ::signal(s, SIG_IGN);
   auto tell_all = [&](char c) {
     for (auto& p : peers)
       if (p.fd >= 0) {
@@ -160,7 +163,7 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
     }
     if (!dead.empty()) {
       report(dead);
-      if (!rank0_gone) ::kill(rank0, SIGTERM);  // it may be blocked on a receive from the dead rank
+      if (!rank0_gone) ::kill(rank0, SIGKILL);  // blocked on a receive from the dead rank; SIGTERM only asks
       tell_all(kEnd);
       linger();
       return 2;

@@ -2,6 +2,7 @@
 #include "mpigan/master/progress.hpp"
 
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/train/session.hpp"
 #include "mpigan/train/validation.hpp"
 
@@ -163,7 +164,7 @@ void Progress::finish_physics(const UpdateService& service, dist::MasterResult& 
   result.physics.best_path = train::RunDirectory(m_ctx.run_dir, false).file("checkpoints/best.h5");
   ScopedHostThreads validating(m_compute_threads);
   if (auto s = m_physics->wait()) record_physics(*s, result);
-  if (m_physics_at != service.version()) {
+  if (m_physics_at != service.version() && stop_signal() == 0) {  // a signalled job ends at once
     request_physics(service);
     if (auto s = m_physics->wait()) record_physics(*s, result);
   }

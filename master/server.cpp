@@ -1,6 +1,8 @@
 // A master rank's request loop (server.hpp).
 #include "mpigan/master/server.hpp"
 
+#include "mpigan/core/stop_signal.hpp"
+
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/dist/run_files.hpp"
@@ -393,7 +395,7 @@ class Server {
     spdlog::info("stopping at version {}: {}", v, why);
     std::int64_t final_id = -1;
     if (m_top) {
-      if (m_progress.validated_at() != v) m_progress.validate(m_service, m_result);
+      if (m_progress.validated_at() != v && stop_signal() == 0) m_progress.validate(m_service, m_result);
       if (m_result.last_checkpoint != dist::checkpoint_main_path(m_ctx.run_dir, v)) m_checkpoints.write(v, m_result);
       final_id = v;
     }
@@ -409,6 +411,13 @@ class Server {
     }
     m_checkpoints.try_commit();
     m_progress.after_version(v, m_service.samples());
+    if (stop_signal() != 0) {
+      // mpiexec and srun deliver the signal to every rank; the top master alone acts on it, and the
+      // workers and sub-masters go on until its stop reaches them with the final checkpoint.
+      m_result.stopped_by_signal = stop_signal();
+      begin_stop(signal_name(stop_signal()) + " received");
+      return;
+    }
     if (m_e.max_updates > 0 && v >= m_e.max_updates) {
       begin_stop("max_updates reached");
       return;

@@ -3,6 +3,7 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/data/file_list.hpp"
 #include "mpigan/data/simulator/simulate_dataset.hpp"
 #include "mpigan/train/early_stopper.hpp"
@@ -127,7 +128,7 @@ class SingleProcessRun {
   TrainSummary run() {
     m_t_start = m_t_epoch = clock::now();
     data::Batch batch;
-    while (m_step < m_total_steps && !m_summary.stopped_early) {
+    while (m_step < m_total_steps && !m_summary.stopped_early && stop_signal() == 0) {
       if (!m_loader.next(batch)) {
         end_epoch();
         continue;
@@ -258,11 +259,16 @@ class SingleProcessRun {
   }
 
   TrainSummary finish() {
+    // Stopped by a signal: checkpoint at once (Slurm allows ~30 s before SIGKILL), no validation.
+    m_summary.stopped_by_signal = stop_signal();
+    const bool signalled = m_summary.stopped_by_signal != 0;
+    if (signalled)
+      spdlog::warn("{} received: checkpointing at step {} and stopping", signal_name(stop_signal()), m_step);
     if (m_epoch_avg.count() > 0) {
       m_summary.last_epoch = m_epoch_avg.mean();
-      if (m_e.validate_every == 0) validate();  // the run ended inside an epoch
+      if (m_e.validate_every == 0 && !signalled) validate();  // the run ended inside an epoch
     }
-    if (m_physics && m_physics_at != m_step) validate_physics();  // the figure of merit of the final weights
+    if (m_physics && m_physics_at != m_step && !signalled) validate_physics();  // the final weights' figure
     if (m_summary.last_checkpoint.empty() || !m_summary.last_checkpoint.ends_with(fmt::format("{:08d}.h5", m_step)))
       save_checkpoint();
     m_metrics.flush();

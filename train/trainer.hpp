@@ -30,6 +30,7 @@ struct TrainSummary {
   double steady_samples_per_s = 0;
   models::StepLosses last_epoch;  ///< mean losses of the last (possibly partial) epoch
   bool stopped_early = false;     ///< validation.early_stopping ended the run
+  int stopped_by_signal = 0;      ///< SIGTERM/SIGINT/SIGUSR1 ended it (after a final checkpoint)
   PhysicsOutcome physics;         ///< validation.physics
 };
 

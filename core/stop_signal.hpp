@@ -1,0 +1,26 @@
+// Graceful stop on SIGTERM, SIGINT and SIGUSR1 (issue 14 part 1). Slurm's time limit and scancel
+// send SIGTERM (and, with `#SBATCH --signal=B:USR1@N`, SIGUSR1 N seconds early), a user presses
+// Ctrl-C, and mpiexec (Hydra) forwards SIGTERM and SIGINT to every rank. The first such signal only
+// records itself: the trainer (or the top master) notices it at its next step, writes a complete
+// checkpoint and ends the run with kStoppedBySignalStatus. A second one restores the default action
+// and re-raises it, so an impatient user still stops the job at once.
+#pragma once
+
+#include <string>
+
+namespace mpigan {
+
+/// Exit status of a run that stopped on a signal after checkpointing (EX_TEMPFAIL: try again,
+/// i.e. resume). Distinct from 0 (finished), 1 (error) and 128+N (killed by signal N).
+inline constexpr int kStoppedBySignalStatus = 75;
+
+/// Installs the handlers (idempotent). Call before training starts.
+void install_stop_handlers();
+/// The signal received (SIGTERM, SIGINT, SIGUSR1), or 0. Async-signal-safe to read anywhere.
+int stop_signal();
+/// "SIGTERM" etc.
+std::string signal_name(int signo);
+/// Forget a received signal (tests).
+void reset_stop_signal();
+
+}  // namespace mpigan

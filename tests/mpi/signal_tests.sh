@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SIGTERM / SIGINT stop a run cleanly (issue 14 part 1; core/stop_signal.hpp), one process and
+# distributed under mpiexec: the run writes a complete checkpoint at the step it has reached, says
+# "Stopped by SIGTERM", exits with status 75, and --resume continues from that checkpoint to the
+# end (a second signal ending the process at once is tested in tests/unit/core). Signals go to this
+# test's own launcher pid only.
+# Usage: signal_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
+set -uo pipefail
+mpigan=${1:?mpigan binary}
+mpiexec=${2:?mpiexec}
+work=$(mktemp -d)
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$work"; [[ -n ${job:-} ]] && kill -9 "$job" 2>/dev/null' EXIT
+fail() { echo "FAIL: $*"; [[ -f ${log:-} ]] && tail -n 30 "$log"; exit 1; }
+pass() { echo "ok: $*"; }
+
+cat >"$work/exp.yaml" <<YAML
+name: signals
+seed: 3
+threads: 1
+model: {name: tiny-8}
+data:
+  synthetic: {events: 4096, validation_events: 64}
+training: {batch: 8, epochs: 100, max_updates: 3000}
+validation: {enabled: false}
+checkpoint: {every: 1000, keep: 3}
+logging: {level: info, every: 20}
+algorithm: {name: downpour}
+YAML
+
+# Waits until FILE has more than N lines (the run is training), at most 60 s.
+wait_lines() {
+  for _ in $(seq 600); do
+    [[ -f $1 && $(wc -l <"$1") -gt $2 ]] && return 0
+    kill -0 "$job" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+latest_step() { sed -E 's/.*step-0*([0-9]+)\.h5/\1/' "$1/checkpoints/latest"; }
+
+# 1. One process, SIGTERM.
+log=$work/single.log
+"$mpigan" train "$work/exp.yaml" --out "$work/single" >"$log" 2>&1 &
+job=$!
+wait_lines "$work/single/metrics.csv" 30 || fail "the one-process run did not start training"
+kill -TERM "$job"
+wait "$job"
+rc=$?
+job=
+[[ $rc -eq 75 ]] || fail "one process: exit status $rc after SIGTERM (expected 75)"
+grep -q "Stopped by SIGTERM at step" "$log" || fail "one process: no 'Stopped by SIGTERM' summary"
+step=$(latest_step "$work/single")
+[[ $step -ge 30 && $step -lt 3000 ]] || fail "one process: latest checkpoint at step $step"
+pass "one process: SIGTERM -> status 75, checkpoint at step $step"
+"$mpigan" train "$work/exp.yaml" --resume "$work/single" --set training.max_updates=$((step + 20)) >"$log" 2>&1 ||
+  fail "one process: --resume after SIGTERM failed"
+grep -q "resumed from .*step-0*$step.h5 at step $step" "$log" || fail "one process: did not resume at step $step"
+[[ $(latest_step "$work/single") -eq $((step + 20)) ]] || fail "one process: resumed run did not reach step $((step + 20))"
+pass "one process: --resume continues from step $step"
+
+# 2. Distributed, 1 master + 2 workers: SIGTERM to mpiexec, which forwards it to every rank.
+log=$work/dist.log
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/dist" >"$log" 2>&1 &
+job=$!
+wait_lines "$work/dist/updates.csv" 40 || fail "the distributed run did not start training"
+kill -TERM "$job"
+wait "$job"
+rc=$?
+job=
+[[ $rc -eq 75 ]] || fail "distributed: exit status $rc after SIGTERM (expected 75)"
+grep -q "Stopped by SIGTERM at update" "$log" || fail "distributed: no 'Stopped by SIGTERM' summary"
+step=$(latest_step "$work/dist")
+[[ $step -ge 40 && $step -lt 3000 ]] || fail "distributed: latest checkpoint at update $step"
+for w in 0 1; do
+  [[ -f $work/dist/checkpoints/step-$(printf %08d "$step").worker-$w.h5 ]] || fail "distributed: worker $w's part missing"
+done
+[[ ! -e $work/dist/FAILED ]] || fail "distributed: FAILED written: $(cat "$work/dist/FAILED")"
+pass "distributed: SIGTERM -> status 75, complete checkpoint at update $step"
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$work/dist" --set training.max_updates=$((step + 20)) \
+  >"$log" 2>&1 || fail "distributed: --resume after SIGTERM failed"
+[[ $(latest_step "$work/dist") -eq $((step + 20)) ]] || fail "distributed: resumed run did not reach $((step + 20))"
+pass "distributed: --resume continues from update $step"
+
+echo "all signal tests passed"
