@@ -3,11 +3,10 @@
 // configuration, trains, and says where the results are.
 #include "commands.hpp"
 
-#include "mpigan/core/stop_signal.hpp"
-
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/mpi/comm.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/dist/dist_config.hpp"
 #include "mpigan/dist/launch.hpp"
 #include "mpigan/master/server.hpp"
@@ -18,9 +17,27 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 namespace mpigan::apps {
 namespace {
+
+/// A run stopped by a signal says so on stdout and in RUN_DIR/STOPPED: under mpiexec, Hydra's own
+/// exit status after it forwarded a signal is not reliable (0 or the ranks' 75, at random; seen
+/// with plain shell scripts as ranks too), so job scripts and tests read the file.
+void report_stopped(const std::string& run_dir, const std::string& message) {
+  std::fputs(message.c_str(), stdout);
+  std::fflush(stdout);
+  std::ofstream(std::filesystem::path(run_dir) / "STOPPED") << message;
+}
+
+/// A resumed run is no longer stopped.
+void clear_stopped(const std::string& resume_dir) {
+  if (resume_dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(resume_dir) / "STOPPED", ec);
+}
 
 struct TrainArgs {
   std::string experiment;
@@ -67,6 +84,7 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     std::exit(rank == 0 ? 1 : 0);
   }
   if (rank == 0) print_config(a.experiment, d.experiment.resolved);
+  if (rank == 0) clear_stopped(a.resume);
   const auto s = dist::run_job(d, world, {a.out, a.resume}, {master::run_master, worker::run_worker});
   if (rank == 0) {
     const auto& m = s.master;
@@ -86,11 +104,11 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
                 s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
     std::fputs(m.physics.summary().c_str(), stdout);
     if (m.stopped_by_signal != 0)
-      std::printf(
-          "Stopped by %s at update %lld, after a complete checkpoint. Resume with:\n  mpiexec -n %d mpigan train %s "
-          "--resume %s   (or srun)\n",
-          signal_name(m.stopped_by_signal).c_str(), static_cast<long long>(m.version), size, a.experiment.c_str(),
-          s.run_dir.c_str());
+      report_stopped(
+          s.run_dir,
+          fmt::format("Stopped by {} at update {}, after a complete checkpoint. Resume with:\n  mpiexec -n {} "
+                      "mpigan train {} --resume {}   (or srun)\n",
+                      signal_name(m.stopped_by_signal), m.version, size, a.experiment, s.run_dir));
     std::fflush(stdout);
   }
   const bool failed = rank == 0 && !s.master.failure.empty();
@@ -123,6 +141,7 @@ void train(const TrainArgs& a) {
         "one process: the experiment's topology/algorithm sections apply to runs with several ranks "
         "(mpiexec -n N / srun); training with the local optimizer");
   train::RunOptions ro{a.out, a.resume};
+  clear_stopped(a.resume);
   const train::TrainSummary s = train::run_single_process(e, ro);
   std::printf("\nTrained %lld steps (%lld samples, %.2f epochs) in %.1f s: %.2f samples/s (steady state %.2f).\n",
               static_cast<long long>(s.steps), static_cast<long long>(s.samples),
@@ -134,11 +153,10 @@ void train(const TrainArgs& a) {
   std::fputs(s.physics.summary().c_str(), stdout);
   MPI_Finalize();
   if (s.stopped_by_signal != 0) {
-    std::printf(
-        "Stopped by %s at step %lld, after a complete checkpoint. Resume with:\n  mpigan train %s --resume %s\n",
-        signal_name(s.stopped_by_signal).c_str(), static_cast<long long>(s.steps), a.experiment.c_str(),
-        s.run_dir.c_str());
-    std::fflush(stdout);
+    report_stopped(s.run_dir,
+                   fmt::format("Stopped by {} at step {}, after a complete checkpoint. Resume with:\n  mpigan "
+                               "train {} --resume {}\n",
+                               signal_name(s.stopped_by_signal), s.steps, a.experiment, s.run_dir));
     std::exit(kStoppedBySignalStatus);
   }
 }

@@ -7,6 +7,9 @@
 #include "mpigan/core/rng.hpp"
 #include "mpigan/train/run_dir.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace mpigan::train {
 
 Session Session::create(const ExperimentConfig& e, std::uint64_t step_seed, int device_id) {
@@ -42,6 +45,24 @@ void Session::save(CheckpointWriter& w) const {
     w.put_int(base + "/iterations", opt->iterations());
     for (const auto& [slot, p] : opt->slots()) save_parameters(w, base + "/" + slot, *p, *backend);
   }
+}
+
+std::string Session::first_non_finite() const {
+  std::vector<std::pair<std::string, const ParameterSet*>> sets{
+      {"generator weights", &model->generator.weights()},
+      {"generator BatchNorm state", &model->generator.state()},
+      {"discriminator weights", &model->discriminator.weights()},
+      {"discriminator BatchNorm state", &model->discriminator.state()}};
+  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}})
+    for (const auto& [slot, p] : opt->slots()) sets.emplace_back(std::string(name) + " optimizer " + slot, p);
+  for (const auto& [name, p] : sets) {
+    if (p->size() == 0) continue;
+    std::vector<float> host(p->size());
+    copy_to_host(*backend, *p, host);
+    const auto bad = std::count_if(host.begin(), host.end(), [](float x) { return !std::isfinite(x); });
+    if (bad > 0) return fmt::format("{} ({} of {} values)", name, bad, host.size());
+  }
+  return {};
 }
 
 void Session::load(const CheckpointReader& r) {

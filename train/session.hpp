@@ -32,6 +32,9 @@ struct Session {
 
   /// Weights, BatchNorm state and optimizer slots under "model/" and "optimizer/".
   void save(CheckpointWriter& w) const;
+  /// The first of those sets holding a non-finite value, as "generator weights (12 of 872808
+  /// values)"; empty when all are finite. A checkpoint is written only when this is empty.
+  std::string first_non_finite() const;
   void load(const CheckpointReader& r);
 };
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 namespace mpigan::train {
 
@@ -160,7 +161,24 @@ class SingleProcessRun {
 
   double seconds_since(clock::time_point t) const { return std::chrono::duration<double>(clock::now() - t).count(); }
 
+  /// The message of a diverged run: where it diverged and what to resume from.
+  std::string diverged(const std::string& what) const {
+    const auto latest = m_run.latest_checkpoint();
+    if (!latest)
+      return fmt::format(
+          "training diverged at step {}: {}. No checkpoint was written before it: start again with a smaller learning "
+          "rate (optimizer.lr)",
+          m_step, what);
+    return fmt::format(
+        "training diverged at step {}: {}. The last checkpoint, {}, holds only finite values: resume from it with a "
+        "smaller learning rate, `mpigan train EXP --resume {} --set optimizer.lr=...`",
+        m_step, what, *latest, m_dir);
+  }
+
   void save_checkpoint() {
+    // Never a checkpoint with inf or NaN in it: nothing could resume from it.
+    if (const std::string bad = m_s.first_non_finite(); !bad.empty())
+      MPIGAN_THROW(NumericError, "{}", diverged(fmt::format("the {} are not finite; no checkpoint is written", bad)));
     const std::string path = m_run.checkpoint_path(m_step);
     CheckpointWriter w(path);
     m_s.save(w);
@@ -230,7 +248,13 @@ class SingleProcessRun {
   void train_step(const data::Batch& batch) {
     const auto t0 = clock::now();
     const auto apply = [&](models::Net n) { m_s.apply_local(n); };
-    const models::StepLosses l = m_s.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);
+    models::StepLosses l;
+    try {
+      l = m_s.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);
+    } catch (const NumericError& e) {
+      MPIGAN_THROW(NumericError, "{}", diverged(e.what()));
+    }
+    warn_if_growing(l);
     const double dt = seconds_since(t0);
     ++m_step;
     m_samples += batch.size();
@@ -256,6 +280,26 @@ class SingleProcessRun {
     if (m_e.validate_every > 0 && m_step % m_e.validate_every == 0) validate();
     if (m_e.physics.every > 0 && m_step % m_e.physics.every == 0) validate_physics();
     if (m_e.checkpoint_every > 0 && m_step % m_e.checkpoint_every == 0) save_checkpoint();
+  }
+
+  /// Losses that grow by orders of magnitude announce a divergence long before inf: warn at each
+  /// new decade of the mean of the last 20 steps over the lowest such mean seen.
+  void warn_if_growing(const models::StepLosses& l) {
+    const double v = std::fabs(l.d_loss()) + std::fabs(l.g);
+    m_window.push_back(v);
+    if (m_window.size() > 20) m_window.erase(m_window.begin());
+    if (m_window.size() < 20) return;
+    double mean = 0;
+    for (double x : m_window) mean += x / 20;
+    m_lowest = std::min(m_lowest, mean);
+    const double growth = m_lowest > 0 ? mean / m_lowest : 0;
+    if (growth >= 100 && std::log10(growth) >= m_warned_decade + 1) {
+      m_warned_decade = std::floor(std::log10(growth));
+      spdlog::warn(
+          "step {}: the losses (D + G, mean of 20 steps) are {:.3g}, {:.0f}x their lowest ({:.3g}): the run may be "
+          "diverging; consider a smaller optimizer.lr (the last checkpoint: {})",
+          m_step + 1, mean, growth, m_lowest, m_run.latest_checkpoint().value_or("none yet"));
+    }
   }
 
   TrainSummary finish() {
@@ -300,6 +344,9 @@ class SingleProcessRun {
   EarlyStopper m_stopper;
   std::optional<PhysicsMonitor> m_physics;
   std::int64_t m_physics_at = -1;  ///< step of the last physics validation
+  std::vector<double> m_window;    ///< |D| + |G| of the last 20 steps
+  double m_lowest = std::numeric_limits<double>::infinity();
+  double m_warned_decade = 1;  ///< log10 of the growth last warned about (first warning at 100x)
 };
 
 }  // namespace

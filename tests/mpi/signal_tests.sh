@@ -50,6 +50,7 @@ rc=$?
 job=
 [[ $rc -eq 75 ]] || fail "one process: exit status $rc after SIGTERM (expected 75)"
 grep -q "Stopped by SIGTERM at step" "$log" || fail "one process: no 'Stopped by SIGTERM' summary"
+[[ -f $work/single/STOPPED ]] || fail "one process: no RUN_DIR/STOPPED"
 step=$(latest_step "$work/single")
 [[ $step -ge 30 && $step -lt 3000 ]] || fail "one process: latest checkpoint at step $step"
 pass "one process: SIGTERM -> status 75, checkpoint at step $step"
@@ -57,6 +58,7 @@ pass "one process: SIGTERM -> status 75, checkpoint at step $step"
   fail "one process: --resume after SIGTERM failed"
 grep -q "resumed from .*step-0*$step.h5 at step $step" "$log" || fail "one process: did not resume at step $step"
 [[ $(latest_step "$work/single") -eq $((step + 20)) ]] || fail "one process: resumed run did not reach step $((step + 20))"
+[[ ! -e $work/single/STOPPED ]] || fail "one process: STOPPED still there after the resumed run"
 pass "one process: --resume continues from step $step"
 
 # 2. Distributed, 1 master + 2 workers: SIGTERM to mpiexec, which forwards it to every rank.
@@ -68,8 +70,11 @@ kill -TERM "$job"
 wait "$job"
 rc=$?
 job=
-[[ $rc -eq 75 ]] || fail "distributed: exit status $rc after SIGTERM (expected 75)"
+# Hydra's own exit status after it forwarded a signal is 0 or the ranks' 75 at random (a shell
+# script as ranks shows it too): the run's STOPPED file is what counts.
+[[ $rc -eq 75 || $rc -eq 0 ]] || fail "distributed: exit status $rc after SIGTERM (expected 75, or 0 from Hydra)"
 grep -q "Stopped by SIGTERM at update" "$log" || fail "distributed: no 'Stopped by SIGTERM' summary"
+grep -q "Stopped by SIGTERM at update" "$work/dist/STOPPED" || fail "distributed: no RUN_DIR/STOPPED"
 step=$(latest_step "$work/dist")
 [[ $step -ge 40 && $step -lt 3000 ]] || fail "distributed: latest checkpoint at update $step"
 for w in 0 1; do

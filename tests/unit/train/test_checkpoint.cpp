@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 
 using namespace mpigan;
 using namespace mpigan::train;
@@ -154,4 +156,28 @@ TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; t
   // A writer dropped without commit() leaves nothing and never throws.
   { CheckpointWriter w(dir + "/dropped.h5"); }
   CHECK_FALSE(fs::exists(dir + "/dropped.h5.tmp"));
+}
+
+TEST_CASE("a session with a non-finite value anywhere names it, so that no checkpoint holds inf or NaN") {
+  const std::string dir = temp_dir("ckpt-finite");
+  std::ofstream(dir + "/exp.yaml") << "name: f\nmodel: {name: tiny-8}\ndata: {synthetic: {events: 64}}\n";
+  const ExperimentConfig e = ExperimentConfig::load(dir + "/exp.yaml");
+  Session s = Session::create(e, 1);
+  CHECK(s.first_non_finite().empty());
+  // BatchNorm state and optimizer slots count as much as the weights.
+  auto& state = s.model->generator.state();
+  REQUIRE(state.size() > 0);
+  std::vector<float> host(state.size());
+  copy_to_host(*s.backend, state, host);
+  host[3] = std::numeric_limits<float>::infinity();
+  copy_from_host(*s.backend, host, state);
+  CHECK(s.first_non_finite() == fmt::format("generator BatchNorm state (1 of {} values)", host.size()));
+  host[3] = 0.5f;
+  copy_from_host(*s.backend, host, state);
+  CHECK(s.first_non_finite().empty());
+  auto slots = s.opt_d->slots();
+  REQUIRE(!slots.empty());
+  std::vector<float> slot(slots.front().second->size(), std::numeric_limits<float>::quiet_NaN());
+  copy_from_host(*s.backend, slot, *slots.front().second);
+  CHECK(s.first_non_finite().find("discriminator optimizer " + slots.front().first) == 0);
 }
