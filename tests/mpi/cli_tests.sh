@@ -39,6 +39,27 @@ pass "bad experiment: exit $rc, every problem named"
 
 # 2. SIGKILL a rank in the middle of a run. Hydra kills every other rank within milliseconds;
 # the report comes from rank 0's watchdog monitor, a separate process (worker/watchdog.hpp).
+# descendants PID: every process below PID in the process tree.
+descendants() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+# rank_pid LAUNCHER_PID RANK: the pid of rank RANK among the launcher's descendants.
+rank_pid() {
+  local pid
+  for pid in $(descendants "$1"); do
+    if { tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "PMI_RANK=$2" &&
+         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+
 # kill_rank DIR RANK LABEL: start a run in DIR, kill RANK after its first checkpoint, check that
 # the job ends within seconds, non-zero, and that the output and DIR/FAILED name "LABEL (pid P".
 kill_rank() {
@@ -51,13 +72,9 @@ kill_rank() {
     sleep 0.2
   done
   [[ -s $dir/checkpoints/latest ]] || fail "no checkpoint after 120 s"
-  victim=""
-  for env in /proc/[0-9]*/environ; do
-    pid=${env#/proc/}; pid=${pid%/environ}
-    if { tr '\0' '\n' <"$env" | grep -qx "PMI_RANK=$rank" && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
-      victim=$pid; break
-    fi
-  done
+  # Only this job's processes: the descendants of our own mpiexec (its Hydra proxy's children),
+  # never a rank of another job running beside this test (ctest -j2, the Slurm test).
+  victim=$(rank_pid "$job" "$rank")
   [[ -n $victim ]] || fail "could not find rank $rank's process"
   latest_before=$(cat "$dir/checkpoints/latest")
   kill -9 "$victim"
