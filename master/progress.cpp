@@ -24,7 +24,8 @@ train::DataPlan& Progress::plan() {
   return *m_plan;
 }
 
-void Progress::open_logs(bool append) {
+void Progress::open_logs(std::int64_t resumed_version) {
+  const bool append = resumed_version >= 0;
   train::RunDirectory run(m_ctx.run_dir, false);
   m_updates = std::make_unique<train::CsvLog>(
       run.file("updates.csv"),
@@ -34,6 +35,10 @@ void Progress::open_logs(bool append) {
       append);
   m_metrics = std::make_unique<train::CsvLog>(
       run.file("metrics.csv"), train::metrics_columns(m_ctx.session.model->discriminator.output_names()), append);
+  if (append) {
+    m_updates->drop_after(resumed_version);
+    m_metrics->drop_after(resumed_version);
+  }
   m_t0 = MPI_Wtime();
   if (m_ctx.d.experiment.physics.enabled)
     m_physics =

@@ -32,8 +32,9 @@ class Progress {
   /// @p children: the master's children (for the steady-throughput window).
   Progress(dist::RoleContext& ctx, int children);
 
-  /// Open updates.csv and metrics.csv (appending on a resume). Top master only.
-  void open_logs(bool append);
+  /// Open updates.csv and metrics.csv (appending on a resume from @p resumed_version, whose later
+  /// rows are dropped; -1: a fresh run). Top master only.
+  void open_logs(std::int64_t resumed_version);
   /// A served update, logged at master version @p version.
   void log_update(const LogRow& r, std::int64_t version);
   /// Child @p child's update of @p samples samples was applied (throughput bookkeeping).

@@ -62,7 +62,7 @@ class Server {
     const double cpu_start = process_cpu_seconds();
     const bool resume = m_ctx.resume >= 0;
     if (resume) m_top ? m_checkpoints.load(m_ctx.resume, m_result) : m_parent->load_part(m_ctx.resume);
-    if (m_top) m_progress.open_logs(resume);
+    if (m_top) m_progress.open_logs(resume ? m_service.version() : -1);
     if (!m_top) m_parent->receive_initial();
     for (std::size_t i = 0; i < m_children.size(); ++i) send_weights(i, 0, -1);
     {

@@ -2,9 +2,11 @@
 #include "mpigan/train/run_dir.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 namespace mpigan::train {
@@ -95,6 +97,39 @@ void CsvLog::row(const std::vector<std::string>& values) {
                m_columns.size());
   for (std::size_t i = 0; i < values.size(); ++i) m_out << (i ? "," : "") << values[i];
   m_out << '\n';
+}
+
+void CsvLog::drop_after(std::int64_t step) {
+  const auto col = std::find(m_columns.begin(), m_columns.end(), "step") - m_columns.begin();
+  MPIGAN_CHECK(col < static_cast<std::ptrdiff_t>(m_columns.size()), "'{}': no step column", m_path);
+  m_out.close();
+  std::ifstream in(m_path);
+  const std::string tmp = m_path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  std::string line;
+  std::int64_t dropped = 0;
+  for (bool header = true; std::getline(in, line); header = false) {
+    if (!header) {
+      std::size_t start = 0;
+      for (std::ptrdiff_t i = 0; i < col && start != std::string::npos; ++i) {
+        start = line.find(',', start);
+        if (start != std::string::npos) ++start;
+      }
+      const std::int64_t s = start == std::string::npos ? 0 : std::atoll(line.c_str() + start);
+      if (s > step) {
+        ++dropped;
+        continue;
+      }
+    }
+    out << line << '\n';
+  }
+  out.close();
+  MPIGAN_CHECK(out.good(), "cannot rewrite '{}'", tmp);
+  fs::rename(tmp, m_path);
+  if (dropped > 0)
+    spdlog::info("{}: dropped {} rows written after step {} (the run resumes there)", m_path, dropped, step);
+  m_out.open(m_path, std::ios::app);
+  MPIGAN_CHECK(m_out.good(), "cannot write '{}'", m_path);
 }
 
 std::string csv_number(double v) {

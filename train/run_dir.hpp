@@ -40,6 +40,9 @@ class CsvLog {
  public:
   CsvLog(std::string path, std::vector<std::string> columns, bool append);
   void row(const std::vector<std::string>& values);
+  /// A resumed run: drop the rows whose `step` column is above @p step (written after the
+  /// checkpoint it resumes from, and about to be written again), atomically.
+  void drop_after(std::int64_t step);
   const std::vector<std::string>& columns() const { return m_columns; }
   void flush() { m_out.flush(); }
 

@@ -155,6 +155,7 @@ class SingleProcessRun {
     m_step = r.get_int("progress/step");
     m_samples = r.get_int("progress/samples");
     m_loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
+    m_metrics.drop_after(m_step);
     spdlog::info("resumed from {} at step {} (epoch {}, batch {} of {})", ckpt, m_step, m_loader.position().epoch + 1,
                  m_loader.position().cursor, m_loader.batches_per_epoch());
   }

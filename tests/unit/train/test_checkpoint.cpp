@@ -93,6 +93,9 @@ logging: {{level: warn}}
   // Interrupted after 3 steps, then resumed to 6.
   const auto part = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_updates=3"});
   run_single_process(part, {dir + "/split", ""});
+  // A run killed after its last checkpoint had logged two more steps: the resumed run drops them
+  // (it logs those steps again) instead of repeating them.
+  std::ofstream(dir + "/split/metrics.csv", std::ios::app) << "step,0,4,16,1,1,9,9,9,9\nstep,0,5,20,1,1,9,9,9,9\n";
   const auto s2 = run_single_process(full, {"", dir + "/split"});
   CHECK(s2.steps == 6);
   CheckpointReader a(s1.last_checkpoint), b(s2.last_checkpoint);
