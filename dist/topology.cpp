@@ -18,6 +18,7 @@ TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   t.master_threads = static_cast<int>(s.get_int("master_threads", 1, 1, 1024));
   t.shared_memory = s.get_bool("shared_memory", true);
   t.worker_wait = s.get_choice("worker_wait", "auto", {"auto", "spin", "sleep"});
+  t.rank_timeout_s = s.get_real("rank_timeout", 0.0, 0.0, 1e7);
   s.reject_unknown();
   return t;
 }

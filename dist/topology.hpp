@@ -36,6 +36,10 @@ struct TopologyConfig {
   /// virtual machines, and the wake-up costs latency), "sleep" sleeps on its doorbell after 2 ms,
   /// "auto" spins when the node's workers times their compute threads fit its CPUs.
   std::string worker_wait = "auto";
+  /// Seconds a master waits for a child's next message before it declares the child hung (a
+  /// stopped, deadlocked or swapping rank) and ends the job with its name; 0 = auto: 20 times
+  /// that child's mean time between updates, at least 60 s (600 s before its first update).
+  double rank_timeout_s = 0;
   /// Reads the `topology` section; problems go to the document.
   static TopologyConfig parse(ConfigNode& section);
 };

@@ -220,6 +220,7 @@ void idle_until(Test&& test, double spin_s, const Idle& idle) {
       std::this_thread::yield();  // a rank sharing this core (a master) runs at once when it wakes
       continue;
     }
+    if (idle.give_up && (tries & 63) == 0 && idle.give_up()) return;
     if (!idle.bell.valid() || clock::now() < grace_until) {
       b.pause();
       continue;

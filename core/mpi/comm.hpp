@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -49,6 +50,9 @@ struct Idle {
   /// The longest sleep on the bell: a safety net; set it to the polling cap when some senders
   /// do not ring (children on other nodes).
   double bell_timeout_s = 0.05;
+  /// When set, asked every few dozen polls once the waiter sleeps: true ends the wait with nothing
+  /// completed (a signal to act on, a child that stays silent too long).
+  std::function<bool()> give_up;
 };
 
 /// How long a waiter woken by its doorbell keeps polling for the announced message.

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# SIGTERM / SIGINT stop a run cleanly (issue 14 part 1; core/stop_signal.hpp), one process and
+# Faults a cluster throws at a job (issue 14), each on this test's own processes only.
+# 1-2. SIGTERM / SIGINT stop a run cleanly (core/stop_signal.hpp), one process and
 # distributed under mpiexec: the run writes a complete checkpoint at the step it has reached, says
 # "Stopped by SIGTERM", exits with status 75, and --resume continues from that checkpoint to the
 # end (a second signal ending the process at once is tested in tests/unit/core). Signals go to this
 # test's own launcher pid only.
-# Usage: signal_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
+# 3. A hung worker (SIGSTOP) is named by its master after topology.rank_timeout, the job ends with
+# FAILED, and --resume continues from the last complete checkpoint.
+# Usage: fault_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
 mpigan=${1:?mpigan binary}
 mpiexec=${2:?mpiexec}
 work=$(mktemp -d)
-trap '[[ -n ${KEEP:-} ]] || rm -rf "$work"; [[ -n ${job:-} ]] && kill -9 "$job" 2>/dev/null' EXIT
+trap '[[ -n ${stopped:-} ]] && kill -9 "$stopped" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"; [[ -n ${job:-} ]] && kill -9 "$job" 2>/dev/null' EXIT
 fail() { echo "FAIL: $*"; [[ -f ${log:-} ]] && tail -n 30 "$log"; exit 1; }
 pass() { echo "ok: $*"; }
 
@@ -87,4 +90,48 @@ pass "distributed: SIGTERM -> status 75, complete checkpoint at update $step"
 [[ $(latest_step "$work/dist") -eq $((step + 20)) ]] || fail "distributed: resumed run did not reach $((step + 20))"
 pass "distributed: --resume continues from update $step"
 
-echo "all signal tests passed"
+# 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s.
+descendants() {
+  local c
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+rank_pid() {
+  local pid
+  for pid in $(descendants "$1"); do
+    if { tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "PMI_RANK=$2" &&
+         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+log=$work/hung.log
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/hung" --set checkpoint.every=20 \
+  --set topology.rank_timeout=3 >"$log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [[ -s $work/hung/checkpoints/latest ]] && break; sleep 0.1; done
+[[ -s $work/hung/checkpoints/latest ]] || fail "hung: no checkpoint"
+stopped=$(rank_pid "$job" 2)
+[[ -n $stopped ]] || fail "hung: rank 2 not found among this job's processes"
+kill -STOP "$stopped"
+t0=$SECONDS
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && fail "hung: the job still runs 30 s after rank 2 was stopped"
+wait "$job"
+rc=$?
+job=
+kill -9 "$stopped" 2>/dev/null
+stopped=
+[[ $rc -ne 0 ]] || fail "hung: exit status 0"
+grep -q "rank 2 (child 1 of this master) has sent nothing for" "$log" || fail "hung: the hung rank was not named"
+grep -q "has sent nothing for" "$work/hung/FAILED" || fail "hung: FAILED does not say it"
+pass "hung worker: named after $((SECONDS - t0)) s, exit $rc, FAILED written"
+step=$(latest_step "$work/hung")
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$work/hung" --set training.max_updates=$((step + 20)) \
+  >"$log" 2>&1 || fail "hung: --resume failed"
+[[ $(latest_step "$work/hung") -eq $((step + 20)) ]] || fail "hung: resumed run did not reach $((step + 20))"
+pass "hung worker: --resume continues from step $step"
+echo "all fault tests passed"
