@@ -4,7 +4,7 @@
     /usr/bin/python3 scripts/plot_run.py RUN_DIR OUT.png
 
 Reads RUN_DIR/metrics.csv (and RUN_DIR/updates.csv for a distributed run, whose metrics.csv holds
-no step rows) and draws, against the number of training samples seen:
+no step rows, and RUN_DIR/physics_checkpoints.csv of scripts/score_checkpoints.py) and draws, against the number of training samples seen:
   1. the discriminator and generator losses: every step (thin) with a running mean of 50 steps,
      and the validation losses (markers), log y when they span more than two decades;
   2. the physics figure of merit fpd_hlf with its error bars (validation.physics), log y, with the
@@ -60,6 +60,9 @@ def main():
     steps = [r for r in metrics if r["kind"] == "step"]
     vals = [r for r in metrics if r["kind"] == "validation"]
     phys = [r for r in metrics if r["kind"] == "physics"]
+    scored = os.path.join(run, "physics_checkpoints.csv")  # scripts/score_checkpoints.py
+    if os.path.exists(scored):
+        phys = sorted(phys + read(scored), key=lambda r: number(r["step"]))
 
     # Losses per step: the trainer's step rows, or a distributed run's updates.csv.
     if steps:
