@@ -19,7 +19,12 @@ std::string checkpoint_part_path(const std::string& run_dir, std::int64_t id, co
 std::string worker_part(int group);
 std::string submaster_part(int rank);
 
-/// The id of the checkpoint 'latest' names in @p run_dir (Error when there is none).
+/// The checkpoint to resume from: the one 'latest' names in @p run_dir (Error when there is none),
+/// or a newer one whose every part is on disk — a job that failed (an exception, MPI_Abort) after
+/// all ranks had written their parts but before the master saw them keeps that checkpoint. The
+/// parts a checkpoint needs are those 'latest' has (same topology on resume).
 std::int64_t latest_checkpoint_id(const std::string& run_dir);
+/// The same, or -1 when the run has no checkpoint yet (never throws; for messages).
+std::int64_t latest_checkpoint_id_or_none(const std::string& run_dir) noexcept;
 
 }  // namespace mpigan::dist

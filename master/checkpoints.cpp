@@ -6,6 +6,8 @@
 #include "mpigan/dist/run_files.hpp"
 #include "mpigan/train/run_dir.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace mpigan::master {
@@ -18,6 +20,20 @@ void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
   auto span = m_ctx.trace.span("checkpoint", "io");
   const auto& t = m_ctx.t;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
+  // Never a checkpoint nothing could resume from: the canonical weights and BatchNorm state must be
+  // finite (the service rejects non-finite updates, but state statistics can overflow).
+  for (const auto& [what, values] : {std::pair{"generator weights", m_service.weights(models::Net::generator)},
+                                     std::pair{"discriminator weights", m_service.weights(models::Net::discriminator)},
+                                     std::pair{"BatchNorm state", m_service.state()}}) {
+    const auto bad = std::count_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+    if (bad > 0) {
+      spdlog::error(
+          "checkpoint {} not written: {} of {} values of the {} are not finite; 'latest' stays at the last "
+          "finite checkpoint",
+          path, bad, values.size(), what);
+      return;
+    }
+  }
   train::CheckpointWriter w(path);
   m_service.save(w);
   w.put_int("progress/samples", m_service.samples());

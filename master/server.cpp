@@ -171,7 +171,7 @@ class Server {
   /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job).
   [[noreturn]] void fail_hung(std::size_t i, double now) {
     const Child& c = m_children[i];
-    const auto latest = dist::latest_checkpoint_id(m_ctx.run_dir);
+    const auto latest = dist::latest_checkpoint_id_or_none(m_ctx.run_dir);
     const std::string why = fmt::format(
         "rank {} (child {} of this master) has sent nothing for {:.0f} s, more than its limit of {:.0f} s "
         "(topology.rank_timeout{}): it is hung or stopped (SIGSTOP, a deadlock, swapping); ending the job. {}",

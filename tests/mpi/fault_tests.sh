@@ -89,6 +89,15 @@ pass "distributed: SIGTERM -> status 75, complete checkpoint at update $step"
   >"$log" 2>&1 || fail "distributed: --resume after SIGTERM failed"
 [[ $(latest_step "$work/dist") -eq $((step + 20)) ]] || fail "distributed: resumed run did not reach $((step + 20))"
 pass "distributed: --resume continues from update $step"
+# A job that ended after every rank wrote its parts of a checkpoint, before 'latest' moved: the
+# resume takes that newer complete checkpoint. Simulated by pointing 'latest' back at the older one.
+newer=$((step + 20))
+echo "step-$(printf %08d "$step").h5" >"$work/dist/checkpoints/latest"
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$work/dist" --set training.max_updates=$((newer + 20)) \
+  >"$log" 2>&1 || fail "distributed: --resume with a newer complete checkpoint failed"
+grep -q "has all its parts although 'latest' names step $step" "$log" || fail "distributed: the newer complete checkpoint was not taken"
+grep -q "resumed from .*step-0*$newer.h5 at version $newer" "$log" || fail "distributed: did not resume at $newer"
+pass "distributed: a complete checkpoint newer than 'latest' is resumed from"
 
 # 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s.
 descendants() {
