@@ -31,6 +31,8 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
     spdlog::warn("the previous attempt of this run failed: {}", why.substr(0, why.find_last_not_of('\n') + 1));
     std::filesystem::rename(failed, std::filesystem::path(dir) / "FAILED.previous");
   }
+  for (const auto& f : std::filesystem::directory_iterator(dir))  // the ranks' last words (run_job)
+    if (f.path().filename().string().starts_with("FAILED.rank-")) std::filesystem::remove(f.path());
   YAML::Node resolved = YAML::Clone(e.resolved);
   resolved["output"]["dir"] = dir;
   run.write_config(resolved);
@@ -88,16 +90,28 @@ JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOp
   JobSummary s;
   s.run_dir = dir;
   s.workers = t.groups;
-  if (t.role == Role::worker) {
-    roles.worker(ctx);
-    watchdog.goodbye();
-    t.links.barrier();  // matches the masters' closing barrier
-  } else {
-    // A sub-master's goodbye must come before the closing barrier inside the master role.
-    if (t.role == Role::sub_master) ctx.before_barrier = [&] { watchdog.goodbye(); };
-    s.master = roles.master(ctx);
-    if (t.role == Role::top_master && !s.master.failure.empty())
-      std::ofstream(std::filesystem::path(dir) / "FAILED") << s.master.failure << '\n';
+  try {
+    if (t.role == Role::worker) {
+      roles.worker(ctx);
+      watchdog.goodbye();
+      t.links.barrier();  // matches the masters' closing barrier
+    } else {
+      // A sub-master's goodbye must come before the closing barrier inside the master role.
+      if (t.role == Role::sub_master) ctx.before_barrier = [&] { watchdog.goodbye(); };
+      s.master = roles.master(ctx);
+      if (t.role == Role::top_master && !s.master.failure.empty())
+        std::ofstream(std::filesystem::path(dir) / "FAILED") << s.master.failure << '\n';
+    }
+  } catch (const std::exception& err) {
+    // The rank's last words, before the application aborts the job (MPI_Abort): FAILED says what
+    // the error was, not only that the rank died.
+    const std::string words = fmt::format("{}\n", err.what());  // what() carries the rank's label
+    std::ofstream(std::filesystem::path(dir) / fmt::format("FAILED.rank-{}", t.rank)) << words;
+    // FAILED too, unless another rank's diagnosis is there already (the monitor rewrites it when
+    // it reports a death, quoting these words).
+    const std::filesystem::path failed = std::filesystem::path(dir) / "FAILED";
+    if (!std::filesystem::exists(failed)) std::ofstream(failed) << words;
+    throw;
   }
   if (d.dist.trace) trace.write(t.links, dir + "/trace.json");
   return s;

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 extern char** environ;
@@ -111,6 +112,16 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
     if (!failure_file.empty()) {
       std::ofstream out(failure_file, std::ios::trunc);
       for (const auto& l : lines) out << l << "\n";
+      // A rank that failed with an error left it beside FAILED (dist/launch.cpp): say what it was.
+      std::error_code ec;
+      const auto dir = std::filesystem::path(failure_file).parent_path();
+      for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+        if (!f.path().filename().string().starts_with("FAILED.rank-")) continue;
+        std::ifstream in(f.path());
+        const std::string words((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        out << "its error: " << words;
+        write_line("mpigan: error: the error: " + words.substr(0, words.find_last_not_of('\n') + 1));
+      }
     }
   };
   // After a report: keep rank 0's stderr open a moment. Hydra forwards a pipe's contents until

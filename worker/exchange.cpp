@@ -189,6 +189,9 @@ double Exchanger::reply_spin_s(double compute) const {
 Header Exchanger::exchange(const UpdateInfo& info) {
   build_payload();
   ++m_progress.exchanges;
+  if (m_fault.throws(m_ctx.t.group, m_progress.exchanges))
+    MPIGAN_THROW(Error, "MPIGAN_FAULT: worker group {} fails at its exchange {} (an injected error)", m_ctx.t.group,
+                 m_progress.exchanges);
   if (m_fault.nan_update(m_ctx.t.group, m_progress.exchanges)) {
     spdlog::warn("MPIGAN_FAULT: sending a NaN in update {}", m_progress.exchanges);
     m_payload[0] = std::numeric_limits<float>::quiet_NaN();

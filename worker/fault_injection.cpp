@@ -14,12 +14,19 @@ FaultPlan FaultPlan::from_environment() {
   if (!f) return r;
   int g = -1, used = 0;
   long long e = -1;
-  if (std::sscanf(f, "nan_update@all:%lld%n", &e, &used) == 1)
+  if (std::sscanf(f, "nan_update@all:%lld%n", &e, &used) == 1) {
     r.group = -1;
-  else if (std::sscanf(f, "nan_update@%d:%lld%n", &g, &e, &used) == 2)
+  } else if (std::sscanf(f, "nan_update@%d:%lld%n", &g, &e, &used) == 2) {
     r.group = g;
-  else
-    MPIGAN_FATAL("MPIGAN_FAULT='{}': expected nan_update@GROUP:EXCHANGE or nan_update@all:EXCHANGE (+ for onwards)", f);
+  } else if (std::sscanf(f, "throw@%d:%lld%n", &g, &e, &used) == 2) {
+    r.group = g;
+    r.raise = true;
+  } else {
+    MPIGAN_FATAL(
+        "MPIGAN_FAULT='{}': expected nan_update@GROUP:EXCHANGE, nan_update@all:EXCHANGE (+ for onwards) or "
+        "throw@GROUP:EXCHANGE",
+        f);
+  }
   r.exchange = e;
   r.onwards = f[used] == '+';
   return r;

@@ -3,6 +3,8 @@
 //   MPIGAN_FAULT=nan_update@G:E    worker group G puts a NaN in the update of its E-th exchange (1-based)
 //   MPIGAN_FAULT=nan_update@all:E  every group does
 //   MPIGAN_FAULT=nan_update@G:E+   in that exchange and every later one (a diverged run)
+//   MPIGAN_FAULT=throw@G:E         worker group G throws an Error at its E-th exchange (a rank's
+//                                  real failure, which must reach FAILED with its message)
 //
 // The master must reject such updates and go on, or stop as diverged.
 #pragma once
@@ -15,11 +17,17 @@ struct FaultPlan {
   int group = -2;  ///< -1: all groups; -2: no fault
   std::int64_t exchange = -1;
   bool onwards = false;
+  bool raise = false;  ///< throw@: an Error instead of a NaN
 
   /// The plan MPIGAN_FAULT describes (no fault when unset; an Error when it cannot be parsed).
   static FaultPlan from_environment();
   /// Does group @p g put a NaN in its exchange number @p e (1-based)?
-  bool nan_update(int g, std::int64_t e) const {
+  bool nan_update(int g, std::int64_t e) const { return !raise && hits(g, e); }
+  /// Does group @p g throw at its exchange number @p e?
+  bool throws(int g, std::int64_t e) const { return raise && hits(g, e); }
+
+ private:
+  bool hits(int g, std::int64_t e) const {
     return (group == -1 || group == g) && (onwards ? e >= exchange : e == exchange);
   }
 };

@@ -5,7 +5,7 @@
 # "Stopped by SIGTERM", exits with status 75, and --resume continues from that checkpoint to the
 # end (a second signal ending the process at once is tested in tests/unit/core). Signals go to this
 # test's own launcher pid only.
-# 3. A hung worker (SIGSTOP) is named by its master after topology.rank_timeout, the job ends with
+# A worker's exception reaches FAILED with its message. 3. A hung worker (SIGSTOP) is named by its master after topology.rank_timeout, the job ends with
 # FAILED, and --resume continues from the last complete checkpoint.
 # Usage: fault_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
@@ -98,6 +98,14 @@ echo "step-$(printf %08d "$step").h5" >"$work/dist/checkpoints/latest"
 grep -q "has all its parts although 'latest' names step $step" "$log" || fail "distributed: the newer complete checkpoint was not taken"
 grep -q "resumed from .*step-0*$newer.h5 at version $newer" "$log" || fail "distributed: did not resume at $newer"
 pass "distributed: a complete checkpoint newer than 'latest' is resumed from"
+
+# A worker's real error reaches FAILED with its message, not only as "died".
+log=$work/throw.log
+MPIGAN_FAULT='throw@1:30' timeout 120 "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/throw" >"$log" 2>&1
+rc=$?
+[[ $rc -ne 0 ]] || fail "throw: exit status 0"
+grep -q "worker group 1 fails at its exchange 30" "$work/throw/FAILED" || fail "throw: FAILED lacks the error: $(cat "$work/throw/FAILED" 2>&1)"
+pass "a worker's error: exit $rc, FAILED quotes it"
 
 # 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s.
 descendants() {
