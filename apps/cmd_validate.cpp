@@ -26,6 +26,7 @@ struct ValidateArgs {
   std::int64_t events = 0;
   std::uint64_t seed = 1;
   bool plots = true;
+  bool classifier = false;
 };
 
 bool make_plots(const std::string& dir) {
@@ -51,7 +52,9 @@ void run_validate(const ValidateArgs& a) {
                 static_cast<long long>(g.events), m.checkpoint.c_str(), g.showers_per_s);
     generated = o.out;
   }
-  const auto r = physics::write_report(generated, a.reference, a.out, {}, a.events);
+  physics::CompareOptions options;
+  options.classifier_enabled = a.classifier;
+  const auto r = physics::write_report(generated, a.reference, a.out, options, a.events);
   const auto& c = r.comparison;
   std::printf("figure of merit %s = %.4g +- %.2g (lower is better; 0 = indistinguishable)\n", c.fom.name.c_str(),
               c.fom.value, c.fom.error);
@@ -64,6 +67,10 @@ void run_validate(const ValidateArgs& a) {
                   static_cast<long long>(b.n_gen));
   std::printf("3DGAN metric %.4f (moments %.4f, profiles %.4f); KPD %.3g +- %.2g\n", c.gan3d.total, c.gan3d.moments,
               c.gan3d.profiles, c.kpd.value, c.kpd.error);
+  if (c.classifier)
+    std::printf("classifier AUC %.3f +- %.3f (0.5 = indistinguishable), JSD %.3f, %lld test events, %.1f s\n",
+                c.classifier->auc, c.classifier->auc_error, c.classifier->jsd,
+                static_cast<long long>(c.classifier->test_events), c.classifier->seconds);
   std::printf("report: %s\n", r.json_path.c_str());
   if (a.plots && make_plots(a.out)) std::printf("plots: %s/*.png\n", a.out.c_str());
 }
@@ -80,6 +87,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--events", a->events, "use at most this many events of each file (0 = all)");
   cmd->add_option("--seed", a->seed, "seed of the generation (with a run directory)")->capture_default_str();
   cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
+  cmd->add_flag("--classifier", a->classifier,
+                "also train the classifier test (an MLP telling generated from reference showers; its AUC)");
   cmd->callback([a] { run_validate(*a); });
 }
 

@@ -50,6 +50,7 @@ Comparison compare(const Observables& ref, const Observables& gen, const Compare
   c.seconds.fpd = w.lap();
   if (options.kpd_enabled) c.kpd = kpd(fr, fg, options.kpd);
   c.seconds.kpd = w.lap();
+  if (options.classifier_enabled) c.classifier = classifier_test(ref, gen, options.classifier);
   return c;
 }
 

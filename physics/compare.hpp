@@ -29,6 +29,7 @@
 #pragma once
 
 #include "mpigan/physics/binning.hpp"
+#include "mpigan/physics/classifier.hpp"
 #include "mpigan/physics/features.hpp"
 #include "mpigan/physics/frechet.hpp"
 #include "mpigan/physics/gan3d_metric.hpp"
@@ -37,6 +38,7 @@
 #include "mpigan/physics/sampling_fraction.hpp"
 #include "mpigan/physics/separation.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,8 @@ struct CompareOptions {
   KpdOptions kpd;
   bool separation_enabled = true;
   bool kpd_enabled = true;
+  bool classifier_enabled = false;  ///< the classifier test (seconds; not in the figure of merit)
+  ClassifierOptions classifier;
 };
 
 struct Comparison {
@@ -82,6 +86,7 @@ struct Comparison {
   Fpd fpd;
   Kpd kpd;
   FigureOfMerit fom;
+  std::optional<ClassifierResult> classifier;
   struct Seconds {
     double separation = 0, gan3d = 0, sampling_fraction = 0, features = 0, fpd = 0, kpd = 0;
     double total() const { return separation + gan3d + sampling_fraction + features + fpd + kpd; }
