@@ -6,6 +6,7 @@
 #include "mpigan/core/stop_signal.hpp"
 #include "mpigan/dist/run_files.hpp"
 #include "mpigan/master/checkpoints.hpp"
+#include "mpigan/master/child_watch.hpp"
 #include "mpigan/master/parent_link.hpp"
 #include "mpigan/master/progress.hpp"
 #include "mpigan/master/update_service.hpp"
@@ -32,9 +33,7 @@ struct Child {
   Header header;              ///< the request being served
   std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of
   double arrived = 0;         ///< wall time its current request was seen
-  double awaited_since = 0;   ///< wall time the master started waiting for its next message
-  double mean_interval = 0;   ///< moving mean of the time between its requests
-  std::int64_t requests = 0;
+  ChildWatch watch;           ///< how long it may stay silent (topology.rank_timeout)
   MPI_Request req = MPI_REQUEST_NULL;
 };
 
@@ -149,37 +148,24 @@ class Server {
   void post(std::size_t i) {
     Child& c = m_children[i];
     c.req = m_t.links.irecv_bytes(&c.header, sizeof(Header), c.rank, dist::kTagHeader);
-    c.awaited_since = MPI_Wtime();
-  }
-
-  /// How long child @p c may stay silent (topology.rank_timeout; auto: 20 of its mean intervals).
-  double silence_limit(const Child& c) const {
-    const double configured = m_ctx.d.dist.topology.rank_timeout_s;
-    if (configured > 0) return configured;
-    return c.requests < 2 ? 600.0 : std::max(60.0, 20.0 * c.mean_interval);
+    c.watch.awaiting(MPI_Wtime());
   }
 
   /// A child the master has waited on for longer than its limit: hung (SIGSTOP, a deadlock, swap).
   std::optional<std::size_t> hung_child(double now) const {
     for (std::size_t i = 0; i < m_children.size(); ++i) {
       const Child& c = m_children[i];
-      if (c.req != MPI_REQUEST_NULL && !c.stopped && now - c.awaited_since > silence_limit(c)) return i;
+      if (c.req != MPI_REQUEST_NULL && !c.stopped && c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
+        return i;
     }
     return std::nullopt;
   }
 
   /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job).
   [[noreturn]] void fail_hung(std::size_t i, double now) {
-    const Child& c = m_children[i];
-    const auto latest = dist::latest_checkpoint_id_or_none(m_ctx.run_dir);
-    const std::string why = fmt::format(
-        "rank {} (child {} of this master) has sent nothing for {:.0f} s, more than its limit of {:.0f} s "
-        "(topology.rank_timeout{}): it is hung or stopped (SIGSTOP, a deadlock, swapping); ending the job. {}",
-        c.rank, i, now - c.awaited_since, silence_limit(c),
-        m_ctx.d.dist.topology.rank_timeout_s > 0 ? "" : ": auto, 20 of its mean intervals, at least 60 s",
-        latest >= 0
-            ? fmt::format("The last complete checkpoint is step {}: resume with --resume {}", latest, m_ctx.run_dir)
-            : std::string("No complete checkpoint was written"));
+    const std::string why =
+        hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
+                    dist::latest_checkpoint_id_or_none(m_ctx.run_dir), m_ctx.run_dir);
     std::ofstream(m_ctx.run_dir + "/FAILED") << why << '\n';
     MPIGAN_THROW(Error, "{}", why);
   }
@@ -218,11 +204,7 @@ class Server {
     for (int k : ready) {
       Child& c = m_children[static_cast<std::size_t>(k)];
       c.req = MPI_REQUEST_NULL;
-      if (c.requests > 0) {
-        const double dt = now - c.arrived;
-        c.mean_interval = c.requests == 1 ? dt : 0.9 * c.mean_interval + 0.1 * dt;
-      }
-      ++c.requests;
+      c.watch.arrived(now, c.arrived);
       c.arrived = now;
     }
     // Also while the others keep the master busy: an asynchronous rule would go on without the

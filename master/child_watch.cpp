@@ -1,0 +1,34 @@
+// A master's watch over its children's silences (child_watch.hpp).
+#include "mpigan/master/child_watch.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace mpigan::master {
+
+void ChildWatch::arrived(double now, double previous) {
+  if (m_requests > 0) {
+    const double dt = now - previous;
+    m_mean_interval = m_requests == 1 ? dt : 0.9 * m_mean_interval + 0.1 * dt;
+  }
+  ++m_requests;
+}
+
+double ChildWatch::limit(double configured) const {
+  if (configured > 0) return configured;
+  return m_requests < 2 ? 600.0 : std::max(60.0, 20.0 * m_mean_interval);
+}
+
+std::string hung_report(int rank, std::size_t child, const ChildWatch& w, double now, double configured,
+                        std::int64_t latest, const std::string& run_dir) {
+  return fmt::format(
+      "rank {} (child {} of this master) has sent nothing for {:.0f} s, more than its limit of {:.0f} s "
+      "(topology.rank_timeout{}): it is hung or stopped (SIGSTOP, a deadlock, swapping); ending the job. {}",
+      rank, child, w.silent_for(now), w.limit(configured),
+      configured > 0 ? "" : ": auto, 20 of its mean intervals, at least 60 s",
+      latest >= 0 ? fmt::format("The last complete checkpoint is step {}: resume with --resume {}", latest, run_dir)
+                  : std::string("No complete checkpoint was written"));
+}
+
+}  // namespace mpigan::master

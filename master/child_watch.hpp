@@ -1,0 +1,32 @@
+// How long a master may wait for a child's next message (topology.rank_timeout): each child's
+// timing, and the report that ends a job whose child has gone silent (issue 14, hung ranks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mpigan::master {
+
+class ChildWatch {
+ public:
+  /// The master starts waiting for the child's next message at @p now.
+  void awaiting(double now) { m_awaited_since = now; }
+  /// A request arrived at @p now (the previous one at @p previous, 0 for the first).
+  void arrived(double now, double previous);
+  /// Seconds the child may stay silent: @p configured (> 0), else 20 of its mean intervals, at
+  /// least 60 s, and 600 s until its second request (start-up: data, kernels).
+  double limit(double configured) const;
+  double silent_for(double now) const { return now - m_awaited_since; }
+  bool too_long(double now, double configured) const { return silent_for(now) > limit(configured); }
+
+ private:
+  double m_awaited_since = 0, m_mean_interval = 0;
+  std::int64_t m_requests = 0;
+};
+
+/// The FAILED line of a job ended because rank @p rank (child @p child) stayed silent.
+/// @p latest: the last complete checkpoint, -1 when none.
+std::string hung_report(int rank, std::size_t child, const ChildWatch& w, double now, double configured,
+                        std::int64_t latest, const std::string& run_dir);
+
+}  // namespace mpigan::master
