@@ -39,26 +39,7 @@ pass "bad experiment: exit $rc, every problem named"
 
 # 2. SIGKILL a rank in the middle of a run. Hydra kills every other rank within milliseconds;
 # the report comes from rank 0's watchdog monitor, a separate process (worker/watchdog.hpp).
-# descendants PID: every process below PID in the process tree.
-descendants() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    echo "$c"
-    descendants "$c"
-  done
-}
-
-# rank_pid LAUNCHER_PID RANK: the pid of rank RANK among the launcher's descendants.
-rank_pid() {
-  local pid
-  for pid in $(descendants "$1"); do
-    if { tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "PMI_RANK=$2" &&
-         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
-      echo "$pid"
-      return
-    fi
-  done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
 
 # kill_rank DIR RANK LABEL: start a run in DIR, kill RANK after its first checkpoint, check that
 # the job ends within seconds, non-zero, and that the output and DIR/FAILED name "LABEL (pid P".

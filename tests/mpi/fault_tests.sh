@@ -108,23 +108,7 @@ grep -q "worker group 1 fails at its exchange 30" "$work/throw/FAILED" || fail "
 pass "a worker's error: exit $rc, FAILED quotes it"
 
 # 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s.
-descendants() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    echo "$c"
-    descendants "$c"
-  done
-}
-rank_pid() {
-  local pid
-  for pid in $(descendants "$1"); do
-    if { tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "PMI_RANK=$2" &&
-         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
-      echo "$pid"
-      return
-    fi
-  done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
 log=$work/hung.log
 "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/hung" --set checkpoint.every=20 \
   --set topology.rank_timeout=3 >"$log" 2>&1 &
