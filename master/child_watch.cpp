@@ -16,6 +16,7 @@ void ChildWatch::arrived(double now, double previous) {
 }
 
 double ChildWatch::limit(double configured) const {
+  if (m_requests == 0) return std::max(configured, 600.0);  // start-up: data, kernels, a GPU context
   if (configured > 0) return configured;
   return m_requests < 2 ? 600.0 : std::max(60.0, 20.0 * m_mean_interval);
 }

@@ -13,8 +13,9 @@ class ChildWatch {
   void awaiting(double now) { m_awaited_since = now; }
   /// A request arrived at @p now (the previous one at @p previous, 0 for the first).
   void arrived(double now, double previous);
-  /// Seconds the child may stay silent: @p configured (> 0), else 20 of its mean intervals, at
-  /// least 60 s, and 600 s until its second request (start-up: data, kernels).
+  /// Seconds the child may stay silent: at least 600 s before its first request (start-up: data,
+  /// kernels, a GPU context); then @p configured (> 0), else 20 of its mean intervals, at least
+  /// 60 s, and 600 s until its second request.
   double limit(double configured) const;
   double silent_for(double now) const { return now - m_awaited_since; }
   bool too_long(double now, double configured) const { return silent_for(now) > limit(configured); }

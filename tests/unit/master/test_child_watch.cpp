@@ -9,8 +9,10 @@ using namespace mpigan::master;
 TEST_CASE("child watch: the silence limit follows the child's pace; the report names it") {
   ChildWatch w;
   w.awaiting(0.0);
-  CHECK(w.limit(0) == 600.0);  // start-up: no pace known yet
+  CHECK(w.limit(0) == 600.0);    // start-up: no pace known yet
+  CHECK(w.limit(3.0) == 600.0);  // not even a configured limit before the first request
   w.arrived(5.0, 0.0);
+  CHECK(w.limit(3.0) == 3.0);
   CHECK(w.limit(0) == 600.0);  // one request: still no interval
   double t = 5.0;
   for (int i = 0; i < 50; ++i) {  // a request every 10 s
