@@ -1,7 +1,9 @@
-// The classifier test (classifier.hpp).
+// The classifier test (classifier.hpp): balanced, shuffled train / validation / test splits of the
+// standardised high-level features, an MLP of mpigan's nn layers trained with Adam on BCE with
+// early stopping on the validation loss, AUC and JSD on the test split. Features travel as floats
+// (the network's type) in row-major rows x d host buffers; labels reference 0, generated 1.
 #include "mpigan/physics/classifier.hpp"
 
-#include "mpigan/core/backend.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/nn/activation.hpp"
@@ -14,11 +16,17 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <vector>
 
 namespace mpigan::physics {
 
 double roc_auc(std::span<const double> scores, std::span<const int> labels) {
   MPIGAN_CHECK(scores.size() == labels.size(), "roc_auc: {} scores for {} labels", scores.size(), labels.size());
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    MPIGAN_CHECK(labels[i] == 0 || labels[i] == 1, "roc_auc: label {} is {}; labels must be 0 or 1", i, labels[i]);
+    MPIGAN_CHECK(std::isfinite(scores[i]), "roc_auc: score {} is {}; scores must be finite", i, scores[i]);
+  }
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
@@ -44,158 +52,235 @@ double roc_auc(std::span<const double> scores, std::span<const int> labels) {
 
 namespace {
 
+// Rng streams of one seed: what is drawn for the data does not shift the weights, and vice versa.
+constexpr std::uint64_t kSplitStream = 0xC1A551F1ull, kInitStream = 0x1A17ull, kBatchStream = 0xBA7C4ull;
+constexpr std::int64_t kMinEvents = 50;
+constexpr std::int64_t kEvalBatch = 1024;
+
 struct Split {
   std::vector<float> x;  ///< rows x d
   std::vector<float> y;  ///< rows
   std::int64_t rows() const { return static_cast<std::int64_t>(y.size()); }
 };
 
-/// Forward pass of @p rows of @p s starting at @p r0: the sigmoid outputs.
-std::vector<float> predict(nn::Network& net, Backend& be, const Split& s, std::int64_t r0, std::int64_t rows,
-                           std::int64_t d, nn::Phase phase) {
-  const Tensor in = Tensor::from(
-      {rows, d}, std::span(s.x).subspan(static_cast<std::size_t>(r0 * d), static_cast<std::size_t>(rows * d)));
+struct Splits {
+  std::int64_t d = 0;
+  Split train, validation, test;
+};
+
+template <class T>
+void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<std::size_t>(rng.below(i))]);
+}
+
+void check_options(const ClassifierOptions& o) {
+  MPIGAN_CHECK(o.hidden >= 1 && o.layers >= 1, "classifier: hidden = {}, layers = {}; both must be >= 1", o.hidden,
+               o.layers);
+  MPIGAN_CHECK(o.epochs >= 1 && o.patience >= 1 && o.batch >= 1,
+               "classifier: epochs = {}, patience = {}, batch = {}; each must be >= 1", o.epochs, o.patience, o.batch);
+  MPIGAN_CHECK(o.threads >= 0, "classifier: threads = {}; it must be >= 0 (0: the process's)", o.threads);
+  MPIGAN_CHECK(o.lr > 0 && std::isfinite(o.lr), "classifier: lr = {}; it must be > 0", o.lr);
+  MPIGAN_CHECK(o.train_fraction > 0 && o.validation_fraction > 0 && o.train_fraction + o.validation_fraction < 1,
+               "classifier: train_fraction {} and validation_fraction {}; each must be > 0 and their sum < 1 (the "
+               "test split gets the rest)",
+               o.train_fraction, o.validation_fraction);
+}
+
+/// @p m scaled with the reference's scaler, checked finite (a NaN would poison the training
+/// silently), as float rows; @p sample names it in the error.
+std::vector<float> scaled_rows(FeatureMatrix& m, const FeatureScaler& scaler, const char* sample) {
+  scaler.apply(m);
+  std::vector<float> out(m.values.size());
+  for (std::size_t i = 0; i < m.values.size(); ++i) {
+    MPIGAN_CHECK(std::isfinite(m.values[i]), "classifier: {} event {} has feature '{}' = {} (after scaling)", sample,
+                 static_cast<std::int64_t>(i) / m.cols, m.names[i % static_cast<std::size_t>(m.cols)], m.values[i]);
+    out[i] = static_cast<float>(m.values[i]);
+  }
+  return out;
+}
+
+/// Balanced classes (n events of each, drawn without replacement), each class split by the
+/// fractions on its own, every split shuffled.
+Splits make_splits(const Observables& ref, const Observables& gen, const ClassifierOptions& o) {
+  FeatureMatrix fr = high_level_features(ref, o.features), fg = high_level_features(gen, o.features);
+  MPIGAN_CHECK_SHAPE(fr.cols == fg.cols, "classifier: {} reference features, {} generated", fr.cols, fg.cols);
+  const FeatureScaler scaler = FeatureScaler::fit(fr, FeatureScaling::standardise);
+  const std::vector<float> xr = scaled_rows(fr, scaler, "reference"), xg = scaled_rows(fg, scaler, "generated");
+  Splits s;
+  s.d = fr.cols;
+  const std::int64_t n = std::min(ref.events, gen.events);
+  const auto n_train = static_cast<std::int64_t>(std::floor(o.train_fraction * static_cast<double>(n)));
+  const auto n_val = static_cast<std::int64_t>(std::floor(o.validation_fraction * static_cast<double>(n)));
+  MPIGAN_CHECK(n_train >= 1 && n_val >= 1 && n - n_train - n_val >= 1,
+               "classifier: {} events per class split into {} train, {} validation, {} test; each needs >= 1", n,
+               n_train, n_val, n - n_train - n_val);
+  Rng rng(o.seed, kSplitStream);
+  auto add = [&](const std::vector<float>& x, std::int64_t total, float label) {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(total));
+    std::iota(idx.begin(), idx.end(), 0);
+    shuffle(idx, rng);
+    for (std::int64_t i = 0; i < n; ++i) {
+      Split& to = i < n_train ? s.train : (i < n_train + n_val ? s.validation : s.test);
+      const auto row = x.begin() + static_cast<std::ptrdiff_t>(idx[static_cast<std::size_t>(i)] * s.d);
+      to.x.insert(to.x.end(), row, row + static_cast<std::ptrdiff_t>(s.d));
+      to.y.push_back(label);
+    }
+  };
+  add(xr, ref.events, 0.f);
+  add(xg, gen.events, 1.f);
+  for (Split* split : {&s.train, &s.validation, &s.test}) {
+    std::vector<std::int64_t> order(static_cast<std::size_t>(split->rows()));
+    std::iota(order.begin(), order.end(), 0);
+    shuffle(order, rng);
+    Split shuffled;
+    for (const std::int64_t r : order) {
+      const auto row = split->x.begin() + static_cast<std::ptrdiff_t>(r * s.d);
+      shuffled.x.insert(shuffled.x.end(), row, row + static_cast<std::ptrdiff_t>(s.d));
+      shuffled.y.push_back(split->y[static_cast<std::size_t>(r)]);
+    }
+    *split = std::move(shuffled);
+  }
+  return s;
+}
+
+/// Builds and initialises @p net in place (its layers hold views of its parameter buffers).
+void build_network(nn::Network& net, Backend& be, std::int64_t d, const ClassifierOptions& o) {
+  std::vector<std::unique_ptr<nn::Layer>> layers;
+  std::int64_t in = d;
+  for (int l = 1; l <= o.layers; ++l) {
+    layers.push_back(std::make_unique<nn::Dense>("dense" + std::to_string(l), in, o.hidden));
+    layers.push_back(std::make_unique<nn::Activation>("lrelu" + std::to_string(l), nn::Activation::leaky_relu(0.2f)));
+    in = o.hidden;
+  }
+  layers.push_back(std::make_unique<nn::Dense>("out", in, 1));
+  layers.push_back(std::make_unique<nn::Activation>("sigmoid", nn::Activation::sigmoid()));
+  net.add_node("mlp", "input", std::move(layers), true);
+  net.build(be, Shape{d});
+  Rng init(o.seed, kInitStream);
+  net.initialize(init);
+}
+
+/// The sigmoid outputs for @p rows rows of @p x (rows x d floats, host).
+std::vector<float> predict(nn::Network& net, Backend& be, std::span<const float> x, std::int64_t rows, std::int64_t d,
+                           nn::Phase phase) {
+  const Tensor in = Tensor::from({rows, d}, x.first(static_cast<std::size_t>(rows * d)));
   nn::ForwardContext ctx;
   ctx.phase = phase;
   const Tensor out = be.to_host(net.forward(in, ctx).front());
   return {out.data(), out.data() + rows};
 }
 
+/// The mean BCE over @p s; appends the scores to @p scores when given.
 double mean_bce(nn::Network& net, Backend& be, const Split& s, std::int64_t d, std::vector<float>* scores) {
   double sum = 0;
-  for (std::int64_t r0 = 0; r0 < s.rows(); r0 += 1024) {
-    const std::int64_t k = std::min<std::int64_t>(1024, s.rows() - r0);
-    const auto p = predict(net, be, s, r0, k, d, nn::Phase::infer);
-    sum += nn::loss_value_and_grad(nn::LossKind::bce, p, std::span(s.y).subspan(static_cast<std::size_t>(r0), k), 1.0f,
-                                   {}) *
-           static_cast<double>(k);
+  for (std::int64_t r0 = 0; r0 < s.rows(); r0 += kEvalBatch) {
+    const std::int64_t k = std::min(kEvalBatch, s.rows() - r0);
+    const auto p = predict(net, be, std::span(s.x).subspan(static_cast<std::size_t>(r0 * d)), k, d, nn::Phase::infer);
+    const auto y = std::span(s.y).subspan(static_cast<std::size_t>(r0), static_cast<std::size_t>(k));
+    sum += nn::loss_value_and_grad(nn::LossKind::bce, p, y, 1.0f, {}) * static_cast<double>(k);
     if (scores) scores->insert(scores->end(), p.begin(), p.end());
   }
   return sum / static_cast<double>(s.rows());
 }
 
-}  // namespace
+std::vector<float> host_weights(nn::Network& net, Backend& be) {
+  const Tensor h = be.to_host(net.weights().flat());
+  return {h.data(), h.data() + net.weights().size()};
+}
 
-ClassifierResult classifier_test(const Observables& ref, const Observables& gen, const ClassifierOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  MPIGAN_CHECK(ref.dims == gen.dims, "classifier: reference showers of {} cells, generated of {}", ref.dims.to_string(),
-               gen.dims.to_string());
-  const std::int64_t n = std::min(ref.events, gen.events);
-  MPIGAN_CHECK(n >= 50, "classifier: {} reference and {} generated events; at least 50 of each are needed", ref.events,
-               gen.events);
-  FeatureMatrix fr = high_level_features(ref, o.features), fg = high_level_features(gen, o.features);
-  const FeatureScaler scaler = FeatureScaler::fit(fr, FeatureScaling::standardise);
-  scaler.apply(fr);
-  scaler.apply(fg);
-  const std::int64_t d = fr.cols;
-
-  // Balanced classes, shuffled, split 60/20/20.
-  Rng rng(o.seed, 0xC1A551F1ull);
-  auto pick = [&](std::int64_t total) {
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(total));
-    std::iota(idx.begin(), idx.end(), 0);
-    for (std::int64_t i = total - 1; i > 0; --i)
-      std::swap(idx[static_cast<std::size_t>(i)],
-                idx[static_cast<std::size_t>(rng.uniform_double() * static_cast<double>(i + 1)) % (i + 1)]);
-    idx.resize(static_cast<std::size_t>(n));
-    return idx;
-  };
-  std::vector<std::pair<int, std::int64_t>> events;  // (label, row)
-  for (std::int64_t r : pick(ref.events)) events.emplace_back(0, r);
-  for (std::int64_t r : pick(gen.events)) events.emplace_back(1, r);
-  for (std::size_t i = events.size() - 1; i > 0; --i)
-    std::swap(events[i], events[static_cast<std::size_t>(rng.uniform_double() * static_cast<double>(i + 1)) % (i + 1)]);
-  const std::size_t n_train = events.size() * 6 / 10, n_val = events.size() * 2 / 10;
-  Split train, val, test;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    Split& s = i < n_train ? train : (i < n_train + n_val ? val : test);
-    const FeatureMatrix& m = events[i].first == 0 ? fr : fg;
-    for (std::int64_t c = 0; c < d; ++c) s.x.push_back(static_cast<float>(m.at(events[i].second, c)));
-    s.y.push_back(static_cast<float>(events[i].first));
-  }
-
-  BackendOptions bo;
-  bo.threads = o.threads;
-  auto be = make_backend("cpu", bo);
-  nn::Network net("classifier");
-  std::vector<std::unique_ptr<nn::Layer>> layers;
-  layers.push_back(std::make_unique<nn::Dense>("dense1", d, o.hidden));
-  layers.push_back(std::make_unique<nn::Activation>("lrelu1", nn::Activation::leaky_relu(0.2f)));
-  layers.push_back(std::make_unique<nn::Dense>("dense2", o.hidden, o.hidden));
-  layers.push_back(std::make_unique<nn::Activation>("lrelu2", nn::Activation::leaky_relu(0.2f)));
-  layers.push_back(std::make_unique<nn::Dense>("out", o.hidden, 1));
-  layers.push_back(std::make_unique<nn::Activation>("sigmoid", nn::Activation::sigmoid()));
-  net.add_node("mlp", "input", std::move(layers), true);
-  net.build(*be, Shape{d});
-  Rng init(o.seed, 0x1A17ull);
-  net.initialize(init);
+/// Adam on the training split, early stopping on the validation BCE; leaves the best weights in
+/// @p net and fills epochs_run, best_epoch and validation_bce of @p r.
+void train(nn::Network& net, Backend& be, const Splits& s, const ClassifierOptions& o, ClassifierResult& r) {
   nn::OptimizerConfig oc = nn::OptimizerConfig::defaults("adam");
   oc.lr = o.lr;
-  auto opt = nn::make_optimizer(oc, *be, net.weights());
-
-  ClassifierResult r;
-  std::vector<float> best(net.weights().size());
-  auto save = [&](std::vector<float>& to) {
-    const Tensor h = be->to_host(net.weights().flat());
-    std::copy(h.data(), h.data() + to.size(), to.begin());
-  };
-  save(best);
-  double best_val = mean_bce(net, *be, val, d, nullptr);
-  int since_best = 0;
-  std::vector<std::int64_t> order(static_cast<std::size_t>(train.rows()));
+  auto opt = nn::make_optimizer(oc, be, net.weights());
+  Rng rng(o.seed, kBatchStream);
+  std::vector<float> best = host_weights(net, be);
+  double best_val = mean_bce(net, be, s.validation, s.d, nullptr);
+  std::vector<std::int64_t> order(static_cast<std::size_t>(s.train.rows()));
   std::iota(order.begin(), order.end(), 0);
   Split batch;
-  for (int epoch = 0; epoch < o.epochs && since_best < o.patience; ++epoch) {
-    ++r.epochs_run;
-    for (std::size_t i = order.size() - 1; i > 0; --i)
-      std::swap(order[i], order[static_cast<std::size_t>(rng.uniform_double() * static_cast<double>(i + 1)) % (i + 1)]);
-    for (std::size_t b0 = 0; b0 < order.size(); b0 += static_cast<std::size_t>(o.batch)) {
-      const std::size_t k = std::min(order.size() - b0, static_cast<std::size_t>(o.batch));
+  std::vector<float> diff;
+  const auto b = static_cast<std::size_t>(o.batch);
+  for (int epoch = 1, since_best = 0; epoch <= o.epochs && since_best < o.patience; ++epoch) {
+    r.epochs_run = epoch;
+    shuffle(order, rng);
+    for (std::size_t b0 = 0; b0 < order.size(); b0 += b) {
+      const std::size_t k = std::min(order.size() - b0, b);
       batch.x.clear();
       batch.y.clear();
       for (std::size_t i = b0; i < b0 + k; ++i) {
-        const auto row = static_cast<std::size_t>(order[i]);
-        batch.x.insert(batch.x.end(), train.x.begin() + static_cast<std::ptrdiff_t>(row * d),
-                       train.x.begin() + static_cast<std::ptrdiff_t>((row + 1) * d));
-        batch.y.push_back(train.y[row]);
+        const auto row = s.train.x.begin() + static_cast<std::ptrdiff_t>(order[i] * s.d);
+        batch.x.insert(batch.x.end(), row, row + static_cast<std::ptrdiff_t>(s.d));
+        batch.y.push_back(s.train.y[static_cast<std::size_t>(order[i])]);
       }
-      const auto p = predict(net, *be, batch, 0, static_cast<std::int64_t>(k), d, nn::Phase::train);
-      std::vector<float> diff(k);
+      const auto p = predict(net, be, batch.x, static_cast<std::int64_t>(k), s.d, nn::Phase::train);
+      diff.assign(k, 0.f);
       nn::loss_value_and_grad(nn::LossKind::bce, p, batch.y, 1.0f, diff);
       net.zero_grads();
-      Tensor g = Tensor::from({static_cast<std::int64_t>(k), 1}, diff);
       nn::BackwardContext bc;
       bc.need_diff_src = false;
-      net.backward({g}, bc);
+      net.backward({Tensor::from({static_cast<std::int64_t>(k), 1}, diff)}, bc);
       opt->step(net.weights(), net.grads());
     }
-    const double v = mean_bce(net, *be, val, d, nullptr);
+    const double v = mean_bce(net, be, s.validation, s.d, nullptr);
     if (v < best_val) {
       best_val = v;
+      best = host_weights(net, be);
+      r.best_epoch = epoch;
       since_best = 0;
-      save(best);
     } else {
       ++since_best;
     }
   }
   Tensor flat = net.weights().flat();
-  be->from_host(Tensor::from(flat.shape(), best), flat);
-  std::vector<float> scores;
-  r.test_bce = mean_bce(net, *be, test, d, &scores);
-  std::vector<double> s(scores.begin(), scores.end());
-  std::vector<int> labels(test.y.begin(), test.y.end());
-  r.auc = roc_auc(s, labels);
-  // Hanley & McNeil (1982): the AUC's standard error from its value and the class sizes.
-  const double a = r.auc, np = static_cast<double>(std::count(labels.begin(), labels.end(), 1)),
-               nn_ = static_cast<double>(labels.size()) - np;
+  be.from_host(Tensor::from(flat.shape(), best), flat);
+  r.validation_bce = best_val;
+}
+
+/// Hanley & McNeil (1982): the AUC's standard error from its value @p a and the class sizes.
+double hanley_mcneil_error(double a, double n_pos, double n_neg) {
   const double q1 = a / (2 - a), q2 = 2 * a * a / (1 + a);
-  r.auc_error =
-      std::sqrt(std::max(0.0, (a * (1 - a) + (np - 1) * (q1 - a * a) + (nn_ - 1) * (q2 - a * a)) / (np * nn_)));
+  return std::sqrt(
+      std::max(0.0, (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)));
+}
+
+}  // namespace
+
+ClassifierResult classifier_test(const Observables& ref, const Observables& gen, Backend& backend,
+                                 const ClassifierOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(o);
+  const ScopedHostThreads threads(o.threads);
+  MPIGAN_CHECK_SHAPE(ref.dims == gen.dims, "classifier: reference showers of {} cells, generated of {}",
+                     ref.dims.to_string(), gen.dims.to_string());
+  MPIGAN_CHECK(std::min(ref.events, gen.events) >= kMinEvents,
+               "classifier: {} reference and {} generated events; at least {} of each are needed", ref.events,
+               gen.events, kMinEvents);
+  const Splits s = make_splits(ref, gen, o);
+  nn::Network net("classifier");
+  build_network(net, backend, s.d, o);
+  ClassifierResult r;
+  train(net, backend, s, o, r);
+
+  std::vector<float> scores;
+  r.test_bce = mean_bce(net, backend, s.test, s.d, &scores);
+  const std::vector<double> sd(scores.begin(), scores.end());
+  const std::vector<int> labels(s.test.y.begin(), s.test.y.end());
+  r.auc = roc_auc(sd, labels);
+  const auto n_pos = static_cast<double>(std::count(labels.begin(), labels.end(), 1));
+  r.auc_error = hanley_mcneil_error(r.auc, n_pos, static_cast<double>(labels.size()) - n_pos);
   r.jsd = std::max(0.0, (std::log(2.0) - r.test_bce) / std::log(2.0));
-  r.train_events = train.rows();
-  r.test_events = test.rows();
+  r.train_events = s.train.rows();
+  r.validation_events = s.validation.rows();
+  r.test_events = s.test.rows();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+ClassifierResult classifier_test(const Observables& ref, const Observables& gen, const ClassifierOptions& o) {
+  const auto be = make_backend("cpu");
+  return classifier_test(ref, gen, *be, o);
 }
 
 }  // namespace mpigan::physics

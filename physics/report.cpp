@@ -89,9 +89,12 @@ json to_json(const Comparison& c) {
   j["fpd"] = {{"value", number(c.fpd.value)}, {"error", number(c.fpd.error)}, {"slope", number(c.fpd.slope)}};
   j["kpd"] = {{"value", number(c.kpd.value)}, {"error", number(c.kpd.error)}};
   if (c.classifier)
-    j["classifier"] = {{"auc", number(c.classifier->auc)},   {"auc_error", number(c.classifier->auc_error)},
-                       {"jsd", number(c.classifier->jsd)},   {"test_events", c.classifier->test_events},
-                       {"epochs", c.classifier->epochs_run}, {"seconds", number(c.classifier->seconds)}};
+    j["classifier"] = {
+        {"auc", number(c.classifier->auc)},           {"auc_error", number(c.classifier->auc_error)},
+        {"jsd", number(c.classifier->jsd)},           {"test_bce", number(c.classifier->test_bce)},
+        {"train_events", c.classifier->train_events}, {"validation_events", c.classifier->validation_events},
+        {"test_events", c.classifier->test_events},   {"epochs", c.classifier->epochs_run},
+        {"best_epoch", c.classifier->best_epoch},     {"seconds", number(c.classifier->seconds)}};
   j["gan3d_metric"] = {{"total", number(c.gan3d.total)},
                        {"moments", number(c.gan3d.moments)},
                        {"profiles", number(c.gan3d.profiles)},
