@@ -103,7 +103,7 @@ File File::open_read(const std::string& path) {
   return f;
 }
 
-File File::create(const std::string& path) {
+File File::create_with(const std::string& path, hid_t fapl) {
   Lock lock;
   File f;
   f.m_path = path;
@@ -111,26 +111,25 @@ File File::create(const std::string& path) {
   MPIGAN_H5_CHECK(fcpl.get(), "file '{}': creating the file-creation property list", path);
   // The root group is an object too: without this its header carries the creation time.
   MPIGAN_H5_CHECK(H5Pset_obj_track_times(fcpl.get(), false), "file '{}': disabling time tracking", path);
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT);
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl);
   MPIGAN_H5_CHECK(id, "cannot create data file '{}'", path);
   f.m_file = Hid(id);
   return f;
 }
 
+File File::create(const std::string& path) {
+  return create_with(path, H5P_DEFAULT);
+}
+
 File File::create_in_memory(const std::string& name) {
-  Lock lock;
-  File f;
-  f.m_path = name;
-  Hid fcpl(H5Pcreate(H5P_FILE_CREATE));
-  MPIGAN_H5_CHECK(fcpl.get(), "file '{}': creating the file-creation property list", name);
-  MPIGAN_H5_CHECK(H5Pset_obj_track_times(fcpl.get(), false), "file '{}': disabling time tracking", name);
-  Hid fapl(H5Pcreate(H5P_FILE_ACCESS));
-  MPIGAN_H5_CHECK(fapl.get(), "file '{}': creating the file-access property list", name);
-  MPIGAN_H5_CHECK(H5Pset_fapl_core(fapl.get(), 1 << 20, false), "file '{}': the in-memory driver", name);
-  const hid_t id = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
-  MPIGAN_H5_CHECK(id, "cannot create in-memory file '{}'", name);
-  f.m_file = Hid(id);
-  return f;
+  Hid fapl;
+  {
+    Lock lock;
+    fapl = Hid(H5Pcreate(H5P_FILE_ACCESS));
+    MPIGAN_H5_CHECK(fapl.get(), "file '{}': creating the file-access property list", name);
+    MPIGAN_H5_CHECK(H5Pset_fapl_core(fapl.get(), 1 << 20, false), "file '{}': the in-memory driver", name);
+  }
+  return create_with(name, fapl.get());
 }
 
 std::vector<char> File::image() const {

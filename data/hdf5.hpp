@@ -116,6 +116,8 @@ class File {
   void close();
 
  private:
+  /// Creates (truncates) @p path with file-access properties @p fapl, times not tracked.
+  static File create_with(const std::string& path, hid_t fapl);
   std::string m_path;
   Hid m_file;
 };
