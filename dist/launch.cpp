@@ -55,10 +55,12 @@ std::vector<std::string> rank_table(const Topology& t) {
 
 }  // namespace
 
+std::uint64_t worker_step_seed(const train::ExperimentConfig& e, int rank) {
+  return mix64(e.seed ^ mix64(0x3C0FFEEull + static_cast<std::uint64_t>(rank)));
+}
+
 train::Session role_session(const train::ExperimentConfig& e, const Topology& t) {
-  if (t.role == Role::worker)
-    return train::Session::create(e, mix64(e.seed ^ mix64(0x3C0FFEEull + static_cast<std::uint64_t>(t.rank))),
-                                  t.device_id);
+  if (t.role == Role::worker) return train::Session::create(e, worker_step_seed(e, t.rank), t.device_id);
   train::ExperimentConfig m = e;
   if (t.role == Role::sub_master) m.backend = "cpu";  // a sub-master only adds vectors: no GPU needed
   return train::Session::create(m, e.seed, t.device_id);

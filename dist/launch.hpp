@@ -65,6 +65,10 @@ struct JobSummary {
   std::int64_t workers = 0;
 };
 
+/// The seed of the GAN step's randomness on worker rank @p rank (labels, noise, flips): per rank,
+/// derived from the experiment's seed. The sandbox's virtual worker k uses the seed of the rank a
+/// one-master job would give it (k + 1).
+std::uint64_t worker_step_seed(const train::ExperimentConfig& e, int rank);
 /// The training session of this rank's role: a master's canonical model (initialised from the
 /// experiment's seed; sub-masters on the host backend, they only add vectors), or a worker's, its
 /// step randomness seeded per rank.

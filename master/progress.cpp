@@ -8,19 +8,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace mpigan::master {
 
 using models::Net;
 
-Progress::Progress(dist::RoleContext& ctx, int children)
-    : m_ctx(ctx),
+ProgressContext ProgressContext::of(dist::RoleContext& ctx) {
+  return {ctx.d.experiment, ctx.run_dir, ctx.session, ctx.trace, [] { return MPI_Wtime(); }};
+}
+
+Progress::Progress(ProgressContext ctx, int children)
+    : m_ctx(std::move(ctx)),
       m_compute_threads(host_threads()),
-      m_stopper(ctx.d.experiment.early_stopping),
+      m_stopper(m_ctx.experiment.early_stopping),
       m_contributed(static_cast<std::size_t>(children), false) {}
 
 train::DataPlan& Progress::plan() {
-  if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(m_ctx.d.experiment, false));
+  if (!m_plan) m_plan = std::make_unique<train::DataPlan>(train::DataPlan::open(m_ctx.experiment, false));
   return *m_plan;
 }
 
@@ -39,10 +44,9 @@ void Progress::open_logs(std::int64_t resumed_version) {
     m_updates->drop_after(resumed_version);
     m_metrics->drop_after(resumed_version);
   }
-  m_t0 = MPI_Wtime();
-  if (m_ctx.d.experiment.physics.enabled)
-    m_physics =
-        std::make_unique<train::AsyncPhysicsMonitor>(m_ctx.d.experiment, plan(), run.file("checkpoints/best.h5"));
+  m_t0 = m_ctx.now();
+  if (m_ctx.experiment.physics.enabled)
+    m_physics = std::make_unique<train::AsyncPhysicsMonitor>(m_ctx.experiment, plan(), run.file("checkpoints/best.h5"));
 }
 
 void Progress::log_update(const LogRow& r, std::int64_t version) {
@@ -50,7 +54,7 @@ void Progress::log_update(const LogRow& r, std::int64_t version) {
   const double d_loss = r.h.n_losses >= 2 ? 0.5 * (r.h.losses[0] + r.h.losses[1]) : 0.0;
   const double g_loss = r.h.n_losses >= 3 ? r.h.losses[2] : 0.0;
   const std::int64_t staleness = r.version - r.h.version;
-  m_updates->row({train::csv_number(MPI_Wtime() - m_t0), std::to_string(version), std::to_string(r.child),
+  m_updates->row({train::csv_number(m_ctx.now() - m_t0), std::to_string(version), std::to_string(r.child),
                   std::to_string(r.rank), std::to_string(r.h.version), std::to_string(staleness),
                   std::to_string(r.h.samples), train::csv_number(std::sqrt(r.norm_g * r.norm_g + r.norm_d * r.norm_d)),
                   train::csv_number(r.norm_g), train::csv_number(r.norm_d), train::csv_number(r.scale[0]),
@@ -62,8 +66,41 @@ void Progress::log_update(const LogRow& r, std::int64_t version) {
   ++m_logged;
 }
 
+void Progress::log_decision(LogRow row, const Decision& d, std::int64_t version) {
+  row.scale = d.scale;
+  switch (d.outcome) {
+    case Outcome::rejected_nonfinite:
+    case Outcome::diverged:
+      row.verdict = "rejected_nonfinite";
+      return log_update(row, version);
+    case Outcome::rejected_by_rule:
+      row.verdict = "rejected_by_rule";
+      return log_update(row, version);
+    case Outcome::held:
+      row.verdict = "held";
+      m_held.push_back(row);
+      return;
+    case Outcome::applied:
+      return applied(row, "applied", version);
+  }
+}
+
+void Progress::log_round(std::int64_t version) {
+  for (auto& row : m_held) applied(row, "applied_round", version);
+  m_held.clear();
+}
+
+void Progress::applied(LogRow& row, const char* verdict, std::int64_t version) {
+  note_applied(row.child, row.h.samples);
+  row.verdict = verdict;
+  const auto s = static_cast<std::size_t>(std::max<std::int64_t>(0, row.version - row.h.version));
+  if (m_staleness.size() <= s) m_staleness.resize(s + 1, 0);
+  ++m_staleness[s];
+  log_update(row, version);
+}
+
 void Progress::note_applied(int child, std::int64_t samples) {
-  const double now = MPI_Wtime();
+  const double now = m_ctx.now();
   m_contributed[static_cast<std::size_t>(child)] = true;
   if (m_steady_t0 < 0) {
     if (std::all_of(m_contributed.begin(), m_contributed.end(), [](bool c) { return c; })) {
@@ -83,14 +120,14 @@ double Progress::steady_samples_per_s() const {
 }
 
 void Progress::after_version(std::int64_t version, std::int64_t samples) {
-  const auto every = m_ctx.d.experiment.log_every;
+  const auto every = m_ctx.experiment.log_every;
   if (m_updates && every > 0 && version % every == 0) print(version, samples);
 }
 
 void Progress::print(std::int64_t version, std::int64_t samples) {
-  const auto& e = m_ctx.d.experiment;
+  const auto& e = m_ctx.experiment;
   m_updates->flush();
-  const double elapsed = MPI_Wtime() - m_t0;
+  const double elapsed = m_ctx.now() - m_t0;
   const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0;
   std::string eta = "?";
   if (e.max_updates > 0 && version > 0) {
@@ -106,7 +143,7 @@ void Progress::print(std::int64_t version, std::int64_t samples) {
 }
 
 bool Progress::validate(const UpdateService& service, dist::MasterResult& result) {
-  const auto& e = m_ctx.d.experiment;
+  const auto& e = m_ctx.experiment;
   if (!e.validate) return false;
   auto span = m_ctx.trace.span("validate", "compute");
   ScopedHostThreads validating(m_compute_threads);
@@ -126,7 +163,7 @@ bool Progress::validate(const UpdateService& service, dist::MasterResult& result
   train::copy_from_host(be, layout.in_state(Net::discriminator, service.state()), m.discriminator.state());
   const auto l = train::validation_losses(e, *m_ctx.session.step, *m_val_loader);
   if (!l) return false;
-  m_metrics->row(train::metrics_row("validation", 0, service.version(), service.samples(), MPI_Wtime() - m_t0, 0, *l));
+  m_metrics->row(train::metrics_row("validation", 0, service.version(), service.samples(), m_ctx.now() - m_t0, 0, *l));
   m_metrics->flush();
   result.last_val_d = l->d_loss();
   result.last_val_g = l->g;
@@ -155,13 +192,21 @@ bool Progress::poll_physics(dist::MasterResult& result) {
 }
 
 bool Progress::record_physics(const train::PhysicsScore& s, dist::MasterResult& result) {
-  m_metrics->row(train::physics_row(m_metrics->columns(), 0, MPI_Wtime() - m_t0, s));
+  m_metrics->row(train::physics_row(m_metrics->columns(), 0, m_ctx.now() - m_t0, s));
   m_metrics->flush();
   spdlog::info("physics at update {}: {}{}", s.step, s.describe(), s.best ? " (best so far: checkpoints/best.h5)" : "");
   result.physics.last = s;
   result.physics.best = m_physics->best();
   result.physics.skipped = m_physics->skipped();
   return m_stopper.watches(physics::kFigureOfMeritName) && m_stopper.update(s.fom);
+}
+
+bool Progress::physics_now(const UpdateService& service, dist::MasterResult& result) {
+  if (!m_physics) return false;
+  ScopedHostThreads validating(m_compute_threads);
+  request_physics(service);
+  const auto s = m_physics->wait();
+  return s && record_physics(*s, result);
 }
 
 void Progress::finish_physics(const UpdateService& service, dist::MasterResult& result) {

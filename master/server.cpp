@@ -50,7 +50,7 @@ class Server {
             UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.d.experiment),
             {static_cast<int>(ctx.t.children.size()), m_top && ctx.t.masters > 1, m_top, ctx.d.dist.max_nonfinite},
             [this](int child) { return reply_span(static_cast<std::size_t>(child)); }),
-        m_progress(ctx, static_cast<int>(ctx.t.children.size())),
+        m_progress(ProgressContext::of(ctx), static_cast<int>(ctx.t.children.size())),
         m_checkpoints(ctx, m_service),
         m_reply(ctx.layout.total()) {
     for (std::size_t i = 0; i < m_children.size(); ++i) m_children[i].rank = m_t.children[i];
@@ -318,7 +318,7 @@ class Server {
       auto span = m_ctx.trace.span("apply", "compute");
       d = m_service.submit({static_cast<int>(i), h.version, h.samples, h.sumsq, u, m_ctx.channels.child_shared(i)}, r);
     }
-    row.scale = d.scale;
+    m_progress.log_decision(row, d, m_service.version());
     switch (d.outcome) {
       case Outcome::rejected_nonfinite:
       case Outcome::diverged:
@@ -327,22 +327,15 @@ class Server {
         [[fallthrough]];
       case Outcome::rejected_by_rule:
         // Nothing changed; the child gets the weights (or the stop, when training diverged).
-        row.verdict = d.outcome == Outcome::rejected_by_rule ? "rejected_by_rule" : "rejected_nonfinite";
-        m_progress.log_update(row, m_service.version());
         if (d.outcome == Outcome::diverged) diverged(i);
         if (reply) m_stopping ? send_stop(i) : answer(i);
         return;
       case Outcome::held:
-        row.verdict = "held";
-        m_held_rows.push_back(row);
         if (!d.round.empty()) round_closed(d);
         return;
       case Outcome::applied:
         break;
     }
-    m_progress.note_applied(static_cast<int>(i), h.samples);
-    row.verdict = "applied";
-    m_progress.log_update(row, m_service.version());
     after_version();
     if (!reply) return;
     if (m_stopping) {
@@ -355,12 +348,7 @@ class Server {
 
   /// The service applied a synchronous round: log it, then answer its children.
   void round_closed(const Decision& d) {
-    for (auto& row : m_held_rows) {
-      m_progress.note_applied(row.child, row.h.samples);
-      row.verdict = "applied_round";
-      m_progress.log_update(row, m_service.version());
-    }
-    m_held_rows.clear();
+    m_progress.log_round(m_service.version());
     after_version();
     for (int k : d.round) {
       const auto i = static_cast<std::size_t>(k);
@@ -473,7 +461,6 @@ class Server {
   Checkpoints m_checkpoints;
   std::optional<ParentLink> m_parent;  ///< sub-masters only
   std::vector<float> m_update, m_reply;
-  std::vector<LogRow> m_held_rows;  ///< the held updates of the open round, in arrival order
   bool m_stopping = false, m_parent_stopped = false;
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)

@@ -68,23 +68,9 @@ class Exchanger::GroupAverage {
 };
 
 Exchanger::Exchanger(dist::RoleContext& ctx, WorkerProgress& progress)
-    : m_ctx(ctx), m_progress(progress), m_mode(ctx.d.dist.algorithm->worker_mode()), m_host(make_backend("cpu")) {
-  auto& s = ctx.session;
+    : m_ctx(ctx), m_progress(progress), m_update(*ctx.d.dist.algorithm, ctx.session, ctx.d.experiment, ctx.layout) {
   const auto& e = ctx.d.experiment;
-  const auto& layout = ctx.layout;
-  m_payload.resize(layout.total());
-  m_reply.resize(layout.total());
-  m_local.resize(layout.g + layout.d);
-  m_pulled.resize(layout.g + layout.d);
-  const nn::Network* nets[2] = {&s.model->generator, &s.model->discriminator};
-  const nn::OptimizerConfig* opts[2] = {&e.opt_generator, &e.opt_discriminator};
-  const char* names[2] = {"generator", "discriminator"};
-  for (Net n : kNets) {
-    const std::size_t k = dist::index(n);
-    m_rules[k] = ctx.d.dist.algorithm->make_worker({*m_host, nets[k]->weights(), *opts[k], 1, names[k]});
-    m_acc[k] = ParameterSet::like(nets[k]->weights(), *s.backend);
-  }
-  m_group = std::make_unique<GroupAverage>(*s.backend, ctx.t);
+  m_group = std::make_unique<GroupAverage>(*ctx.session.backend, ctx.t);
   const auto& t = ctx.t;
   // Compute threads of this rank: a GPU worker's CPU side is one thread; `threads: 0` takes them all.
   const int threads = e.backend == "cuda" ? 1 : (e.threads > 0 ? e.threads : t.local_cpus);
@@ -98,23 +84,17 @@ Exchanger::Exchanger(dist::RoleContext& ctx, WorkerProgress& progress)
 Exchanger::~Exchanger() = default;
 
 void Exchanger::begin_phase() {
-  if (m_mode != algos::WorkerMode::gradients) return;
-  for (auto& acc : m_acc) {
-    Tensor a = acc.flat();
-    m_ctx.session.backend->fill(a, 0.0f);
-  }
+  m_update.begin_phase();
 }
 
 void Exchanger::on_gradients(Net n) {
-  auto& m = *m_ctx.session.model;
-  nn::Network& net = n == Net::generator ? m.generator : m.discriminator;
-  if (m_mode == algos::WorkerMode::gradients) {
-    // Accumulate at fixed weights; averaged over the group once per exchange.
-    Tensor a = m_acc[dist::index(n)].flat();
-    m_ctx.session.backend->axpby(1.0f, net.grads().flat(), 1.0f, a);
+  if (mode() == algos::WorkerMode::gradients) {
+    m_update.accumulate(n);  // at fixed weights; averaged over the group once per exchange
     return;
   }
   // Local training: the replicas of a group must apply the same gradient.
+  auto& m = *m_ctx.session.model;
+  nn::Network& net = n == Net::generator ? m.generator : m.discriminator;
   if (m_ctx.t.group_size > 1) {
     auto span = m_ctx.trace.span("allreduce", "comm");
     m_group->average(net.grads());
@@ -124,38 +104,23 @@ void Exchanger::on_gradients(Net n) {
 
 void Exchanger::build_payload() {
   auto& m = *m_ctx.session.model;
-  auto& be = *m_ctx.session.backend;
-  const auto& layout = m_ctx.layout;
-  std::span<float> p(m_payload);
-  const algos::Payload kind = m_ctx.d.dist.algorithm->payload();
-  const nn::Network* nets[2] = {&m.generator, &m.discriminator};
   const bool grouped = m_ctx.t.group_size > 1;
   if (grouped && m_group->on_device()) {
     // Average on the devices before the copy out: the accumulated gradients (gradient payloads;
     // in local mode the replicas' weights are identical already) and the BN statistics.
     auto span = m_ctx.trace.span("allreduce", "comm");
-    if (kind == algos::Payload::gradient)
-      for (auto& acc : m_acc) m_group->average(acc);
+    if (m_update.payload_kind() == algos::Payload::gradient)
+      for (Net n : kNets) m_group->average(m_update.accumulator(n));
     m_group->average(m.generator.state());
     m_group->average(m.discriminator.state());
   }
-  for (Net n : kNets) {
-    const std::size_t k = dist::index(n);
-    const ParameterSet& src = kind == algos::Payload::gradient ? m_acc[k] : nets[k]->weights();
-    train::copy_to_host(be, src, layout.block(n, p));
-    train::copy_to_host(be, nets[k]->state(), layout.state_block(n, p));
-  }
-  if (kind == algos::Payload::delta)
-    for (std::size_t i = 0; i < layout.g + layout.d; ++i) p[i] -= m_pulled[i];
+  const std::span<float> p = m_update.build();
   if (grouped && !m_group->on_device()) {
     // Gradients (gradient mode) and BN statistics are averaged over the group; in local mode the
     // replicas' weights are identical already, so averaging leaves them unchanged.
     auto span = m_ctx.trace.span("allreduce", "comm");
     m_group->average_host(p);
   }
-  // Local weights on the host for the merge.
-  for (Net n : kNets)
-    train::copy_to_host(be, nets[dist::index(n)]->weights(), layout.block(n, std::span<float>(m_local)));
 }
 
 Header Exchanger::make_header(Kind kind, const UpdateInfo& info) const {
@@ -170,13 +135,7 @@ Header Exchanger::make_header(Kind kind, const UpdateInfo& info) const {
   h.compute_s = info.compute_s;
   h.wait_s = m_progress.last_wait;
   h.checkpoint = m_progress.checkpoint_written;
-  const auto& l = info.losses;
-  std::size_t n = 0;
-  for (double x : {l.d_real, l.d_fake, l.g}) h.losses[n++] = x;
-  for (const auto* hv : {&l.d_real_heads, &l.d_fake_heads, &l.g_heads})
-    for (double x : *hv)
-      if (n < dist::kMaxLosses) h.losses[n++] = x;
-  h.n_losses = static_cast<std::int32_t>(n);
+  put_losses(h, info.losses);
   return h;
 }
 
@@ -194,7 +153,7 @@ Header Exchanger::exchange(const UpdateInfo& info) {
                  m_progress.exchanges);
   if (m_fault.nan_update(m_ctx.t.group, m_progress.exchanges)) {
     spdlog::warn("MPIGAN_FAULT: sending a NaN in update {}", m_progress.exchanges);
-    m_payload[0] = std::numeric_limits<float>::quiet_NaN();
+    m_update.payload()[0] = std::numeric_limits<float>::quiet_NaN();
   }
   Header ctl;  // what the leader broadcasts to its group
   if (m_ctx.t.leader()) ctl = leader_exchange(info);
@@ -206,7 +165,7 @@ Header Exchanger::leader_exchange(const UpdateInfo& info) {
   const auto& ch = m_ctx.channels;
   const auto& layout = m_ctx.layout;
   const auto t0 = Clock::now();
-  std::span<float> p(m_payload), rep(m_reply);
+  const std::span<float> p = m_update.payload(), rep = m_update.reply_buffer();
   Header ctl;
   if (m_ctx.d.dist.algorithm->exchange() == algos::Exchange::pull_push) {
     {
@@ -216,12 +175,12 @@ Header Exchanger::leader_exchange(const UpdateInfo& info) {
       if (ctl.kind == Kind::weights) dist::pull_payload(t.links, ch, t.parent, rep);
     }
     if (ctl.kind == Kind::weights) {
-      for (Net n : kNets) rule(n).before_send(layout.block(n, p), layout.block(n, std::span<const float>(rep)));
+      m_update.before_send(rep);
       auto span = m_ctx.trace.span("push", "comm");
       dist::push_payload(t.links, ch, make_header(Kind::update, info), t.parent, p, layout);
     }
   } else {
-    for (Net n : kNets) rule(n).before_send(layout.block(n, p), {});
+    m_update.before_send({});
     {
       auto span = m_ctx.trace.span("push", "comm");
       dist::push_payload(t.links, ch, make_header(Kind::update, info), t.parent, p, layout);
@@ -231,44 +190,21 @@ Header Exchanger::leader_exchange(const UpdateInfo& info) {
     if (ctl.kind == Kind::weights) dist::pull_payload(t.links, ch, t.parent, rep);
   }
   m_progress.last_wait = seconds_since(t0);
-  if (ctl.kind == Kind::weights) merge_reply(rep);
+  if (ctl.kind == Kind::weights) m_update.merge(rep);
   return ctl;
-}
-
-void Exchanger::merge_reply(std::span<const float> reply) {
-  const auto& layout = m_ctx.layout;
-  std::span<float> local(m_local);
-  for (Net n : kNets)
-    rule(n).after_reply(layout.block(n, local), layout.block(n, reply),
-                        layout.block(n, std::span<const float>(m_payload)));
-  // The new weights and the canonical BN state go into the reply buffer for the group.
-  std::copy(m_local.begin(), m_local.end(), m_reply.begin());
 }
 
 Header Exchanger::share_with_group(Header ctl) {
   if (m_ctx.t.group_size > 1) {
     auto span = m_ctx.trace.span("broadcast", "comm");
     m_ctx.t.group_comm.broadcast_bytes(&ctl, sizeof ctl, 0);
-    if (ctl.kind == Kind::weights) m_ctx.t.group_comm.broadcast(m_reply, 0);
+    if (ctl.kind == Kind::weights) m_ctx.t.group_comm.broadcast(m_update.reply_buffer(), 0);
   }
   if (ctl.kind == Kind::weights) {
-    load_weights();
+    m_update.load();
     m_progress.version = ctl.version;
   }
   return ctl;
-}
-
-void Exchanger::load_weights() {
-  auto& m = *m_ctx.session.model;
-  auto& be = *m_ctx.session.backend;
-  const auto& layout = m_ctx.layout;
-  std::span<const float> rep(m_reply);
-  nn::Network* nets[2] = {&m.generator, &m.discriminator};
-  for (Net n : kNets) {
-    train::copy_from_host(be, layout.block(n, rep), nets[dist::index(n)]->weights());
-    train::copy_from_host(be, layout.state_block(n, rep), nets[dist::index(n)]->state());
-  }
-  std::copy(rep.begin(), rep.begin() + static_cast<std::ptrdiff_t>(layout.g + layout.d), m_pulled.begin());
 }
 
 void Exchanger::receive_initial() {
@@ -278,9 +214,9 @@ void Exchanger::receive_initial() {
     h = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
     MPIGAN_CHECK(h.kind == Kind::weights, "expected the initial weights from rank {}, got a '{}' message", t.parent,
                  dist::to_string(h.kind));
-    dist::pull_payload(t.links, m_ctx.channels, t.parent, m_reply);
+    dist::pull_payload(t.links, m_ctx.channels, t.parent, m_update.reply_buffer());
     // GEM-like rules keep the weights their first gradient is computed at.
-    std::copy(m_reply.begin(), m_reply.begin() + static_cast<std::ptrdiff_t>(m_local.size()), m_local.begin());
+    m_update.set_local_from_reply();
   }
   h.flags = 0;  // no checkpoint on the initial weights
   share_with_group(h);

@@ -16,6 +16,7 @@
 #include "mpigan/dist/launch.hpp"
 #include "mpigan/models/gan_step.hpp"
 #include "mpigan/worker/fault_injection.hpp"
+#include "mpigan/worker/update_builder.hpp"
 
 #include <array>
 #include <memory>
@@ -45,8 +46,8 @@ class Exchanger {
   Exchanger(dist::RoleContext& ctx, WorkerProgress& progress);
   ~Exchanger();
 
-  algos::WorkerMode mode() const { return m_mode; }
-  algos::WorkerRule& rule(models::Net n) { return *m_rules[dist::index(n)]; }
+  algos::WorkerMode mode() const { return m_update.mode(); }
+  algos::WorkerRule& rule(models::Net n) { return m_update.rule(n); }
 
   /// Before a compute phase: zero the gradient accumulators (gradient mode).
   void begin_phase();
@@ -66,19 +67,13 @@ class Exchanger {
   void build_payload();
   dist::Header make_header(dist::Kind kind, const UpdateInfo& info) const;
   dist::Header leader_exchange(const UpdateInfo& info);
-  void merge_reply(std::span<const float> reply);
   dist::Header share_with_group(dist::Header ctl);
-  void load_weights();
   double reply_spin_s(double compute) const;
 
   dist::RoleContext& m_ctx;
   WorkerProgress& m_progress;
-  algos::WorkerMode m_mode;
-  std::array<std::unique_ptr<algos::WorkerRule>, 2> m_rules;
-  std::array<ParameterSet, 2> m_acc;  ///< gradient mode: accumulated gradients per network
+  UpdateBuilder m_update;  ///< the rule's worker sides, accumulators and buffers
   std::unique_ptr<GroupAverage> m_group;
-  std::unique_ptr<Backend> m_host;
-  std::vector<float> m_payload, m_reply, m_local, m_pulled;
   bool m_spin = false;  ///< topology.worker_wait resolved for this rank
   FaultPlan m_fault;    ///< MPIGAN_FAULT, read once
 };

@@ -18,6 +18,7 @@
 #include "mpigan/master/server.hpp"
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
+#include "mpigan/sandbox/sandbox.hpp"
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/worker/worker.hpp"
 
@@ -95,7 +96,11 @@ logging: {level: warn, every: 1000}
 
 dist::DistExperiment experiment(const std::vector<std::string>& set) {
   const std::string path = (job_dir() / "exp.yaml").string();
-  if (world_rank() == 0) std::ofstream(path) << kBase;
+  if (world_rank() == 0) {
+    // Written aside and renamed: a rank still reading the previous call's file keeps its copy.
+    std::ofstream(path + ".tmp") << kBase;
+    fs::rename(path + ".tmp", path);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   return dist::load_distributed(path, set, world_size());
 }
@@ -338,6 +343,40 @@ TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI m
   }
   CHECK(sa.master.version == 30);
   CHECK(sc.master.version == 30);
+}
+
+TEST_CASE("the sandbox reproduces a real synchronous job bit for bit, and a real downpour job's staleness") {
+  if (!ranks(4)) return;
+  const std::vector<std::string> sync{"algorithm.name=sync", "training.max_updates=20"};
+  const std::string real = run_dir("sandbox-real");
+  const auto s = run(real, sync);
+  const std::string async_real = run_dir("sandbox-real-async");
+  const std::vector<std::string> downpour{"algorithm.name=downpour", "training.max_updates=60"};
+  run(async_real, downpour);
+  const auto d_sync = experiment(sync), d_downpour = experiment(downpour);  // collective
+  if (world_rank() != 0) return;
+  sandbox::SandboxOptions o;
+  o.workers = 3;
+  o.out_dir = (job_dir() / "sandbox-virtual").string();
+  const auto v = sandbox::run_sandbox(d_sync, o);
+  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
+    const auto x = train::CheckpointReader(s.master.last_checkpoint).floats(name);
+    const auto y = train::CheckpointReader(v.master.last_checkpoint).floats(name);
+    INFO(name);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+  // Downpour with 3 workers of equal speed: the real job's updates are mostly 2 versions stale,
+  // as the sandbox's (constant compute) are exactly.
+  o.out_dir = (job_dir() / "sandbox-virtual-async").string();
+  const auto va = sandbox::run_sandbox(d_downpour, o);
+  std::map<std::int64_t, int> real_hist;
+  for (const auto& r : read_updates(async_real)) ++real_hist[r.staleness];
+  MESSAGE("staleness, real job: 0:" << real_hist[0] << " 1:" << real_hist[1] << " 2:" << real_hist[2]
+                                    << " 3+:" << 60 - real_hist[0] - real_hist[1] - real_hist[2]);
+  REQUIRE(va.staleness_histogram.size() == 3);
+  CHECK(va.staleness_histogram[2] == 58);
+  CHECK(real_hist[2] >= 30);
 }
 
 TEST_CASE("a non-finite update is rejected and logged, never applied") {

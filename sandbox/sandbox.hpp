@@ -1,0 +1,57 @@
+// The research sandbox: one master and N virtual workers in one process, through the real update
+// service (master/update_service.hpp), the real rules of algos/ and the real models, ordered by a
+// discrete-event clock (docs/sandbox.md).
+//
+// Each virtual worker keeps what a worker rank keeps — its weights and BatchNorm state, its rule's
+// worker sides and (local rules) its own optimizers, its shard of the data, its step seed — and
+// computes its update for real, on one shared session, on the weights it was last given; so the
+// staleness each update sees is exact. Time is simulated: a worker's compute time comes from a
+// model (timing.hpp), each message costs latency + bytes / bandwidth, and the master spends a
+// fixed service time per update, serving arrivals first come, first served (a pull-then-push
+// rule's master waits for the pulling worker's update, as the real one does). Given the same
+// experiment, N and seed, a run is the same, bit for bit.
+//
+// Virtual worker k is rank k + 1 of a one-master job: the same step seed and data shard, so a
+// synchronous sandbox run reproduces the real job's weights exactly.
+//
+// It writes what a real run writes: updates.csv (time_s is simulated time), metrics.csv
+// (validation losses and the physics figure of merit at validation.every / physics.every,
+// scored at once, not on a thread), checkpoints/final.h5 (the canonical model, for
+// `mpigan generate` and `mpigan validate`) and sandbox.json (the clock models and the summary).
+#pragma once
+
+#include "mpigan/dist/dist_config.hpp"
+#include "mpigan/dist/launch.hpp"
+#include "mpigan/sandbox/timing.hpp"
+
+#include <string>
+#include <vector>
+
+namespace mpigan::sandbox {
+
+struct SandboxOptions {
+  int workers = 4;
+  ComputeModel compute = ComputeModel::parse("constant:0.25");
+  NetworkModel network;
+  double master_s = 4e-4;   ///< the master's service time per update (`mpigan bench master`)
+  std::uint64_t seed = 0;   ///< of the clock models (the experiment's seed drives the training)
+  std::string out_dir;      ///< the run directory (default: the experiment's output_dir)
+  bool final_checkpoint = true;
+};
+
+struct SandboxResult {
+  dist::MasterResult master;          ///< version, samples, validation, physics, failure
+  double simulated_s = 0;             ///< simulated time at the last update
+  double samples_per_s = 0;           ///< simulated throughput
+  std::vector<std::int64_t> updates;  ///< updates served per worker
+  double mean_staleness = 0;
+  std::int64_t max_staleness = 0;
+  std::vector<std::int64_t> staleness_histogram;  ///< of applied and held updates, index = staleness
+  std::string run_dir;
+};
+
+/// Run the sandbox: training ends as a real run does (max_updates, the data's epochs, early
+/// stopping, divergence, a signal).
+SandboxResult run_sandbox(const dist::DistExperiment& d, const SandboxOptions& options);
+
+}  // namespace mpigan::sandbox

@@ -1,0 +1,186 @@
+// The research sandbox (sandbox/): its clock models against their definitions, its event order
+// against hand-computed staleness and throughput, determinism for a seed, every rule on tiny-8.
+// That a synchronous sandbox run equals a real MPI job bit for bit is checked in tests/mpi.
+#include "mpigan/sandbox/sandbox.hpp"
+#include "mpigan/train/checkpoint.hpp"
+
+#include "test_utils.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace mpigan;
+using namespace mpigan::sandbox;
+
+namespace {
+
+const char* kExperiment = R"(
+name: sandbox-test
+seed: 5
+threads: 1
+model: {name: tiny-8}
+data:
+  synthetic: {events: 1024, validation_events: 64}
+training: {batch: 8, epochs: 1}
+validation: {enabled: false}
+logging: {level: warn, every: 1000}
+)";
+
+dist::DistExperiment experiment(const std::string& dir, int workers, const std::vector<std::string>& set) {
+  const std::string path = dir + "/exp.yaml";
+  std::ofstream(path) << kExperiment;
+  return dist::load_distributed(path, set, workers + 1);
+}
+
+SandboxResult run(const std::string& name, int workers, const std::vector<std::string>& set, SandboxOptions o = {}) {
+  const std::string dir = test::temp_dir(name);
+  const auto d = experiment(dir, workers, set);
+  o.workers = workers;
+  o.out_dir = dir + "/run";
+  return run_sandbox(d, o);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<float> final_weights(const SandboxResult& r) {
+  REQUIRE(!r.master.last_checkpoint.empty());
+  return train::CheckpointReader(r.master.last_checkpoint).floats("model/generator/weights/values");
+}
+
+}  // namespace
+
+TEST_CASE("compute models: constant, shifted exponential and lognormal draws have their definitions' moments") {
+  CHECK(ComputeModel::parse("constant:0.25").draw(1, 3, 7, 2) == doctest::Approx(0.5));
+  for (const auto& [spec, mean] : {std::pair{"exp:0.2,0.05", 0.25}, std::pair{"lognormal:0.2,0.3", 0.2 * std::exp(0.045)}}) {
+    const auto m = ComputeModel::parse(spec);
+    CHECK(m.mean() == doctest::Approx(mean));
+    double sum = 0, lo = 1e9;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) {
+      const double x = m.draw(42, i % 4, i / 4, 1);
+      sum += x;
+      lo = std::min(lo, x);
+    }
+    INFO(spec);
+    CHECK(sum / n == doctest::Approx(mean).epsilon(0.02));
+    if (std::string(spec).starts_with("exp")) CHECK(lo >= 0.2);  // the shift is a floor
+  }
+  // A pure function of (seed, worker, index).
+  const auto m = ComputeModel::parse("lognormal:0.2,0.3");
+  CHECK(m.draw(1, 2, 3, 1) == m.draw(1, 2, 3, 1));
+  CHECK(m.draw(1, 2, 3, 1) != m.draw(2, 2, 3, 1));
+  CHECK(m.draw(1, 2, 3, 1) != m.draw(1, 3, 3, 1));
+}
+
+TEST_CASE("compute models: bad specs name the spec and what was expected") {
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("gauss:1"), doctest::Contains("expected constant:T"), ConfigError);
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("exp:0.1"), doctest::Contains("expected 2 numbers"), ConfigError);
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("constant:-1"), doctest::Contains("'-1' is not a number >= 0"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("replay:/nonexistent/updates.csv"), doctest::Contains("cannot open"),
+                       DataError);
+}
+
+TEST_CASE("compute models: replay takes each real worker's compute_s in order, cycled") {
+  const std::string dir = test::temp_dir("sandbox-replay");
+  std::ofstream(dir + "/updates.csv") << "time_s,worker,compute_s\n0.1,0,0.5\n0.2,1,0.7\n0.3,0,0.6\n";
+  const auto m = ComputeModel::parse("replay:" + dir + "/updates.csv");
+  CHECK(m.draw(0, 0, 0, 1) == 0.5);
+  CHECK(m.draw(0, 0, 1, 1) == 0.6);
+  CHECK(m.draw(0, 0, 2, 1) == 0.5);
+  CHECK(m.draw(0, 1, 5, 1) == 0.7);
+  CHECK(m.draw(0, 2, 1, 1) == 0.6);  // virtual worker 2 replays real worker 0
+  CHECK(m.mean() == doctest::Approx(0.6));
+  std::ofstream(dir + "/bad.csv") << "time_s,worker,compute_s\n0.1,0,abc\n";
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("replay:" + dir + "/bad.csv"), doctest::Contains("bad.csv:2"), DataError);
+}
+
+TEST_CASE("downpour, constant compute: every steady-state update is N-1 versions stale, throughput N/compute") {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("constant:0.25");
+  o.master_s = 1e-4;
+  const auto r = run("sandbox-downpour", 4, {"algorithm.name=downpour", "training.max_updates=80"}, o);
+  CHECK(r.master.version == 80);
+  REQUIRE(r.staleness_histogram.size() == 4);
+  // The first round of updates sees 0, 1, 2, 3 newer versions; all later ones exactly 3.
+  CHECK(r.staleness_histogram[0] == 1);
+  CHECK(r.staleness_histogram[1] == 1);
+  CHECK(r.staleness_histogram[2] == 1);
+  CHECK(r.staleness_histogram[3] == 77);
+  for (auto u : r.updates) CHECK(u == 20);
+  // 4 workers x 8 samples every 0.25 s (plus transfers and the master's 0.1 ms per update).
+  CHECK(r.samples_per_s == doctest::Approx(4 * 8 / 0.25).epsilon(0.01));
+  CHECK(r.samples_per_s < 4 * 8 / 0.25);
+}
+
+TEST_CASE("a master slower than its workers bounds the throughput at batch / service time") {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("constant:0.01");
+  o.master_s = 0.01;  // each of 8 workers computes in the time the master serves one update
+  const auto r = run("sandbox-master-bound", 8, {"algorithm.name=downpour", "training.max_updates=200"}, o);
+  CHECK(r.samples_per_s == doctest::Approx(8 / 0.01).epsilon(0.02));
+  CHECK(r.mean_staleness > 6);  // the updates queue at the master
+}
+
+TEST_CASE("sync: rounds of all workers, no staleness; stragglers set the pace") {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("exp:0.2,0.1");
+  const auto r = run("sandbox-sync", 3, {"algorithm.name=sync", "training.max_updates=20"}, o);
+  CHECK(r.master.version == 20);
+  REQUIRE(r.staleness_histogram.size() == 1);
+  CHECK(r.staleness_histogram[0] == 60);
+  // Each round waits for the slowest of 3: the expected maximum of 3 exponentials of mean 0.1 is
+  // 0.1 * (1 + 1/2 + 1/3); 20 rounds of 24 samples.
+  const double expected = 20 * 24 / (20 * (0.2 + 0.1 * (1 + 0.5 + 1.0 / 3)));
+  CHECK(r.samples_per_s == doctest::Approx(expected).epsilon(0.25));
+  CHECK(r.samples_per_s < 3 * 8 / 0.3);  // slower than asynchronous workers would be
+}
+
+TEST_CASE("a sandbox run is the same, bit for bit, for the same seeds; another clock seed changes the order") {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("lognormal:0.2,0.5");
+  o.seed = 3;
+  const std::vector<std::string> set{"algorithm.name=downpour", "training.max_updates=40"};
+  const auto a = run("sandbox-det-a", 4, set, o);
+  const auto b = run("sandbox-det-b", 4, set, o);
+  const auto wa = final_weights(a), wb = final_weights(b);
+  REQUIRE(wa.size() == wb.size());
+  CHECK(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)) == 0);
+  CHECK(slurp(a.run_dir + "/updates.csv") == slurp(b.run_dir + "/updates.csv"));
+  o.seed = 4;
+  const auto c = run("sandbox-det-c", 4, set, o);
+  CHECK(slurp(a.run_dir + "/updates.csv") != slurp(c.run_dir + "/updates.csv"));
+}
+
+TEST_CASE("every rule trains tiny-8 in the sandbox with 4 virtual workers: finite, every worker served") {
+  for (const char* rule : {"sync", "downpour", "easgd", "gem", "dc_asgd"}) {
+    INFO(rule);
+    SandboxOptions o;
+    o.compute = ComputeModel::parse("exp:0.1,0.05");
+    const auto r = run(std::string("sandbox-rule-") + rule, 4,
+                       {std::string("algorithm.name=") + rule, "training.max_updates=24"}, o);
+    CHECK(r.master.failure.empty());
+    CHECK(r.master.version == 24);
+    for (auto u : r.updates) CHECK(u >= 4);
+    for (float x : final_weights(r)) REQUIRE(std::isfinite(x));
+    const std::string log = slurp(r.run_dir + "/updates.csv");
+    CHECK(log.find("applied") != std::string::npos);
+  }
+}
+
+TEST_CASE("the data's epochs end a sandbox run, as they end a real one") {
+  // 1024 training events (the 64 validation events are apart) / 8 per batch = 128 batches over
+  // 4 shards: 32 updates each.
+  const auto r = run("sandbox-epochs", 4, {"algorithm.name=downpour"});
+  CHECK(r.master.version == 128);
+  for (auto u : r.updates) CHECK(u == 32);
+}
