@@ -27,10 +27,11 @@ struct SandboxArgs {
 int run_sandbox_command(const SandboxArgs& a) {
   // One master and the workers: the topology a real job of workers + 1 ranks would have.
   const dist::DistExperiment d = dist::load_distributed(a.experiment, a.set, a.workers + 1);
-  MPIGAN_CHECK(d.dist.topology.masters == 1 && d.dist.topology.group_size == 1,
-               "sandbox: {} asks for topology.masters {} and group_size {}; the sandbox runs one master and single-rank "
-               "workers (set topology.masters=1 and topology.group_size=1)",
-               a.experiment, d.dist.topology.masters, d.dist.topology.group_size);
+  MPIGAN_CHECK(
+      d.dist.topology.masters == 1 && d.dist.topology.group_size == 1,
+      "sandbox: {} asks for topology.masters {} and group_size {}; the sandbox runs one master and single-rank "
+      "workers (set topology.masters=1 and topology.group_size=1)",
+      a.experiment, d.dist.topology.masters, d.dist.topology.group_size);
   sandbox::SandboxOptions o;
   o.workers = a.workers;
   o.compute = sandbox::ComputeModel::parse(a.compute);
@@ -46,10 +47,11 @@ int run_sandbox_command(const SandboxArgs& a) {
   const auto r = sandbox::run_sandbox(d, o);
   const auto& m = r.master;
   const auto [lo, hi] = std::minmax_element(r.updates.begin(), r.updates.end());
-  std::printf("\nSandbox: %lld updates from %d virtual workers: %lld samples in %.1f simulated s (%.2f samples/s); "
-              "%.1f s of real time.\n",
-              static_cast<long long>(m.version), a.workers, static_cast<long long>(m.samples), r.simulated_s,
-              r.samples_per_s, m.wall_s);
+  std::printf(
+      "\nSandbox: %lld updates from %d virtual workers: %lld samples in %.1f simulated s (%.2f samples/s); "
+      "%.1f s of real time.\n",
+      static_cast<long long>(m.version), a.workers, static_cast<long long>(m.samples), r.simulated_s, r.samples_per_s,
+      m.wall_s);
   std::printf("Staleness: mean %.2f, max %lld. Updates per worker: %lld to %lld (max/min %.2f). %lld rejected.\n",
               r.mean_staleness, static_cast<long long>(r.max_staleness), static_cast<long long>(*lo),
               static_cast<long long>(*hi), *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0,

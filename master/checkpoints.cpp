@@ -20,20 +20,6 @@ void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
   auto span = m_ctx.trace.span("checkpoint", "io");
   const auto& t = m_ctx.t;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
-  // Never a checkpoint nothing could resume from: the canonical weights and BatchNorm state must be
-  // finite (the service rejects non-finite updates, but state statistics can overflow).
-  for (const auto& [what, values] : {std::pair{"generator weights", m_service.weights(models::Net::generator)},
-                                     std::pair{"discriminator weights", m_service.weights(models::Net::discriminator)},
-                                     std::pair{"BatchNorm state", m_service.state()}}) {
-    const auto bad = std::count_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
-    if (bad > 0) {
-      spdlog::error(
-          "checkpoint {} not written: {} of {} values of the {} are not finite; 'latest' stays at the last "
-          "finite checkpoint",
-          path, bad, values.size(), what);
-      return;
-    }
-  }
   train::CheckpointWriter w(path);
   m_service.save(w);
   w.put_int("progress/samples", m_service.samples());
@@ -43,6 +29,14 @@ void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
   w.put_string("algorithm/name", m_ctx.d.dist.algorithm->name());
   w.put_string("experiment/name", m_ctx.d.experiment.name);
   w.put_string("experiment/model", m_ctx.d.experiment.model.name);
+  if (!w.first_non_finite().empty()) {
+    // Never a checkpoint nothing could resume from: the canonical weights, BatchNorm state and the
+    // rules' state must be finite (the service rejects non-finite updates, but state statistics
+    // and optimizer slots can overflow).
+    spdlog::error("checkpoint {} not written: {} not finite; 'latest' stays at the last finite checkpoint", path,
+                  w.first_non_finite());
+    return;
+  }
   w.commit();
   m_pending = id;
   m_pending_path = path;

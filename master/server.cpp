@@ -16,6 +16,7 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 namespace mpigan::master {
 
@@ -30,7 +31,9 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   int rank = -1;
   bool done = false, stopped = false;
-  Header header;              ///< the request being served
+  bool held = false;          ///< its update waits for a synchronous round
+  Header header;              ///< the request being served (the receive buffer)
+  Header last;                ///< a copy of the last request served (header is reused by the receive)
   std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of
   double arrived = 0;         ///< wall time its current request was seen
   ChildWatch watch;           ///< how long it may stay silent (topology.rank_timeout)
@@ -72,6 +75,7 @@ class Server {
       serve();
     }
     if (m_ctx.before_barrier) m_ctx.before_barrier();
+    if (m_hung) end_hung();  // never returns: the hung rank cannot meet the closing barrier
     if (m_top) {
       m_checkpoints.finish();
       m_progress.finish_physics(m_service, m_result);  // after the closing barrier: workers are not held
@@ -155,19 +159,67 @@ class Server {
   std::optional<std::size_t> hung_child(double now) const {
     for (std::size_t i = 0; i < m_children.size(); ++i) {
       const Child& c = m_children[i];
-      if (c.req != MPI_REQUEST_NULL && !c.stopped && c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
+      // A held child waits for its round's reply: it is silent because of the others.
+      if (c.req != MPI_REQUEST_NULL && !c.stopped && !c.held &&
+          c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
         return i;
     }
     return std::nullopt;
   }
 
-  /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job).
+  /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job, the
+  /// hung process included).
   [[noreturn]] void fail_hung(std::size_t i, double now) {
     const std::string why =
         hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
                     dist::latest_checkpoint_id_or_none(m_ctx.run_dir), m_ctx.run_dir);
     std::ofstream(m_ctx.run_dir + "/FAILED") << why << '\n';
     MPIGAN_THROW(Error, "{}", why);
+  }
+
+  /// A hung child. The top master of a flat job (its children are worker groups) ends the job with
+  /// a checkpoint of the current version: it writes the main file and the hung group's part itself
+  /// (the data position of its last request; its rule's worker state starts afresh on resume),
+  /// stops the other children asking for their parts (now, for those held in a round), and once
+  /// serving is over waits for the parts, commits and ends the job (end_hung). A hung sub-master,
+  /// or a child of one, ends the job at once with the last complete checkpoint.
+  void stop_for_hung(std::size_t i, double now) {
+    if (!m_top || m_t.masters > 1) fail_hung(i, now);
+    Child& c = m_children[i];
+    c.stopped = true;  // never answered again; its receive is cancelled after serving
+    m_hung = {i, now};
+    const auto v = m_service.version();
+    spdlog::error("rank {} (child {}) has sent nothing for {:.0f} s: ending the job with a checkpoint of version {}",
+                  c.rank, i, c.watch.silent_for(now), v);
+    if (m_stopping) return;  // a final checkpoint is under way already
+    m_checkpoints.write(v, m_result);
+    if (m_checkpoints.pending() == v) write_hung_part(i, v);
+    enter_stopping(m_checkpoints.pending() == v ? v : -1);
+    for (std::size_t k = 0; k < m_children.size(); ++k)
+      if (m_children[k].held && !m_children[k].stopped) send_stop(k, true);
+  }
+
+  /// The hung group's part of checkpoint @p id, from its last request (dist/run_files.hpp).
+  void write_hung_part(std::size_t i, std::int64_t id) {
+    const Child& c = m_children[i];
+    const int group = (c.rank - m_t.masters) / m_t.group_size;
+    train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::worker_part(group)));
+    w.put_int("progress/steps", c.last.steps);
+    w.put_int("progress/epoch", c.last.epoch);
+    w.put_int("progress/cursor", c.last.cursor);
+    w.put_int("progress/version", c.last.version);
+    w.put_int("progress/written_by_master", 1);
+    w.commit();
+  }
+
+  /// After serving with a hung child: wait (up to the rank timeout, at least 30 s) for the other
+  /// children's parts, commit the checkpoint, record FAILED and end the job.
+  [[noreturn]] void end_hung() {
+    const double limit = std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s);
+    const double t0 = MPI_Wtime();
+    while (m_checkpoints.pending() >= 0 && !m_checkpoints.try_commit() && MPI_Wtime() - t0 < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    fail_hung(m_hung->first, m_hung->second);
   }
 
   /// Idle polling: the master sleeps between polls, backing off up to a cap of 1% of the mean
@@ -209,7 +261,7 @@ class Server {
     }
     // Also while the others keep the master busy: an asynchronous rule would go on without the
     // silent child, but no checkpoint could complete without its part.
-    if (const auto hung = hung_child(now)) fail_hung(*hung, now);
+    if (const auto hung = hung_child(now)) stop_for_hung(*hung, now);
     return ready;
   }
 
@@ -242,6 +294,7 @@ class Server {
 
   void handle(std::size_t i) {
     Child& c = m_children[i];
+    c.last = c.header;
     switch (c.header.kind) {
       case Kind::done: {
         // The child's data is exhausted: it waits for the stop, which comes when training ends
@@ -331,6 +384,7 @@ class Server {
         if (reply) m_stopping ? send_stop(i) : answer(i);
         return;
       case Outcome::held:
+        c.held = true;
         if (!d.round.empty()) round_closed(d);
         return;
       case Outcome::applied:
@@ -352,6 +406,7 @@ class Server {
     after_version();
     for (int k : d.round) {
       const auto i = static_cast<std::size_t>(k);
+      m_children[i].held = false;
       if (m_stopping) {
         send_stop(i);
         continue;
@@ -359,6 +414,7 @@ class Server {
       const std::span<float> r = reply_span(i);
       m_service.round_reply(k, r, d.first_reply_written && k == d.round.front());
       send_reply(i, r, flags_for(i), m_checkpoints.pending());
+      m_children[i].watch.awaiting(MPI_Wtime());  // its silence counts from the reply
     }
   }
 
@@ -462,6 +518,7 @@ class Server {
   std::optional<ParentLink> m_parent;  ///< sub-masters only
   std::vector<float> m_update, m_reply;
   bool m_stopping = false, m_parent_stopped = false;
+  std::optional<std::pair<std::size_t, double>> m_hung;  ///< the hung child and when it was found
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)
   dist::MasterResult m_result;

@@ -55,12 +55,6 @@ double frechet(const Gaussian& a, const Gaussian& b) {
   return (a.mean - b.mean).squaredNorm() + a.cov.trace() + b.cov.trace() - 2.0 * tr_sqrt;
 }
 
-std::vector<std::int64_t> every_row(std::int64_t n) {
-  std::vector<std::int64_t> r(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
-  return r;
-}
-
 }  // namespace
 
 double frechet_distance(std::span<const double> mu1, std::span<const double> cov1, std::span<const double> mu2,

@@ -101,12 +101,6 @@ double mmd2(const RowMatrixF& x, const RowMatrixF& y, int degree) {
          sum_off_diagonal(y, inv_d, degree, buf) / (n * (n - 1)) - 2.0 * sum_cross(x, y, inv_d, degree, buf) / (m * n);
 }
 
-std::vector<std::int64_t> every_row(std::int64_t n) {
-  std::vector<std::int64_t> r(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
-  return r;
-}
-
 }  // namespace
 
 double mmd2_unbiased_polynomial(const FeatureMatrix& x, const FeatureMatrix& y, int degree) {

@@ -54,6 +54,12 @@ std::vector<std::int64_t> sample_without_replacement(std::int64_t n, std::int64_
   return idx;
 }
 
+std::vector<std::int64_t> every_row(std::int64_t n) {
+  std::vector<std::int64_t> r(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
+  return r;
+}
+
 LineFit fit_line_nonnegative(std::span<const double> x, std::span<const double> y) {
   const std::size_t n = x.size();
   MPIGAN_CHECK(n == y.size() && n >= 3, "fit_line_nonnegative: {} x and {} y values, need >= 3 pairs", n, y.size());

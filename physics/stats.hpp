@@ -26,6 +26,8 @@ double median(std::span<const double> v);
 /// @p k distinct indices of [0, n) drawn uniformly (partial Fisher-Yates; k is clamped to n).
 /// FPD and KPD subsample without replacement: see frechet.hpp for why.
 std::vector<std::int64_t> sample_without_replacement(std::int64_t n, std::int64_t k, Rng& rng);
+/// 0, 1, ..., n-1: every row, where a subsample of rows is expected.
+std::vector<std::int64_t> every_row(std::int64_t n);
 
 /// y = intercept + slope x fitted by least squares with intercept >= 0 and slope >= 0 (the bounds
 /// JetNet's curve_fit uses for FPD(1/N)). When the unconstrained optimum violates a bound the

@@ -32,7 +32,7 @@ namespace {
 struct VirtualWorker {
   int id = 0;
   std::unique_ptr<worker::UpdateBuilder> update;
-  std::unique_ptr<models::GanStep> step;               ///< its own step seed
+  std::unique_ptr<models::GanStep> step;              ///< its own step seed
   std::array<std::unique_ptr<nn::Optimizer>, 2> opt;  ///< local rules: its own optimizers
   std::unique_ptr<data::BatchSource> data;
   std::int64_t version = 0, steps = 0, exchanges = 0, served = 0;
@@ -91,11 +91,11 @@ class Sandbox {
   SandboxResult run() {
     const auto wall0 = std::chrono::steady_clock::now();
     m_progress.open_logs(-1);
-    spdlog::info("sandbox: 1 master, {} virtual workers; rule: {}; compute {}; {:.3g} GB/s, {:.3g} us latency; "
-                 "master {:.3g} ms per update; payload {:.1f} MB",
-                 m_o.workers, m_d.dist.algorithm->describe(), m_o.compute.spec(),
-                 m_o.network.bandwidth_bytes_per_s / 1e9, m_o.network.latency_s * 1e6, m_o.master_s * 1e3,
-                 static_cast<double>(m_bytes) / 1e6);
+    spdlog::info(
+        "sandbox: 1 master, {} virtual workers; rule: {}; compute {}; {:.3g} GB/s, {:.3g} us latency; "
+        "master {:.3g} ms per update; payload {:.1f} MB",
+        m_o.workers, m_d.dist.algorithm->describe(), m_o.compute.spec(), m_o.network.bandwidth_bytes_per_s / 1e9,
+        m_o.network.latency_s * 1e6, m_o.master_s * 1e3, static_cast<double>(m_bytes) / 1e6);
     // The initial weights, sent one after the other.
     for (auto& w : m_workers) {
       m_service.pull(w.id, w.update->reply_buffer());
@@ -228,13 +228,9 @@ class Sandbox {
   }
 
   LogRow row_for(const VirtualWorker& w, double arrived) const {
-    return {w.header,
-            w.id,
-            w.id + 1,
-            m_service.version(),
-            std::sqrt(w.header.sumsq[0]),
-            std::sqrt(w.header.sumsq[1]),
-            m_now - arrived};
+    return {
+        w.header,       w.id, w.id + 1, m_service.version(), std::sqrt(w.header.sumsq[0]), std::sqrt(w.header.sumsq[1]),
+        m_now - arrived};
   }
 
   /// An update arrives (push then pull): the service decides; the reply follows its service time.
@@ -353,13 +349,6 @@ class Sandbox {
   }
 
   void write_checkpoint(std::int64_t v) {
-    const auto w = m_service.weights(Net::generator);
-    const auto st = m_service.state();
-    if (!std::all_of(w.begin(), w.end(), [](float x) { return std::isfinite(x); }) ||
-        !std::all_of(st.begin(), st.end(), [](float x) { return std::isfinite(x); })) {
-      spdlog::error("sandbox: the canonical weights or BatchNorm state are not finite; no checkpoint written");
-      return;
-    }
     train::RunDirectory run(m_dir, false);
     const std::string path = run.checkpoint_path(v);
     train::CheckpointWriter out(path);
@@ -369,6 +358,10 @@ class Sandbox {
     out.put_string("algorithm/name", m_d.dist.algorithm->name());
     out.put_string("experiment/name", m_e.name);
     out.put_string("experiment/model", m_e.model.name);
+    if (!out.first_non_finite().empty()) {
+      spdlog::error("sandbox: no checkpoint written: {} not finite", out.first_non_finite());
+      return;
+    }
     out.commit();
     run.commit_checkpoint(path, m_e.checkpoint_keep);
     m_result.master.last_checkpoint = path;

@@ -33,9 +33,9 @@ struct SandboxOptions {
   int workers = 4;
   ComputeModel compute = ComputeModel::parse("constant:0.25");
   NetworkModel network;
-  double master_s = 4e-4;   ///< the master's service time per update (`mpigan bench master`)
-  std::uint64_t seed = 0;   ///< of the clock models (the experiment's seed drives the training)
-  std::string out_dir;      ///< the run directory (default: the experiment's output_dir)
+  double master_s = 4e-4;  ///< the master's service time per update (`mpigan bench master`)
+  std::uint64_t seed = 0;  ///< of the clock models (the experiment's seed drives the training)
+  std::string out_dir;     ///< the run directory (default: the experiment's output_dir)
   bool final_checkpoint = true;
 };
 

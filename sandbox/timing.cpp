@@ -70,11 +70,11 @@ ComputeModel ComputeModel::parse(const std::string& spec) {
     m.m_kind = Kind::replay;
     if (args.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': expected replay:PATH/updates.csv", spec);
     m.m_replay = read_csv_column_by(args, "compute_s", "worker");
-    if (m.m_replay.empty())
-      MPIGAN_THROW(ConfigError, "compute model '{}': {} holds no updates to replay", spec, args);
+    if (m.m_replay.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': {} holds no updates to replay", spec, args);
   } else {
     MPIGAN_THROW(ConfigError,
-                 "compute model '{}': expected constant:T, exp:SHIFT,MEAN, lognormal:MEDIAN,SIGMA or replay:FILE", spec);
+                 "compute model '{}': expected constant:T, exp:SHIFT,MEAN, lognormal:MEDIAN,SIGMA or replay:FILE",
+                 spec);
   }
   return m;
 }
@@ -149,11 +149,10 @@ std::vector<std::vector<double>> read_csv_column_by(const std::string& path, con
     const auto cells = split_csv_line(line);
     double v = 0;
     long k = 0;
-    const bool ok =
-        cells.size() == header.size() &&
-        std::from_chars(cells[col].data(), cells[col].data() + cells[col].size(), v).ec == std::errc() &&
-        std::from_chars(cells[key].data(), cells[key].data() + cells[key].size(), k).ec == std::errc() &&
-        std::isfinite(v) && v >= 0 && k >= 0;
+    const bool ok = cells.size() == header.size() &&
+                    std::from_chars(cells[col].data(), cells[col].data() + cells[col].size(), v).ec == std::errc() &&
+                    std::from_chars(cells[key].data(), cells[key].data() + cells[key].size(), k).ec == std::errc() &&
+                    std::isfinite(v) && v >= 0 && k >= 0;
     if (!ok)
       MPIGAN_THROW(DataError, "{}:{}: expected {} cells with a number >= 0 in '{}' and a worker id in '{}'", path,
                    lineno, header.size(), column, by);

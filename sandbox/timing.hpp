@@ -44,9 +44,7 @@ class ComputeModel {
 struct NetworkModel {
   double bandwidth_bytes_per_s = 10e9;  ///< Aries-like injection bandwidth
   double latency_s = 2e-6;
-  double transfer(std::size_t bytes) const {
-    return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s;
-  }
+  double transfer(std::size_t bytes) const { return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s; }
 };
 
 /// A uniform draw in [0, 1) from (seed, stream, index): splitmix64 of the three.

@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -116,10 +118,19 @@ void write_array(hid_t file, const std::string& name, const std::string& path, h
 }
 }  // namespace
 
+template <class T>
+void CheckpointWriter::note_finite(const std::string& name, std::span<const T> v) {
+  if (!m_non_finite.empty()) return;
+  const auto bad = std::count_if(v.begin(), v.end(), [](T x) { return !std::isfinite(x); });
+  if (bad > 0) m_non_finite = fmt::format("{} ({} of {} values)", name, bad, v.size());
+}
+
 void CheckpointWriter::put(const std::string& name, std::span<const float> v) {
+  note_finite(name, v);
   write_array(m_impl->file.id(), name, m_path, H5T_NATIVE_FLOAT, v.data(), v.size());
 }
 void CheckpointWriter::put(const std::string& name, std::span<const double> v) {
+  note_finite(name, v);
   write_array(m_impl->file.id(), name, m_path, H5T_NATIVE_DOUBLE, v.data(), v.size());
 }
 void CheckpointWriter::put_int(const std::string& name, std::int64_t value) {

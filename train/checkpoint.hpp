@@ -34,11 +34,18 @@ class CheckpointWriter {
   /// space left, after removing the temporary file; the destructor never throws.
   void commit();
   const std::string& path() const { return m_path; }
+  /// The first float or double array put so far that holds a non-finite value, as "rule/m (3 of
+  /// 872808 values)"; empty when all are finite. Nothing is committed by the callers that check
+  /// it (a checkpoint nothing could resume from).
+  const std::string& first_non_finite() const { return m_non_finite; }
 
  private:
+  template <class T>
+  void note_finite(const std::string& name, std::span<const T> v);
   struct Impl;
   std::string m_path;
   std::unique_ptr<Impl> m_impl;
+  std::string m_non_finite;
 };
 
 class CheckpointReader {

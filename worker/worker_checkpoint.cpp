@@ -45,6 +45,13 @@ void write_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, W
         train::save_parameters(w, std::string("optimizer/") + name + "/" + slot, *p, *ctx.session.backend);
     }
   }
+  if (!w.first_non_finite().empty()) {
+    // A part nothing could resume from: not written, so this checkpoint never completes and
+    // 'latest' stays at the last one whose every part is finite.
+    spdlog::error("checkpoint part {} not written: {} not finite; 'latest' stays at the last complete checkpoint",
+                  w.path(), w.first_non_finite());
+    return;
+  }
   w.commit();
   progress.checkpoint_written = id;
 }
@@ -55,6 +62,13 @@ void load_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, Wo
   train::CheckpointReader r(path);
   progress.steps = r.get_int("progress/steps");
   loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
+  if (r.has("progress/written_by_master")) {
+    // This group hung when the checkpoint was taken; its master wrote the part from its last
+    // request: the data position is kept, the rule's and optimizers' state start afresh.
+    spdlog::warn("{}: written by the master for a hung group: its rule's worker state starts afresh", path);
+    progress.checkpoint_written = id;
+    return;
+  }
   for (Net n : dist::kNets) ex.rule(n).load(r, rule_key(n));
   if (ex.mode() == algos::WorkerMode::local) {
     for (const auto& [name, opt] : optimizers(ctx)) {

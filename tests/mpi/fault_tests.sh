@@ -5,8 +5,9 @@
 # "Stopped by SIGTERM", exits with status 75, and --resume continues from that checkpoint to the
 # end (a second signal ending the process at once is tested in tests/unit/core). Signals go to this
 # test's own launcher pid only.
-# A worker's exception reaches FAILED with its message. 3. A hung worker (SIGSTOP) is named by its master after topology.rank_timeout, the job ends with
-# FAILED, and --resume continues from the last complete checkpoint.
+# A worker's exception reaches FAILED with its message. 3. A hung worker (SIGSTOP) is named by its
+# master after topology.rank_timeout; the job ends with FAILED and a checkpoint of the version it
+# reached, asynchronous and synchronous, and --resume continues from it.
 # Usage: fault_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
 mpigan=${1:?mpigan binary}
@@ -107,33 +108,47 @@ rc=$?
 grep -q "worker group 1 fails at its exchange 30" "$work/throw/FAILED" || fail "throw: FAILED lacks the error: $(cat "$work/throw/FAILED" 2>&1)"
 pass "a worker's error: exit $rc, FAILED quotes it"
 
-# 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s.
+# 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s. The master names it,
+# ends the job with a checkpoint of the version reached (writing the hung worker's part itself from
+# its last update), and --resume continues from it. Asynchronous (downpour: the other worker goes on
+# until the limit) and synchronous (sync: the round can never close; its held worker is stopped).
 source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
-log=$work/hung.log
-"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/hung" --set checkpoint.every=20 \
-  --set topology.rank_timeout=3 >"$log" 2>&1 &
-job=$!
-for _ in $(seq 600); do [[ -s $work/hung/checkpoints/latest ]] && break; sleep 0.1; done
-[[ -s $work/hung/checkpoints/latest ]] || fail "hung: no checkpoint"
-stopped=$(rank_pid "$job" 2)
-[[ -n $stopped ]] || fail "hung: rank 2 not found among this job's processes"
-kill -STOP "$stopped"
-t0=$SECONDS
-for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$job" 2>/dev/null && fail "hung: the job still runs 30 s after rank 2 was stopped"
-wait "$job"
-rc=$?
-job=
-kill -9 "$stopped" 2>/dev/null
-stopped=
-[[ $rc -ne 0 ]] || fail "hung: exit status 0"
-# FAILED is the record: the rank's own stderr line may be cut off by the launcher's abort.
-grep -q "rank 2 (child 1 of this master) has sent nothing for" "$work/hung/FAILED" ||
-  fail "hung: FAILED does not name the hung rank: $(cat "$work/hung/FAILED" 2>&1)"
-pass "hung worker: named after $((SECONDS - t0)) s, exit $rc, FAILED written"
-step=$(latest_step "$work/hung")
-"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$work/hung" --set training.max_updates=$((step + 20)) \
-  >"$log" 2>&1 || fail "hung: --resume failed"
-[[ $(latest_step "$work/hung") -eq $((step + 20)) ]] || fail "hung: resumed run did not reach $((step + 20))"
-pass "hung worker: --resume continues from step $step"
+hung_worker() {
+  local rule=$1 dir=$work/hung-$1
+  log=$work/hung-$rule.log
+  "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$dir" --set checkpoint.every=20 \
+    --set algorithm.name="$rule" --set topology.rank_timeout=3 >"$log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [[ -s $dir/checkpoints/latest ]] && break; sleep 0.1; done
+  [[ -s $dir/checkpoints/latest ]] || fail "hung $rule: no checkpoint"
+  stopped=$(rank_pid "$job" 2)
+  [[ -n $stopped ]] || fail "hung $rule: rank 2 not found among this job's processes"
+  kill -STOP "$stopped"
+  local before t0=$SECONDS
+  before=$(latest_step "$dir")
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && fail "hung $rule: the job still runs 30 s after rank 2 was stopped"
+  wait "$job"
+  local rc=$?
+  job=
+  kill -9 "$stopped" 2>/dev/null
+  stopped=
+  [[ $rc -ne 0 ]] || fail "hung $rule: exit status 0"
+  # FAILED is the record: the rank's own stderr line may be cut off by the launcher's abort.
+  grep -q "rank 2 (child 1 of this master) has sent nothing for" "$dir/FAILED" ||
+    fail "hung $rule: FAILED does not name the hung rank: $(cat "$dir/FAILED" 2>&1)"
+  local step
+  step=$(latest_step "$dir")
+  grep -q "The last complete checkpoint is step $step: resume with --resume" "$dir/FAILED" ||
+    fail "hung $rule: FAILED does not name checkpoint $step: $(cat "$dir/FAILED" 2>&1)"
+  ((step % 20 != 0 || step > before)) || fail "hung $rule: no checkpoint at the hang (latest $step, before $before)"
+  pass "hung $rule worker: named after $((SECONDS - t0)) s, exit $rc, checkpoint $step (periodic one before: $before)"
+  "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$dir" --set algorithm.name="$rule" \
+    --set training.max_updates=$((step + 20)) >"$log" 2>&1 || fail "hung $rule: --resume failed"
+  grep -q "written by the master for a hung group" "$log" || fail "hung $rule: the hung group's part was not used"
+  [[ $(latest_step "$dir") -eq $((step + 20)) ]] || fail "hung $rule: resumed run did not reach $((step + 20))"
+  pass "hung $rule worker: --resume continues from step $step"
+}
+hung_worker downpour
+hung_worker sync
 echo "all fault tests passed"

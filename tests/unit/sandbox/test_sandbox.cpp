@@ -60,7 +60,8 @@ std::vector<float> final_weights(const SandboxResult& r) {
 
 TEST_CASE("compute models: constant, shifted exponential and lognormal draws have their definitions' moments") {
   CHECK(ComputeModel::parse("constant:0.25").draw(1, 3, 7, 2) == doctest::Approx(0.5));
-  for (const auto& [spec, mean] : {std::pair{"exp:0.2,0.05", 0.25}, std::pair{"lognormal:0.2,0.3", 0.2 * std::exp(0.045)}}) {
+  for (const auto& [spec, mean] :
+       {std::pair{"exp:0.2,0.05", 0.25}, std::pair{"lognormal:0.2,0.3", 0.2 * std::exp(0.045)}}) {
     const auto m = ComputeModel::parse(spec);
     CHECK(m.mean() == doctest::Approx(mean));
     double sum = 0, lo = 1e9;
@@ -84,8 +85,7 @@ TEST_CASE("compute models: constant, shifted exponential and lognormal draws hav
 TEST_CASE("compute models: bad specs name the spec and what was expected") {
   CHECK_THROWS_WITH_AS(ComputeModel::parse("gauss:1"), doctest::Contains("expected constant:T"), ConfigError);
   CHECK_THROWS_WITH_AS(ComputeModel::parse("exp:0.1"), doctest::Contains("expected 2 numbers"), ConfigError);
-  CHECK_THROWS_WITH_AS(ComputeModel::parse("constant:-1"), doctest::Contains("'-1' is not a number >= 0"),
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("constant:-1"), doctest::Contains("'-1' is not a number >= 0"), ConfigError);
   CHECK_THROWS_WITH_AS(ComputeModel::parse("replay:/nonexistent/updates.csv"), doctest::Contains("cannot open"),
                        DataError);
 }
