@@ -169,10 +169,13 @@ class Server {
 
   /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job, the
   /// hung process included).
-  [[noreturn]] void fail_hung(std::size_t i, double now) {
-    const std::string why =
-        hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
-                    dist::latest_checkpoint_id_or_none(m_ctx.run_dir), m_ctx.run_dir);
+  [[noreturn]] void fail_hung(std::size_t i, double now, std::int64_t taken_at_hang = -1) {
+    const auto latest = dist::latest_checkpoint_id_or_none(m_ctx.run_dir);
+    std::string why = hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
+                                  latest, m_ctx.run_dir);
+    if (taken_at_hang >= 0 && latest == taken_at_hang)
+      why += fmt::format(" (taken at the hang: rank {}'s part holds its data position, its rule state starts afresh)",
+                         m_children[i].rank);
     std::ofstream(m_ctx.run_dir + "/FAILED") << why << '\n';
     MPIGAN_THROW(Error, "{}", why);
   }
@@ -217,9 +220,11 @@ class Server {
   [[noreturn]] void end_hung() {
     const double limit = std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s);
     const double t0 = MPI_Wtime();
-    while (m_checkpoints.pending() >= 0 && !m_checkpoints.try_commit() && MPI_Wtime() - t0 < limit)
+    const std::int64_t id = m_checkpoints.pending();
+    bool committed = false;
+    while (id >= 0 && !(committed = m_checkpoints.try_commit()) && MPI_Wtime() - t0 < limit)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    fail_hung(m_hung->first, m_hung->second);
+    fail_hung(m_hung->first, m_hung->second, committed ? id : -1);
   }
 
   /// Idle polling: the master sleeps between polls, backing off up to a cap of 1% of the mean

@@ -16,9 +16,10 @@ supp="$root/tests/sanitizers"
 
 echo "== sanitize: configuring and building build-asan with $jobs jobs"
 # The suites need no benchmarks; -O1 -g1 (line tables, no variable info) compiles in about half
-# the time of -O2 -g and keeps file:line in every sanitizer report.
-cmake --preset asan -DMPIGAN_WERROR=ON -DMPIGAN_BUILD_BENCH=OFF \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
+# the time of -O2 -g and keeps file:line in every sanitizer report; a unity build (batches of 16
+# sources) takes about 40 % less again.
+cmake --preset asan -DMPIGAN_WERROR=ON -DMPIGAN_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
+  -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
 t0=$SECONDS
 cmake --build --preset asan -j "$jobs"
 echo "== sanitize: build took $((SECONDS - t0)) s"

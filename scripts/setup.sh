@@ -2,9 +2,11 @@
 # Installs what mpigan needs on Debian 12 (only what is missing), then configures and builds.
 #
 #   scripts/setup.sh [--build-dir DIR] [--cuda AUTO|ON|OFF] [--type Release|Debug] [--target T ...]
-#                    [--with-slurm] [--with-pytorch] [--werror]
+#                    [--with-slurm] [--with-pytorch] [--werror] [--unity]
 #
 # --werror: configure with -DMPIGAN_WERROR=ON (every compiler warning fails the build; CI).
+# --unity: a unity build (sources compiled in batches of 16: about 40 % less compile time from
+#          nothing, coarser incremental rebuilds; CI). Environment: MPIGAN_UNITY=ON does the same.
 # Environment: MPIGAN_JOBS (parallel build jobs; default: number of cores).
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
@@ -17,6 +19,7 @@ targets=()
 with_slurm=0
 with_pytorch=0
 werror=OFF
+unity=${MPIGAN_UNITY:-OFF}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build=${2:?}; shift 2 ;;
@@ -26,6 +29,7 @@ while [[ $# -gt 0 ]]; do
     --with-slurm) with_slurm=1; shift ;;
     --with-pytorch) with_pytorch=1; shift ;;
     --werror) werror=ON; shift ;;
+    --unity) unity=ON; shift ;;
     -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -57,10 +61,13 @@ fi
 
 jobs=${MPIGAN_JOBS:-$(nproc)}
 if [[ ! -f "$build/build.ninja" ]]; then
-  echo "== setup: configuring $build (CUDA: $cuda, $type, warnings as errors: $werror)"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMPIGAN_CUDA="$cuda" -DMPIGAN_WERROR="$werror" >/dev/null
-elif [[ $werror == ON ]]; then
-  cmake "$build" -DMPIGAN_WERROR=ON >/dev/null  # an existing build directory: switch it on there too
+  echo "== setup: configuring $build (CUDA: $cuda, $type, warnings as errors: $werror, unity build: $unity)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DMPIGAN_CUDA="$cuda" -DMPIGAN_WERROR="$werror" \
+    -DCMAKE_UNITY_BUILD="$unity" -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
+else
+  # An existing build directory: switch on there too what was asked for.
+  if [[ $werror == ON ]]; then cmake "$build" -DMPIGAN_WERROR=ON >/dev/null; fi
+  if [[ $unity == ON ]]; then cmake "$build" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null; fi
 fi
 echo "== setup: building ${targets[*]:-everything} with $jobs jobs"
 if ((${#targets[@]})); then

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Fidelity against the number of workers, in the sandbox: each rule at each N, at an equal number
+of samples (docs/sandbox.md).
+
+    /usr/bin/python3 scripts/sandbox_scan.py EXPERIMENT.yaml OUT_DIR [--rules sync,downpour,...]
+        --batch B [--workers 1,4,16,64] [--samples S] [--compute constant:0.25] [--set KEY=VALUE ...]
+        [--mpigan PATH] [--reuse]
+
+Runs `mpigan sandbox EXPERIMENT --workers N --set algorithm.name=RULE --set
+training.max_updates=U` for every pair (run directories OUT_DIR/RULE-N), with U = S / batch
+versions for the asynchronous rules (one worker's batch each) and S / (batch N) for sync (a round
+of N batches each), so every run sees S samples; then writes
+OUT_DIR/scan.csv (rule, workers, updates, samples, simulated seconds, samples/s, mean and max
+staleness, max/min updates per worker, rejected updates, last validation D and G losses, the last
+physics figure of merit when the experiment scores physics, diverged), OUT_DIR/scan.md (the same
+as a Markdown table) and OUT_DIR/scan.png (validation G loss, or the figure of merit, against N).
+A run that diverged or whose losses are not finite is marked so; nothing is averaged over it.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def last_row(path, kind, column):
+    value = None
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["kind"] == kind and row.get(column):
+                value = float(row[column])
+    return value
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment")
+    ap.add_argument("out")
+    ap.add_argument("--rules", default="sync,downpour,easgd,gem,dc_asgd")
+    ap.add_argument("--workers", default="1,4,16,64")
+    ap.add_argument("--samples", type=int, default=2048)
+    ap.add_argument("--batch", type=int, required=True, help="training.batch of every run")
+    ap.add_argument("--compute", default="constant:0.25")
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--mpigan", default=os.path.join(HERE, "..", "build", "apps", "mpigan"))
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the runs that finished (OUT/RULE-N/sandbox.json exists): only tabulate and plot them")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    batch = a.batch
+    rows = []
+    for rule in a.rules.split(","):
+        for n in [int(x) for x in a.workers.split(",")]:
+            updates = max(1, a.samples // (batch * (n if rule == "sync" else 1)))
+            run = os.path.join(a.out, f"{rule}-{n}")
+            cmd = [a.mpigan, "sandbox", a.experiment, "--workers", str(n), "--compute", a.compute, "--out", run,
+                   "--set", f"algorithm.name={rule}", "--set", f"training.max_updates={updates}",
+                   "--set", f"training.batch={batch}"] + sum((["--set", s] for s in a.set), [])
+            if a.reuse and os.path.exists(os.path.join(run, "sandbox.json")):
+                rc = 0
+            else:
+                print("+", " ".join(cmd), flush=True)
+                with open(run + ".log", "w") as log:
+                    rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+            summary = {}
+            if os.path.exists(os.path.join(run, "sandbox.json")):
+                with open(os.path.join(run, "sandbox.json")) as f:
+                    summary = json.load(f)
+            metrics = os.path.join(run, "metrics.csv")
+            d = last_row(metrics, "validation", "d_loss")
+            g = last_row(metrics, "validation", "g_loss")
+            fom = last_row(metrics, "physics", "fpd_hlf")
+            per = summary.get("updates_per_worker", [])
+            finite = all(v is not None and math.isfinite(v) for v in (d, g))
+            diverged = rc != 0 or bool(summary.get("failure")) or not finite
+            rows.append({
+                "rule": rule, "workers": n, "updates": summary.get("version", ""),
+                "samples": summary.get("samples", ""), "simulated_s": round(summary.get("simulated_s", 0), 2),
+                "samples_per_s": round(summary.get("samples_per_s", 0), 1),
+                "mean_staleness": round(summary.get("mean_staleness", 0), 2),
+                "max_staleness": summary.get("max_staleness", ""),
+                "fairness": round(max(per) / min(per), 2) if per and min(per) > 0 else "",
+                "rejected": summary.get("rejected", ""),
+                "val_d": "" if d is None else f"{d:.4g}", "val_g": "" if g is None else f"{g:.4g}",
+                "fpd_hlf": "" if fom is None else f"{fom:.4g}", "diverged": "yes" if diverged else "no"})
+            print(f"  {rule} N={n}: D {rows[-1]['val_d']} G {rows[-1]['val_g']} diverged {rows[-1]['diverged']}",
+                  flush=True)
+    with open(os.path.join(a.out, "scan.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    with open(os.path.join(a.out, "scan.md"), "w") as f:
+        keys = list(rows[0].keys())
+        f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(str(r[k]) for k in keys) + " |\n")
+    use_fom = any(r["fpd_hlf"] for r in rows)
+    key, label = ("fpd_hlf", "fpd_hlf (lower is better)") if use_fom else ("val_g", "validation G loss")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for rule in a.rules.split(","):
+        pts = [(r["workers"], float(r[key])) for r in rows if r["rule"] == rule and r[key] and r["diverged"] == "no"]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rule)
+        for r in rows:
+            if r["rule"] == rule and r["diverged"] == "yes":
+                ax.annotate("diverged", (r["workers"], ax.get_ylim()[1]), fontsize=7, rotation=90)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("virtual workers N")
+    ax.set_ylabel(label)
+    ax.set_title(f"{os.path.basename(a.experiment)}: {a.samples} samples, batch {batch}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.out, "scan.png"), dpi=120)
+    print(f"wrote {a.out}/scan.csv, scan.md, scan.png")
+
+
+if __name__ == "__main__":
+    main()
