@@ -7,8 +7,10 @@
 #include "mpigan/train/run_dir.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 namespace mpigan::master {
 
@@ -78,6 +80,26 @@ void Checkpoints::finish() {
   if (m_pending >= 0 && !try_commit())
     spdlog::warn("checkpoint {}: some ranks did not write their part; 'latest' stays at the previous checkpoint",
                  m_pending_path);
+}
+
+void Checkpoints::write_part_for(int group, const dist::Header& last) {
+  train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, m_pending, dist::worker_part(group)));
+  w.put_int("progress/steps", last.steps);
+  w.put_int("progress/epoch", last.epoch);
+  w.put_int("progress/cursor", last.cursor);
+  w.put_int("progress/version", last.version);
+  w.put_int("progress/written_by_master", 1);
+  w.commit();
+}
+
+bool Checkpoints::wait_commit(double limit_s) {
+  const double t0 = MPI_Wtime();
+  while (m_pending >= 0) {
+    if (try_commit()) return true;
+    if (MPI_Wtime() - t0 >= limit_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 void Checkpoints::load(std::int64_t id, dist::MasterResult& result) {

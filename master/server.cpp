@@ -16,7 +16,6 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
-#include <thread>
 
 namespace mpigan::master {
 
@@ -196,34 +195,17 @@ class Server {
                   c.rank, i, c.watch.silent_for(now), v);
     if (m_stopping) return;  // a final checkpoint is under way already
     m_checkpoints.write(v, m_result);
-    if (m_checkpoints.pending() == v) write_hung_part(i, v);
+    if (m_checkpoints.pending() == v) m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
     enter_stopping(m_checkpoints.pending() == v ? v : -1);
     for (std::size_t k = 0; k < m_children.size(); ++k)
       if (m_children[k].held && !m_children[k].stopped) send_stop(k, true);
   }
 
-  /// The hung group's part of checkpoint @p id, from its last request (dist/run_files.hpp).
-  void write_hung_part(std::size_t i, std::int64_t id) {
-    const Child& c = m_children[i];
-    const int group = (c.rank - m_t.masters) / m_t.group_size;
-    train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::worker_part(group)));
-    w.put_int("progress/steps", c.last.steps);
-    w.put_int("progress/epoch", c.last.epoch);
-    w.put_int("progress/cursor", c.last.cursor);
-    w.put_int("progress/version", c.last.version);
-    w.put_int("progress/written_by_master", 1);
-    w.commit();
-  }
-
   /// After serving with a hung child: wait (up to the rank timeout, at least 30 s) for the other
   /// children's parts, commit the checkpoint, record FAILED and end the job.
   [[noreturn]] void end_hung() {
-    const double limit = std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s);
-    const double t0 = MPI_Wtime();
     const std::int64_t id = m_checkpoints.pending();
-    bool committed = false;
-    while (id >= 0 && !(committed = m_checkpoints.try_commit()) && MPI_Wtime() - t0 < limit)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const bool committed = m_checkpoints.wait_commit(std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s));
     fail_hung(m_hung->first, m_hung->second, committed ? id : -1);
   }
 

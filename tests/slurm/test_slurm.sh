@@ -3,7 +3,8 @@
 # slurmctld and slurmd on localhost (slurm/local-slurm.sh), submits slurm/generic.sbatch with a small
 # experiment of 1 master + 3 workers through sbatch --wait, and checks the job's exit code and
 # output; checks that the Piz Daint and Titan scripts parse and are accepted by sbatch --test-only
-# (their GPU constraints replaced, as no GPU exists here). Exit 77 (skipped) without Slurm or root.
+# (their GPU constraints replaced, as no GPU exists here); scancels a running job and resumes it
+# (a clean stop with a checkpoint on SIGTERM). Exit 77 (skipped) without Slurm or root.
 # Usage: test_slurm.sh REPO_ROOT PATH/TO/mpigan
 set -uo pipefail
 root=${1:?repo root}
@@ -44,6 +45,44 @@ grep -q "4 ranks: 1 master(s), 3 worker group(s) of 1" "$work/job.out" || fail "
 grep -q "Trained 21 updates from 3 worker group(s)" "$work/job.out" || fail "the job did not finish training"
 [[ -s $work/run/checkpoints/latest ]] || fail "no checkpoint in the run directory"
 echo "ok: sbatch slurm/generic.sbatch ran 1 master + 3 workers under srun --mpi=pmi2 and finished"
+
+# scancel of a running job (what a user, or a time limit, does): Slurm sends SIGTERM to the job's
+# tasks; the run stops after a complete checkpoint, records RUN_DIR/STOPPED, and a second job
+# resumes from it to the end.
+cat >"$work/long.yaml" <<YAML
+name: slurm-cancel
+seed: 5
+threads: 1
+model: {name: tiny-8}
+data: {synthetic: {events: 4096, validation_events: 64}}
+training: {batch: 8, epochs: 100, max_updates: 20000}
+validation: {enabled: false}
+checkpoint: {every: 1000, keep: 2}
+algorithm: {name: downpour}
+logging: {level: info, every: 50}
+output: {dir: $work/cancel}
+YAML
+job=$(MPIGAN=$mpigan sbatch --parsable --ntasks=3 --cpus-per-task=1 --output="$work/cancel.out" \
+  "$root/slurm/generic.sbatch" "$work/long.yaml") || fail "sbatch of the long job failed"
+for _ in $(seq 600); do
+  [[ -f $work/cancel/updates.csv && $(wc -l <"$work/cancel/updates.csv") -gt 200 ]] && break
+  sleep 0.1
+done
+[[ -f $work/cancel/updates.csv ]] || fail "the long job did not start training ($(cat "$work/cancel.out" 2>&1 | tail -5))"
+scancel "$job"
+for _ in $(seq 600); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.1; done
+squeue -h -j "$job" 2>/dev/null | grep -q . && fail "job $job still queued 60 s after scancel"
+grep -q "Stopped by SIGTERM at update" "$work/cancel/STOPPED" 2>/dev/null ||
+  fail "scancel: no RUN_DIR/STOPPED ($(tail -5 "$work/cancel.out"))"
+[[ -s $work/cancel/checkpoints/latest ]] || fail "scancel: no complete checkpoint"
+step=$(sed -E 's/.*step-0*([0-9]+)\.h5/\1/' "$work/cancel/checkpoints/latest")
+((step > 0 && step % 1000 != 0)) || fail "scancel: the checkpoint ($step) is not the one at the stop"
+echo "ok: scancel: the job stopped with a complete checkpoint at update $step and RUN_DIR/STOPPED"
+MPIGAN=$mpigan timeout 300 sbatch --wait --ntasks=3 --cpus-per-task=1 --output="$work/resume.out" \
+  "$root/slurm/generic.sbatch" "$work/long.yaml" --resume "$work/cancel" --set training.max_updates=$((step + 50)) \
+  >/dev/null 2>&1 || fail "the resumed job failed ($(tail -5 "$work/resume.out"))"
+grep -q "Trained $((step + 50)) updates" "$work/resume.out" || fail "the resumed job did not reach $((step + 50))"
+echo "ok: scancel: a second job resumed from update $step to $((step + 50))"
 
 # The machine-specific scripts ask for GPU nodes with 12/16 cores; here their GPU constraint is
 # lifted and the cores reduced to what the local node has.
