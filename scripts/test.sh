@@ -4,7 +4,7 @@
 # GPU tests print "SKIPPED: no GPU" where no device is visible; Slurm tests need root to start
 # munged/slurmctld/slurmd on this host and are skipped (with a message) otherwise.
 #
-#   scripts/test.sh [ctest arguments, e.g. -L unit or -R data]
+#   scripts/test.sh [ctest arguments, e.g. -L unit or -R data; -L scale: the 64-rank scale test]
 #
 # Environment: MPIGAN_WERROR=ON builds with warnings as errors (CI does).
 set -euo pipefail
@@ -14,4 +14,6 @@ werror=()
 [[ ${MPIGAN_WERROR:-OFF} == ON ]] && werror=(--werror)
 scripts/setup.sh --with-slurm "${werror[@]}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# Without arguments: everything but the 64-rank scale test (label scale, ~8 min on 2 cores).
+(($#)) || set -- -LE scale
 ctest --test-dir build --output-on-failure --timeout 1500 "$@"
