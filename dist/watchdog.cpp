@@ -110,7 +110,10 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
     // stderr first, then the record in the run directory.
     for (const auto& l : lines) write_line("mpigan: error: " + l);
     if (!failure_file.empty()) {
-      std::ofstream out(failure_file, std::ios::trunc);
+      // Written aside and renamed into place: the launcher may return while this process still
+      // writes, and whoever reads FAILED then must see the rank's own words or the whole report.
+      const std::string tmp = failure_file + ".tmp";
+      std::ofstream out(tmp, std::ios::trunc);
       for (const auto& l : lines) out << l << "\n";
       // A rank that failed with an error left it beside FAILED (dist/launch.cpp): say what it was.
       std::error_code ec;
@@ -122,6 +125,8 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
         out << "its error: " << words;
         write_line("mpigan: error: the error: " + words.substr(0, words.find_last_not_of('\n') + 1));
       }
+      out.close();
+      std::filesystem::rename(tmp, failure_file, ec);
     }
   };
   // After a report: keep rank 0's stderr open a moment. Hydra forwards a pipe's contents until
