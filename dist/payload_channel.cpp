@@ -177,6 +177,13 @@ void PayloadChannels::sync() const {
   if (m_win != MPI_WIN_NULL) MPIGAN_MPI_CHECK(MPI_Win_sync(m_win));
 }
 
+std::array<double, 3> block_sums_of_squares(std::span<const float> p, const PayloadLayout& layout) {
+  const std::size_t begin[4] = {0, layout.g, layout.g + layout.d, layout.total()};
+  std::array<double, 3> s{};
+  for (int b = 0; b < 3; ++b) s[b] = cpu::sum_squares_range(p.data() + begin[b], begin[b + 1] - begin[b]);
+  return s;
+}
+
 void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int parent, std::span<const float> p,
                   const PayloadLayout& layout) {
   MPIGAN_CHECK(p.size() == layout.total(), "push_payload: {} floats for a payload of {}", p.size(), layout.total());
@@ -190,7 +197,7 @@ void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int pa
     send_header(links, h, parent, kTagHeader, ch.to_parent());
     return;
   }
-  for (int b = 0; b < 3; ++b) h.sumsq[b] = cpu::sum_squares_range(p.data() + begin[b], begin[b + 1] - begin[b]);
+  h.sumsq = block_sums_of_squares(p, layout);
   send_header(links, h, parent, kTagHeader);
   links.send(p, parent, kTagPayload);
 }

@@ -32,6 +32,7 @@
 #include "mpigan/dist/protocol.hpp"
 #include "mpigan/dist/topology.hpp"
 
+#include <array>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -90,6 +91,9 @@ class PayloadChannels {
 /// Child side: send @p h and then the payload @p p (laid out as @p layout) to @p parent (shared
 /// memory: copy @p p into the up slot before the header instead). Sets h.sumsq from @p p first,
 /// in the same pass as the copy into the slot.
+/// Sums of squares of a payload's G, D and state blocks (Header::sumsq): the master's finiteness
+/// check and the update norms it logs.
+std::array<double, 3> block_sums_of_squares(std::span<const float> p, const PayloadLayout& layout);
 void push_payload(const Comm& links, const PayloadChannels& ch, Header h, int parent, std::span<const float> p,
                   const PayloadLayout& layout);
 /// Child side, after a header with a payload came: the payload into @p out.

@@ -18,19 +18,23 @@ namespace fs = std::filesystem;
 
 Checkpoints::Checkpoints(dist::RoleContext& ctx, UpdateService& service) : m_ctx(ctx), m_service(service) {}
 
+void save_canonical(train::CheckpointWriter& w, const UpdateService& service, const dist::DistExperiment& d) {
+  service.save(w);
+  w.put_int("progress/samples", service.samples());
+  w.put_string("algorithm/name", d.dist.algorithm->name());
+  w.put_string("experiment/name", d.experiment.name);
+  w.put_string("experiment/model", d.experiment.model.name);
+}
+
 void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
   auto span = m_ctx.trace.span("checkpoint", "io");
   const auto& t = m_ctx.t;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
   train::CheckpointWriter w(path);
-  m_service.save(w);
-  w.put_int("progress/samples", m_service.samples());
+  save_canonical(w, m_service, m_ctx.d);
   w.put_int("topology/masters", t.masters);
   w.put_int("topology/groups", t.groups);
   w.put_int("topology/group_size", t.group_size);
-  w.put_string("algorithm/name", m_ctx.d.dist.algorithm->name());
-  w.put_string("experiment/name", m_ctx.d.experiment.name);
-  w.put_string("experiment/model", m_ctx.d.experiment.model.name);
   if (!w.first_non_finite().empty()) {
     // Never a checkpoint nothing could resume from: the canonical weights, BatchNorm state and the
     // rules' state must be finite (the service rejects non-finite updates, but state statistics

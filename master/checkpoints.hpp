@@ -12,6 +12,11 @@
 
 namespace mpigan::master {
 
+/// What every main checkpoint file holds, a master's or the sandbox's: the canonical model and
+/// the rules' state (UpdateService::save), the samples behind it, the rule, and the experiment's
+/// and model's names (`mpigan generate` and `validate` read them).
+void save_canonical(train::CheckpointWriter& w, const UpdateService& service, const dist::DistExperiment& d);
+
 class Checkpoints {
  public:
   Checkpoints(dist::RoleContext& ctx, UpdateService& service);

@@ -30,7 +30,6 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   int rank = -1;
   bool done = false, stopped = false;
-  bool held = false;          ///< its update waits for a synchronous round
   Header header;              ///< the request being served (the receive buffer)
   Header last;                ///< a copy of the last request served (header is reused by the receive)
   std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of
@@ -159,7 +158,7 @@ class Server {
     for (std::size_t i = 0; i < m_children.size(); ++i) {
       const Child& c = m_children[i];
       // A held child waits for its round's reply: it is silent because of the others.
-      if (c.req != MPI_REQUEST_NULL && !c.stopped && !c.held &&
+      if (c.req != MPI_REQUEST_NULL && !c.stopped && !m_service.held(static_cast<int>(i)) &&
           c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
         return i;
     }
@@ -198,7 +197,7 @@ class Server {
     if (m_checkpoints.pending() == v) m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
     enter_stopping(m_checkpoints.pending() == v ? v : -1);
     for (std::size_t k = 0; k < m_children.size(); ++k)
-      if (m_children[k].held && !m_children[k].stopped) send_stop(k, true);
+      if (m_service.held(static_cast<int>(k)) && !m_children[k].stopped) send_stop(k, true);
   }
 
   /// After serving with a hung child: wait (up to the rank timeout, at least 30 s) for the other
@@ -371,7 +370,6 @@ class Server {
         if (reply) m_stopping ? send_stop(i) : answer(i);
         return;
       case Outcome::held:
-        c.held = true;
         if (!d.round.empty()) round_closed(d);
         return;
       case Outcome::applied:
@@ -393,7 +391,6 @@ class Server {
     after_version();
     for (int k : d.round) {
       const auto i = static_cast<std::size_t>(k);
-      m_children[i].held = false;
       if (m_stopping) {
         send_stop(i);
         continue;

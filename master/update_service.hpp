@@ -22,6 +22,7 @@
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/train/experiment.hpp"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <memory>
@@ -110,6 +111,8 @@ class UpdateService {
   std::span<const float> state() const { return m_state; }
   const dist::PayloadLayout& layout() const { return m_layout; }
   bool synchronous() const { return m_synchronous; }
+  /// Child @p child's update is held for the open round (it waits for the others).
+  bool held(int child) const { return std::find(m_held.begin(), m_held.end(), child) != m_held.end(); }
   int children() const { return static_cast<int>(m_children.size()); }
 
   // ---- progress

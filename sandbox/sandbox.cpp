@@ -4,7 +4,8 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/stop_signal.hpp"
-#include "mpigan/kernels/vector_kernels.hpp"
+#include "mpigan/dist/payload_channel.hpp"
+#include "mpigan/master/checkpoints.hpp"
 #include "mpigan/master/progress.hpp"
 #include "mpigan/master/update_service.hpp"
 #include "mpigan/train/run_dir.hpp"
@@ -168,7 +169,7 @@ class Sandbox {
     models::StepLosses losses;
     data::Batch batch;
     for (std::int64_t k = 0; k < m_d.dist.sync_every; ++k) {
-      if (!next_batch(*w.data, batch)) {
+      if (!train::next_batch(*w.data, batch, m_e.epochs)) {
         w.exhausted = true;
         break;
       }
@@ -203,13 +204,6 @@ class Sandbox {
       push(w.sent_at + m_o.network.transfer(m_bytes), w.id, Event::Kind::update);
   }
 
-  bool next_batch(data::BatchSource& loader, data::Batch& b) const {
-    while (true) {
-      if (loader.next(b)) return true;
-      if (loader.position().epoch >= m_e.epochs) return false;
-    }
-  }
-
   /// The worker's reply reaches it at @p t: merge, then its next phase.
   void deliver(VirtualWorker& w, double t) {
     w.header.wait_s = t - w.sent_at;
@@ -220,11 +214,8 @@ class Sandbox {
 
   master::Incoming incoming(VirtualWorker& w) {
     const std::span<const float> p = w.update->payload();
-    const std::size_t begin[4] = {0, m_layout.g, m_layout.g + m_layout.d, m_layout.total()};
-    std::array<double, 3> sumsq{};
-    for (int b = 0; b < 3; ++b) sumsq[b] = cpu::sum_squares_range(p.data() + begin[b], begin[b + 1] - begin[b]);
-    w.header.sumsq = sumsq;
-    return {w.id, w.header.version, w.header.samples, sumsq, p, true};
+    w.header.sumsq = dist::block_sums_of_squares(p, m_layout);
+    return {w.id, w.header.version, w.header.samples, w.header.sumsq, p, true};
   }
 
   LogRow row_for(const VirtualWorker& w, double arrived) const {
@@ -352,12 +343,8 @@ class Sandbox {
     train::RunDirectory run(m_dir, false);
     const std::string path = run.checkpoint_path(v);
     train::CheckpointWriter out(path);
-    m_service.save(out);
-    out.put_int("progress/samples", m_service.samples());
+    master::save_canonical(out, m_service, m_d);
     out.put_int("sandbox/workers", m_o.workers);
-    out.put_string("algorithm/name", m_d.dist.algorithm->name());
-    out.put_string("experiment/name", m_e.name);
-    out.put_string("experiment/model", m_e.model.name);
     if (!out.first_non_finite().empty()) {
       spdlog::error("sandbox: no checkpoint written: {} not finite", out.first_non_finite());
       return;

@@ -76,4 +76,11 @@ std::unique_ptr<data::BatchSource> DataPlan::validation(std::int64_t batch) cons
   return std::make_unique<data::Loader>(set, vo);
 }
 
+bool next_batch(data::BatchSource& loader, data::Batch& b, std::int64_t epochs) {
+  while (true) {
+    if (loader.next(b)) return true;
+    if (loader.position().epoch >= epochs) return false;
+  }
+}
+
 }  // namespace mpigan::train

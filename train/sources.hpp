@@ -29,4 +29,8 @@ class DataPlan {
   data::Datasets m_sets;
 };
 
+/// The next training batch, going on into the next epoch at an epoch's end; false once
+/// @p epochs epochs are done (a worker's loop and the sandbox's virtual workers).
+bool next_batch(data::BatchSource& loader, data::Batch& b, std::int64_t epochs);
+
 }  // namespace mpigan::train

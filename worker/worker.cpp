@@ -15,14 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The next batch, starting the next epoch at an epoch's end; false when all epochs are done.
-bool next_batch(const train::ExperimentConfig& e, data::BatchSource& loader, data::Batch& b) {
-  while (true) {
-    if (loader.next(b)) return true;
-    if (loader.position().epoch >= e.epochs) return false;
-  }
-}
-
 }  // namespace
 
 void run_worker(dist::RoleContext& ctx) {
@@ -49,7 +41,7 @@ void run_worker(dist::RoleContext& ctx) {
     {
       auto span = ctx.trace.span("compute", "compute");
       for (std::int64_t k = 0; k < ctx.d.dist.sync_every; ++k) {
-        if (!next_batch(e, loader, batch)) {
+        if (!train::next_batch(loader, batch, e.epochs)) {
           exhausted = true;
           break;
         }
