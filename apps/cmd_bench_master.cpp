@@ -190,7 +190,7 @@ void bench_master(const BenchMasterOptions& o) {
         bound = copy_bound(floats);
         arithmetic = arithmetic_bound(floats);
       }
-      dist::RoleContext ctx{d, t, dir, -1, trace, channels, std::move(session), layout, {}};
+      dist::RoleContext ctx{d, t, dir, -1, trace, channels, std::move(session), layout, {}, {}};
       const auto r = master::run_master(ctx);
       const double rate = static_cast<double>(r.samples) / r.wall_s;  // each stand-in update carries 1 sample
       // Capacity: updates per second of the master's busy time (not waiting for a request), i.e.

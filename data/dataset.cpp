@@ -130,6 +130,44 @@ double Dataset::load(std::int64_t k, std::span<float> cells) const {
   return sum;
 }
 
+namespace {
+
+/// Cross-validation (DatasetSpec::folds): fold `spec.fold` of the training parts becomes the
+/// validation set, the other folds train. Fold f of n items is [f*n/K, (f+1)*n/K).
+void apply_fold(const DatasetSpec& spec, std::vector<Dataset::Part>& train, std::vector<Dataset::Part>& val) {
+  const std::int64_t k = spec.folds, f = spec.fold;
+  std::vector<Dataset::Part> keep, held;
+  if (spec.split == SplitMode::files) {
+    const auto n = static_cast<std::int64_t>(train.size());
+    if (n < k)
+      MPIGAN_THROW(ConfigError,
+                   "data.cross_validation: {} folds by files need at least {} training files, found {}; use "
+                   "data.split: events",
+                   k, k, n);
+    for (std::int64_t i = 0; i < n; ++i)
+      (i >= f * n / k && i < (f + 1) * n / k ? held : keep).push_back(train[static_cast<std::size_t>(i)]);
+  } else {
+    for (const Dataset::Part& p : train) {
+      const std::int64_t n = p.end - p.begin, lo = p.begin + f * n / k, hi = p.begin + (f + 1) * n / k;
+      Dataset::Part before = p, fold = p, after = p;
+      before.end = lo;
+      fold.begin = lo;
+      fold.end = hi;
+      after.begin = hi;
+      for (Dataset::Part* q : {&before, &after})
+        if (q->end > q->begin) keep.push_back(*q);
+      if (hi > lo) held.push_back(fold);
+    }
+  }
+  if (keep.empty() || held.empty())
+    MPIGAN_THROW(ConfigError, "data.cross_validation: fold {} of {} leaves {} (too few training events)", f, k,
+                 keep.empty() ? "no training events" : "no held-out events");
+  train = std::move(keep);
+  val = std::move(held);
+}
+
+}  // namespace
+
 Datasets open_datasets(const DatasetSpec& spec) {
   std::vector<std::string> problems;
   if (spec.train_files.empty()) problems.push_back("data: no training files given");
@@ -204,6 +242,7 @@ Datasets open_datasets(const DatasetSpec& spec) {
       }
     }
   }
+  if (spec.folds >= 2) apply_fold(spec, train_parts, val_parts);
   Datasets out;
   out.train = std::make_shared<Dataset>("train", train_parts, spec.geometry, spec.preprocess, spec.scan_threads,
                                         spec.max_events);

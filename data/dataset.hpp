@@ -33,6 +33,12 @@ struct DatasetSpec {
   std::vector<std::string> validation_files;  ///< explicit validation files (then no fraction split)
   double validation_fraction = 0.0;           ///< used when validation_files is empty
   SplitMode split = SplitMode::files;         ///< files: the last files; events: the last events of each file
+  /// K-fold cross-validation (folds >= 2): the training set (what remains after the validation
+  /// split) is cut into `folds` parts, by files or by events of each file as `split` says; part
+  /// `fold` is the validation set and the others train. The configured validation set is then
+  /// not used at all: it stays the untouched test set of a hyper-parameter search.
+  int folds = 0;
+  int fold = 0;
   Geometry geometry = Geometry::ecal25;
   Units units = Units::automatic;
   Preprocess preprocess = preprocess_3dgan();

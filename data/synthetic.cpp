@@ -60,7 +60,8 @@ bool SyntheticSource::next(Batch& out) {
   out.angle = Tensor();
   out.event_ids.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t ev = m_o.first + m_perm[static_cast<std::size_t>(b + i)];
+    std::int64_t ev = m_o.first + m_perm[static_cast<std::size_t>(b + i)];
+    if (m_o.skip_count > 0 && ev >= m_o.skip_first) ev += m_o.skip_count;
     synthetic_event(m_o.seed, ev, out.image.data() + i * S * S * S, out.energy.data()[i], out.ecal.data()[i]);
     out.event_ids[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(ev);
   }

@@ -21,6 +21,9 @@ void synthetic_event(std::uint64_t seed, std::int64_t e, float* image, float& en
 struct SyntheticOptions {
   std::uint64_t seed = 1;  ///< the events
   std::int64_t first = 0, count = 4096;
+  /// Events [skip_first, skip_first + skip_count) are left out: the source's count events are
+  /// first, first + 1, ... with that range jumped over (a cross-validation fold held out).
+  std::int64_t skip_first = 0, skip_count = 0;
   std::int64_t batch = 16;
   int shard = 0, num_shards = 1;
   std::uint64_t order_seed = 1;  ///< epoch permutations

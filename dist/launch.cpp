@@ -88,7 +88,7 @@ JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOp
 
   t.links.barrier();
   Trace trace(d.dist.trace, t.rank, t.label(), MPI_Wtime());
-  RoleContext ctx{d, t, dir, resume_id, trace, channels, std::move(session), layout, {}};
+  RoleContext ctx{d, t, dir, resume_id, trace, channels, std::move(session), layout, {}, options.prune};
   JobSummary s;
   s.run_dir = dir;
   s.workers = t.groups;

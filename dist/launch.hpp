@@ -52,6 +52,8 @@ struct RoleContext {
   PayloadLayout layout;    ///< of session.model
   /// A sub-master calls it just before its closing barrier (the watchdog's goodbye).
   std::function<void()> before_barrier;
+  /// train::RunOptions::prune: the top master asks it after each validation.
+  std::function<bool()> prune;
 };
 
 struct Roles {

@@ -488,6 +488,11 @@ class Server {
       begin_stop("early stopping");
       return;
     }
+    if (m_ctx.prune && m_e.validate_every > 0 && v % m_e.validate_every == 0 && m_ctx.prune()) {
+      m_result.stopped_early = true;
+      begin_stop("pruned by the hyper-parameter search");
+      return;
+    }
     if (m_e.checkpoint_every > 0 && v % m_e.checkpoint_every == 0) m_checkpoints.write(v, m_result);
   }
 

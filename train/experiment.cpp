@@ -152,6 +152,16 @@ void parse_data(ConfigNode& root, ExperimentConfig& e) {
     d.problem("validation_fraction", "give either data.validation (files) or data.validation_fraction, not both");
   e.data.split =
       d.get_choice("split", "files", {"files", "events"}) == "files" ? data::SplitMode::files : data::SplitMode::events;
+  if (d.has("cross_validation")) {
+    ConfigNode cv = d.section("cross_validation");
+    e.data.folds = static_cast<int>(cv.get_int("folds", 2, 2, 100));
+    e.data.fold = static_cast<int>(cv.get_int("fold", 0, 0, 99));
+    if (e.data.fold >= e.data.folds)
+      cv.problem("fold", fmt::format("fold {} of {} folds: expected 0 <= fold < folds", e.data.fold, e.data.folds));
+    cv.reject_unknown();
+  } else {
+    d.accept("cross_validation");
+  }
   const std::string units = d.get_choice("units", "auto", {"auto", "gev", "gev_x50"});
   e.data.units = units == "auto" ? data::Units::automatic : units == "gev" ? data::Units::gev : data::Units::gev_x50;
   e.data.max_events = d.get_int("max_events", 0, 0);
@@ -276,6 +286,10 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   for (const auto& f : e.data.validation_files) r["data"]["validation"].push_back(f);
   if (e.data.validation_files.empty()) r["data"]["validation_fraction"] = e.data.validation_fraction;
   r["data"]["split"] = e.data.split == data::SplitMode::files ? "files" : "events";
+  if (e.data.folds >= 2) {
+    r["data"]["cross_validation"]["folds"] = e.data.folds;
+    r["data"]["cross_validation"]["fold"] = e.data.fold;
+  }
   r["data"]["units"] = units_name(e.data.units);
   r["data"]["max_events"] = e.data.max_events;
   r["data"]["prefetch"] = e.prefetch;
@@ -349,6 +363,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.backend = root.get_choice("backend", e.backend, backend_names());
   e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
   for (const auto& s : extra_sections) root.accept(s);
+  root.accept("search");  // the hyper-parameter search's section (hpo/study.hpp); a trial ignores it
 
   parse_model(root, e);
   parse_data(root, e);

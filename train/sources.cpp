@@ -8,6 +8,16 @@
 #include "mpigan/train/trainer.hpp"
 
 namespace mpigan::train {
+namespace {
+
+/// The synthetic training events [lo, hi) held out as the validation fold (data.cross_validation).
+std::pair<std::int64_t, std::int64_t> synthetic_fold(const ExperimentConfig& e) {
+  if (e.data.folds < 2) return {0, 0};
+  const std::int64_t n = e.synthetic.events, k = e.data.folds, f = e.data.fold;
+  return {f * n / k, (f + 1) * n / k};
+}
+
+}  // namespace
 
 DataPlan DataPlan::open(const ExperimentConfig& e, bool prepare) {
   DataPlan p;
@@ -18,6 +28,11 @@ DataPlan DataPlan::open(const ExperimentConfig& e, bool prepare) {
 }
 
 std::string DataPlan::describe() const {
+  if (m_e->synthetic.enabled && m_e->data.folds >= 2) {
+    const auto [lo, hi] = synthetic_fold(*m_e);
+    return fmt::format("synthetic toy showers: {} training, {} held-out events (fold {} of {}: events [{}, {}))",
+                       m_e->synthetic.events - (hi - lo), hi - lo, m_e->data.fold, m_e->data.folds, lo, hi);
+  }
   if (m_e->synthetic.enabled)
     return fmt::format("synthetic toy showers: {} training, {} held-out events", m_e->synthetic.events,
                        m_e->synthetic.validation_events);
@@ -33,6 +48,12 @@ std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard
     o.seed = e.synthetic.seed;
     o.first = 0;
     o.count = e.synthetic.events;
+    if (e.data.folds >= 2) {  // the held-out fold is jumped over
+      const auto [lo, hi] = synthetic_fold(e);
+      o.skip_first = lo;
+      o.skip_count = hi - lo;
+      o.count -= hi - lo;
+    }
     o.batch = batch;
     o.shard = shard;
     o.num_shards = shards;
@@ -56,11 +77,13 @@ std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard
 std::unique_ptr<data::BatchSource> DataPlan::validation(std::int64_t batch) const {
   const ExperimentConfig& e = *m_e;
   if (e.synthetic.enabled) {
-    if (e.synthetic.validation_events < batch) return nullptr;
+    const auto [fold_lo, fold_hi] = synthetic_fold(e);
+    const bool cv = e.data.folds >= 2;
+    if ((cv ? fold_hi - fold_lo : e.synthetic.validation_events) < batch) return nullptr;
     data::SyntheticOptions o;
     o.seed = e.synthetic.seed;
-    o.first = e.synthetic.events;  // disjoint from the training events
-    o.count = e.synthetic.validation_events;
+    o.first = cv ? fold_lo : e.synthetic.events;  // disjoint from the training events
+    o.count = cv ? fold_hi - fold_lo : e.synthetic.validation_events;
     o.batch = batch;
     o.shuffle = false;
     return std::make_unique<data::SyntheticSource>(o);

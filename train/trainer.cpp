@@ -111,7 +111,8 @@ class SingleProcessRun {
         m_source(m_plan.train(e.batch)),
         m_loader(*m_source),
         m_metrics(m_run.file("metrics.csv"), metrics_columns(m_s.model->discriminator.output_names()), m_resume),
-        m_stopper(e.early_stopping) {
+        m_stopper(e.early_stopping),
+        m_prune(options.prune) {
     if (e.physics.enabled) {
       m_physics.emplace(e, m_plan, m_run.file("checkpoints/best.h5"));
       m_summary.physics.best_path = m_physics->best_path();
@@ -213,6 +214,10 @@ class SingleProcessRun {
   void validate() {
     validate_losses();
     if (m_physics && m_e.physics.every == 0) validate_physics();
+    if (m_prune && m_prune()) {
+      spdlog::info("validation at step {}: the search prunes this trial", m_step);
+      m_summary.stopped_early = true;
+    }
   }
 
   /// The physics figure of merit of the current generator (physics_monitor.hpp).
@@ -343,6 +348,7 @@ class SingleProcessRun {
   LossAverager m_epoch_avg;
   clock::time_point m_t_start, m_t_epoch;
   EarlyStopper m_stopper;
+  std::function<bool()> m_prune;
   std::optional<PhysicsMonitor> m_physics;
   std::int64_t m_physics_at = -1;  ///< step of the last physics validation
   std::vector<double> m_window;    ///< |D| + |G| of the last 20 steps

@@ -18,6 +18,9 @@ namespace mpigan::train {
 struct RunOptions {
   std::string out_dir;     ///< overrides output.dir
   std::string resume_dir;  ///< continue the run in this directory from its latest checkpoint
+  /// Asked after each validation (metrics.csv has the row): true ends the run as stopped early,
+  /// with its checkpoint. A hyper-parameter search prunes its poor trials this way (hpo/).
+  std::function<bool()> prune;
 };
 
 struct TrainSummary {

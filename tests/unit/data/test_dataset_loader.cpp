@@ -203,6 +203,58 @@ TEST_CASE("datasets: split by files and by events, disjoint ids, max_events") {
   CHECK_THROWS_AS(open_datasets(spec), DataError);
 }
 
+TEST_CASE("datasets: K-fold cross-validation by files and by events; the validation set is left out") {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) {
+    FileSpec s;
+    s.events = 10 + i;  // 10, 11, 12, 13, 14 events
+    write_file(dir.file(fmt::format("EleEscan_{}.h5", i)), s);
+  }
+  DatasetSpec spec;
+  spec.train_files = {dir.file("EleEscan_*.h5")};
+  spec.validation_fraction = 0.2;  // the last file (14 events): the test set, never a fold
+  spec.folds = 2;
+  // By files: the 4 training files, fold f = files [2f, 2f + 2).
+  std::set<std::uint64_t> held;
+  for (int f = 0; f < 2; ++f) {
+    spec.fold = f;
+    const auto d = open_datasets(spec);
+    REQUIRE(d.validation);
+    CHECK(d.train->size() + d.validation->size() == 10 + 11 + 12 + 13);
+    CHECK(d.validation->size() == (f == 0 ? 10 + 11 : 12 + 13));
+    for (std::int64_t k = 0; k < d.validation->size(); ++k) {
+      CHECK(d.validation->event_id(k) < 46);                 // never an event of the test file (ids 46..59)
+      CHECK(held.insert(d.validation->event_id(k)).second);  // each event is held out once
+    }
+    for (std::int64_t k = 0; k < d.train->size(); ++k) CHECK(d.train->event_id(k) < 46);
+  }
+  CHECK(held.size() == 46);
+
+  // By events: fold f of each file's n events is [f n / K, (f + 1) n / K); with K = 3 over the
+  // 5 files' training parts (fraction 0.2 of each file held out as the test set).
+  spec.split = SplitMode::events;
+  spec.folds = 3;
+  held.clear();
+  std::int64_t train_total = -1;
+  for (int f = 0; f < 3; ++f) {
+    spec.fold = f;
+    const auto d = open_datasets(spec);
+    const std::int64_t total = d.train->size() + d.validation->size();
+    if (train_total < 0) train_total = total;
+    CHECK(total == train_total);  // the same events, split differently
+    for (std::int64_t k = 0; k < d.validation->size(); ++k) CHECK(held.insert(d.validation->event_id(k)).second);
+  }
+  // The training parts: 10 - 2, 11 - 2, 12 - 2, 13 - 3, 14 - 3 events (llround of 0.2 n held out).
+  CHECK(train_total == 8 + 9 + 10 + 10 + 11);
+  CHECK(static_cast<std::int64_t>(held.size()) == train_total);
+
+  spec.split = SplitMode::files;
+  spec.folds = 5;  // 4 training files cannot make 5 folds
+  spec.fold = 0;
+  CHECK_THROWS_WITH_AS(open_datasets(spec),
+                       doctest::Contains("5 folds by files need at least 5 training files, found 4"), ConfigError);
+}
+
 TEST_CASE("datasets: the AngleGAN cut drops low-sum events, counted, from `sum` or from a scan") {
   TempDir dir;
   for (bool with_sum : {true, false}) {
