@@ -17,6 +17,7 @@ void add_generate_command(CLI::App& app);  // cmd_generate.cpp
 void add_validate_command(CLI::App& app);  // cmd_validate.cpp
 void add_report_command(CLI::App& app);    // cmd_report.cpp
 void add_sandbox_command(CLI::App& app);   // cmd_sandbox.cpp
+void add_optimize_command(CLI::App& app);  // cmd_optimize.cpp
 void add_bench_master(CLI::App& bench);    // cmd_bench_master.cpp: `mpigan bench master`
 
 /// Runs scripts/NAME (of the source tree mpigan was built from) with /usr/bin/python3 and @p args;

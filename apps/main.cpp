@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   mpigan::apps::add_validate_command(app);
   mpigan::apps::add_report_command(app);
   mpigan::apps::add_sandbox_command(app);
+  mpigan::apps::add_optimize_command(app);
   mpigan::apps::add_inspect_command(app);
   mpigan::apps::add_bench_command(app);
   return mpigan::apps::run_guarded([&] {

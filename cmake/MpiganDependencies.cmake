@@ -34,6 +34,7 @@ find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3.10 CONFIG REQUIRED)
+find_package(NLopt CONFIG REQUIRED)  # hpo/: the Gaussian process fit and the acquisition maximisation
 if(MPIGAN_BUILD_TESTS)
   find_package(doctest CONFIG REQUIRED)
 endif()

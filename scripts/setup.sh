@@ -41,7 +41,7 @@ packages=(build-essential cmake ninja-build pkg-config
           mpich libmpich-dev
           libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
           libeigen3-dev libhdf5-dev zlib1g-dev libyaml-cpp-dev
-          libfmt-dev libspdlog-dev libcli11-dev doctest-dev libbenchmark-dev nlohmann-json3-dev
+          libfmt-dev libspdlog-dev libcli11-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libnlopt-cxx-dev
           python3-matplotlib python3-numpy)
 ((with_slurm)) && packages+=(slurm-wlm munge)
 ((with_pytorch)) && packages+=(python3-torch python3-numpy python3-h5py)

@@ -1,0 +1,76 @@
+// The results database of a search: one JSON object per line in SEARCH_DIR/trials.jsonl, appended
+// and fsync'ed one event at a time (a trial started, a trial ended), so that a search killed at any
+// moment loses at most the line being written, and a torn last line is ignored on reading.
+// SEARCH_DIR/search.json holds what the search was started with (the experiment, its hash, the
+// algorithm, seed, space); `--resume` checks the hash, replays trials.jsonl and goes on.
+//
+// A trial's state is the last event about it. Trials found "running" when a search resumes were
+// cut off by the job's end (a crashed rank or a killed job takes the whole MPI job down): they are
+// closed as "interrupted" and their points run again first.
+#pragma once
+
+#include "mpigan/hpo/optimizer.hpp"
+#include "mpigan/hpo/pruner.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mpigan::hpo {
+
+enum class TrialStatus { running, done, pruned, failed, interrupted };
+const char* trial_status_name(TrialStatus s);
+
+struct FoldResult {
+  int fold = 0;
+  std::string run_dir;
+  std::string status = "done";  ///< done | pruned | failed
+  std::optional<double> value;  ///< the objective as written in metrics.csv (not sign-flipped)
+  std::string message;          ///< why it failed
+  double seconds = 0;
+};
+
+struct TrialRecord {
+  std::int64_t id = 0;
+  Point x;
+  std::vector<std::string> overrides;  ///< "key=value", what the trial ran with
+  TrialStatus status = TrialStatus::running;
+  int block = -1;
+  std::string run_dir;
+  double started = 0, ended = 0;  ///< seconds since the epoch
+  std::optional<double> value;    ///< mean over folds, as written (not sign-flipped)
+  double spread = 0;              ///< standard deviation over folds (0 with one fold)
+  std::vector<FoldResult> folds;
+  std::string message;
+  std::int64_t rerun_of = -1;  ///< an interrupted trial this one repeats
+};
+
+class ResultsDb {
+ public:
+  /// Opens SEARCH_DIR/trials.jsonl for appending (created if missing) and replays it.
+  explicit ResultsDb(std::string dir);
+
+  const std::string& dir() const { return m_dir; }
+  const std::vector<TrialRecord>& trials() const { return m_trials; }
+  /// The next trial id (one more than the largest recorded).
+  std::int64_t next_id() const { return static_cast<std::int64_t>(m_trials.size()); }
+
+  void start(const TrialRecord& t);
+  void end(const TrialRecord& t);
+  /// Lines of trials.jsonl that could not be read (a torn last line after a kill), for the log.
+  int skipped_lines() const { return m_skipped; }
+
+ private:
+  void append(const std::string& line);
+  void apply(const std::string& line, int line_no);
+
+  std::string m_dir;
+  std::vector<TrialRecord> m_trials;
+  int m_skipped = 0;
+};
+
+/// Writes @p text to @p path through a temporary file and a rename (never a half-written file).
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace mpigan::hpo

@@ -1,0 +1,242 @@
+// The search space's encoding, the `search:` section's validation (every problem with its line),
+// the objective read from a metrics.csv, and the results database's replay after a torn write.
+#include "mpigan/core/error.hpp"
+#include "mpigan/hpo/results.hpp"
+#include "mpigan/hpo/study.hpp"
+
+#include "test_utils.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+using namespace mpigan;
+using namespace mpigan::hpo;
+
+namespace {
+
+SearchSpace mixed_space() {
+  return SearchSpace({{"optimizer.lr", DimKind::log_real, 1e-4, 1e-2, {}},
+                      {"training.batch", DimKind::integer, 8, 64, {}},
+                      {"model.latent", DimKind::log_integer, 16, 256, {}},
+                      {"optimizer.name", DimKind::categorical, 0, 0, {"rmsprop", "adam", "sgd"}},
+                      {"model.dropout", DimKind::real, 0.0, 0.5, {}}});
+}
+
+}  // namespace
+
+TEST_CASE("search space: encoding by hand, decoding back, sampling inside") {
+  const SearchSpace s = mixed_space();
+  CHECK(s.encoded_size() == 4 + 3);  // four numeric coordinates, a one-hot block of three
+  const Point p{1e-3, 8, 256, 1, 0.25};
+  const Eigen::VectorXd u = s.encode(p);
+  // log-real: (ln 1e-3 - ln 1e-4) / (ln 1e-2 - ln 1e-4) = 1/2.
+  CHECK(u[0] == doctest::Approx(0.5).epsilon(1e-12));
+  // integer [8, 64]: each integer owns an equal share of [7.5, 64.5]; 8 sits at 0.5 / 57.
+  CHECK(u[1] == doctest::Approx(0.5 / 57).epsilon(1e-6));
+  // log-integer [16, 256]: the shares are [15.5, 256.5] in log space; 256 is the middle of its own.
+  CHECK(u[2] == doctest::Approx((std::log(256.0) - std::log(15.5)) / (std::log(256.5) - std::log(15.5))).epsilon(1e-6));
+  CHECK(u[3] == 0.0);
+  CHECK(u[4] == 1.0);
+  CHECK(u[5] == 0.0);
+  CHECK(u[6] == doctest::Approx(0.5));
+  const Point back = s.decode(u);
+  for (std::size_t i = 0; i < p.size(); ++i) CHECK(back[i] == doctest::Approx(p[i]).epsilon(1e-9));
+  CHECK(s.overrides(p) == std::vector<std::string>{"optimizer.lr=0.001", "training.batch=8", "model.latent=256",
+                                                   "optimizer.name=adam", "model.dropout=0.25"});
+
+  // Out-of-range encodings clamp; integers round; the largest coordinate picks the choice.
+  Eigen::VectorXd v(7);
+  v << -1, 2, 0.5, 0.1, 0.2, 0.9, 3;
+  const Point q = s.decode(v);
+  CHECK(q[0] == doctest::Approx(1e-4));
+  CHECK(q[1] == 64);
+  CHECK(q[2] == std::round(q[2]));
+  CHECK(q[3] == 2);
+  CHECK(q[4] == 0.5);
+  CHECK(s.contains(q));
+
+  // Uniform in log space: the median of log-real samples is near the geometric middle (1e-3),
+  // and every integer of [8, 64] comes up.
+  Rng rng(3);
+  std::vector<double> lr;
+  std::vector<int> seen(65, 0);
+  for (int i = 0; i < 4000; ++i) {
+    const Point r = s.sample(rng);
+    REQUIRE(s.contains(r));
+    lr.push_back(r[0]);
+    seen[static_cast<std::size_t>(r[1])]++;
+  }
+  std::nth_element(lr.begin(), lr.begin() + 2000, lr.end());
+  CHECK(lr[2000] == doctest::Approx(1e-3).epsilon(0.15));
+  for (int k = 8; k <= 64; ++k) CHECK(seen[static_cast<std::size_t>(k)] > 30);  // 70 expected
+}
+
+TEST_CASE("search space: bad dimensions are refused with their name") {
+  CHECK_THROWS_WITH_AS(SearchSpace({{"optimizer.lr", DimKind::log_real, 0.0, 1.0, {}}}),
+                       doctest::Contains("'optimizer.lr' (log-real): a log scale needs low > 0"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(SearchSpace({{"training.batch", DimKind::integer, 1.5, 8, {}}}),
+                       doctest::Contains("integer bounds must be whole"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(SearchSpace({{"optimizer.name", DimKind::categorical, 0, 0, {"adam"}}}),
+                       doctest::Contains("at least 2 choices"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(SearchSpace({{"a", DimKind::real, 0, 1, {}}, {"a", DimKind::real, 0, 1, {}}}),
+                       doctest::Contains("appears twice"), std::invalid_argument);
+}
+
+TEST_CASE("search section: every problem at once, with its line, including keys the experiment refuses") {
+  const std::string text = R"(name: t
+search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 0.0, high: 1.0e-2}
+    - {key: optimizer.lrr, type: real, low: 0.1, high: 0.2}
+    - {key: training.batch, type: integer, low: 4, hgh: 8}
+    - {key: optimizer.name, type: categorical, choices: [adam, adamw]}
+  objective: {metric: g_loss, mode: lowest}
+  trials: 0
+)";
+  ConfigDocument doc = ConfigDocument::parse(text, "search.yaml");
+  // The experiment stand-in: knows optimizer.lr, training.batch and optimizer.name, refuses adamw.
+  const auto check = [](const std::vector<std::string>& ov) -> std::string {
+    const std::string& o = ov.at(0);
+    if (o.rfind("optimizer.lrr", 0) == 0) return "optimizer.lrr: unknown key";
+    if (o == "optimizer.name=adamw") return "optimizer.name: 'adamw' is not one of rmsprop, adam, sgd";
+    return "";
+  };
+  parse_study(doc, check);
+  REQUIRE_FALSE(doc.ok());
+  std::string all;
+  try {
+    doc.finish();
+  } catch (const ConfigError& e) {
+    all = e.what();
+  }
+  INFO(all);
+  CHECK(all.find("search.yaml:4") != std::string::npos);  // the log scale at 0
+  CHECK(all.find("a log scale needs low > 0") != std::string::npos);
+  CHECK(all.find("search.yaml:5") != std::string::npos);  // the key the experiment does not know
+  CHECK(all.find("optimizer.lrr: unknown key") != std::string::npos);
+  CHECK(all.find("hgh") != std::string::npos);  // the typo in line 6
+  CHECK(all.find("'adamw' is not one of") != std::string::npos);
+  CHECK(all.find("'g_loss' is not a metrics.csv figure") != std::string::npos);
+  CHECK(all.find("lowest") != std::string::npos);
+  CHECK(all.find("search.trials") != std::string::npos);
+}
+
+TEST_CASE("search section: a valid one, with its defaults") {
+  ConfigDocument doc = ConfigDocument::parse(R"(search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-2}
+    - {key: optimizer.name, type: categorical, choices: [rmsprop, adam]}
+  objective: {metric: val_g_loss, at: mean, last: 4}
+  algorithm: evolution
+  early_stopping: {rule: asha, eta: 2, min_samples: 256}
+)",
+                                             "ok.yaml");
+  std::vector<std::string> probed;
+  const StudyConfig s = parse_study(doc, [&](const std::vector<std::string>& ov) {
+    probed.push_back(ov.at(0));
+    return std::string();
+  });
+  doc.finish();
+  CHECK(s.space.size() == 2);
+  CHECK(probed == std::vector<std::string>{"optimizer.lr=0.0001", "optimizer.lr=0.01", "optimizer.name=rmsprop",
+                                           "optimizer.name=adam"});
+  CHECK(s.algorithm == "evolution");
+  CHECK(s.trials == 20);
+  CHECK(s.objective.source() == std::pair<std::string, std::string>{"validation", "g_loss"});
+  CHECK(s.early_stopping.kind == PrunerKind::asha);
+  CHECK(s.early_stopping.eta == 2);
+  CHECK(s.early_stopping.min_resource == 256);
+  CHECK(make_optimizer(s)->name() == "evolution");
+}
+
+TEST_CASE("objective: last, best and mean of a curve, minimised or maximised; non-finite is no value") {
+  Objective o;
+  const std::vector<double> v{5, 2, 4, 3};
+  CHECK(*o.of(v) == 3);
+  o.at = Objective::At::best;
+  CHECK(*o.of(v) == 2);
+  o.at = Objective::At::mean;
+  o.last = 3;
+  CHECK(*o.of(v) == doctest::Approx(3.0));  // (2 + 4 + 3) / 3
+  o.minimize = false;
+  CHECK(*o.of(v) == doctest::Approx(-3.0));  // maximised: minus the value
+  o.at = Objective::At::best;
+  CHECK(*o.of(v) == -5);
+  CHECK_FALSE(o.of({}));
+  o.at = Objective::At::last;
+  CHECK_FALSE(o.of({1.0, std::nan("")}));
+}
+
+TEST_CASE("read_curve: the objective's rows of a metrics.csv, by kind; a missing column is named") {
+  const std::string dir = test::temp_dir("hpo-curve");
+  const std::string path = dir + "/metrics.csv";
+  std::ofstream(path) << "kind,epoch,step,samples,elapsed_s,g_loss,fpd_hlf\n"
+                         "step,0,10,160,1.0,50.0,\n"
+                         "validation,0,10,160,1.1,40.0,\n"
+                         "physics,0,10,160,1.2,,900.5\n"
+                         "validation,0,20,320,2.1,30.0,\n"
+                         "physics,0,20,320,2.2,,nan\n"
+                         "validation,0,20,320,2.3,30.0,\n";  // the final validation repeats the last row
+  Objective val;
+  val.metric = "val_g_loss";
+  const Curve c = read_curve(path, val);
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].step == 160);
+  CHECK(c[0].value == 40.0);
+  CHECK(c[1].step == 320);
+  CHECK(c[1].value == 30.0);
+  Objective fpd;
+  const Curve p = read_curve(path, fpd);
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].value == 900.5);
+  CHECK(std::isnan(p[1].value));
+  CHECK_FALSE(fpd.of({p[0].value, p[1].value}));  // the last figure is NaN: the trial has no value
+  Objective kpd;
+  kpd.metric = "kpd";
+  CHECK_THROWS_WITH(read_curve(path, kpd), doctest::Contains("no column 'kpd'"));
+  val.minimize = false;
+  CHECK(minimised(c, val)[1].value == -30.0);
+}
+
+TEST_CASE("results database: replayed after a kill, the torn last line skipped") {
+  const std::string dir = test::temp_dir("hpo-db");
+  std::filesystem::remove(dir + "/trials.jsonl");
+  {
+    ResultsDb db(dir);
+    TrialRecord t;
+    t.id = 0;
+    t.x = {1e-3, 2};
+    t.overrides = {"optimizer.lr=0.001", "optimizer.name=sgd"};
+    t.block = 1;
+    t.run_dir = dir + "/trial-0000";
+    db.start(t);
+    t.status = TrialStatus::done;
+    t.value = 12.5;
+    t.spread = 0.5;
+    t.folds = {{0, dir + "/trial-0000/fold-0", "done", 12.0, "", 3.0},
+               {1, dir + "/trial-0000/fold-1", "done", 13.0, "", 3.5}};
+    db.end(t);
+    TrialRecord u;
+    u.id = 1;
+    u.x = {1e-2, 0};
+    u.block = 2;
+    db.start(u);
+  }
+  std::ofstream(dir + "/trials.jsonl", std::ios::app) << R"({"event":"end","trial":1,"x":[0.01,0.0],"overr)";
+  ResultsDb db(dir);
+  CHECK(db.skipped_lines() == 1);
+  REQUIRE(db.trials().size() == 2);
+  const TrialRecord& t = db.trials()[0];
+  CHECK(t.status == TrialStatus::done);
+  CHECK(*t.value == 12.5);
+  CHECK(t.x == Point{1e-3, 2});
+  REQUIRE(t.folds.size() == 2);
+  CHECK(*t.folds[1].value == 13.0);
+  CHECK(t.folds[1].seconds == 3.5);
+  CHECK(db.trials()[1].status == TrialStatus::running);  // its end was torn: still running, resumed as interrupted
+  CHECK(db.next_id() == 2);
+}
