@@ -28,5 +28,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-echo "== sanitize: ctest -L 'unit|mpi'"
-ctest --test-dir build-asan -L "unit|mpi" --output-on-failure "$@"
+# The serial suites two at a time (each is one process); the MPI suites one at a time, as in
+# scripts/test.sh: they oversubscribe the cores already.
+echo "== sanitize: ctest -L unit -j2"
+ctest --test-dir build-asan -L unit -j2 --output-on-failure "$@"
+echo "== sanitize: ctest -L mpi"
+ctest --test-dir build-asan -L mpi --output-on-failure "$@"

@@ -14,6 +14,16 @@
 
 namespace mpigan::test {
 
+/// True in the AddressSanitizer build (scripts/sanitize.sh). Its purpose is memory and UB
+/// checking of every code path; the few full-size numerical comparisons against the reference
+/// backend, whose naive loops run ~10x slower there, use a smaller batch or one pass instead
+/// (the ordinary build runs them whole).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 /// Backend tags for TEST_CASE_TEMPLATE: every non-reference backend is compared with the reference.
 struct CpuTag {
   static constexpr const char* name = "cpu";
