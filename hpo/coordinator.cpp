@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -179,6 +180,7 @@ class Coordinator {
         m_pruner(make_pruner(m_s.early_stopping)) {}
 
   OptimizeOutcome run() {
+    m_t0 = now_s();
     close_interrupted();
     spdlog::info("search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_s.trials,
                  m_optimizer->name(), m_s.space.size(), m_s.objective.describe(), m_l.blocks, m_l.block_size,
@@ -386,6 +388,7 @@ class Coordinator {
       const double v = m_s.objective.minimize ? *t.value : -*t.value;
       if (!best || v < (m_s.objective.minimize ? *best->value : -*best->value)) best = &t;
     }
+    print_overhead();
     std::printf("\nSearch %s: %d trial(s) done, %d pruned, %d failed%s.\n", m_db.dir().c_str(), n_done, n_pruned,
                 n_failed,
                 n_interrupted ? fmt::format(", {} interrupted (run again with --resume)", n_interrupted).c_str() : "");
@@ -402,6 +405,28 @@ class Coordinator {
     }
     std::fflush(stdout);
     return out;
+  }
+
+  /// The coordinator's overhead in this session: the fraction of the blocks' time spent in
+  /// trials (the slowest fold of each), and the coordinator's own CPU time.
+  void print_overhead() const {
+    const double wall = now_s() - m_t0;
+    double busy = 0;
+    for (const TrialRecord& t : m_db.trials()) {
+      if (t.started < m_t0 || t.status == TrialStatus::running) continue;
+      double slowest = 0;
+      for (const FoldResult& f : t.folds) slowest = std::max(slowest, f.seconds);
+      busy += slowest;
+    }
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    if (wall <= 0 || m_l.blocks == 0) return;
+    std::printf(
+        "\nBlocks spent %.1f %% of their time training (%.0f s of trials over %d block(s) x %.0f s); the "
+        "coordinator used %.1f s of CPU.\n",
+        100.0 * busy / (wall * m_l.blocks), busy, m_l.blocks, wall, cpu);
   }
 
   void write_best(const TrialRecord& best) {
@@ -428,6 +453,7 @@ class Coordinator {
   std::set<std::int64_t> m_pruned;
   std::map<std::int64_t, std::string> m_prune_reason;
   std::map<std::string, Curve> m_curves;
+  double m_t0 = 0;  ///< when this session of the search started
 };
 
 // ---------------------------------------------------------------- a block (ranks 1..)
