@@ -24,7 +24,10 @@ namespace {
 /// unseen points are common, cheap next to one trial.
 constexpr int kMaxAttempts = 32;
 
-double to_unit(const Dimension& d, double v) {
+/// A numeric gene's coordinate in [0, 1] (log space for log dimensions) with the bounds at exactly
+/// 0 and 1, so that interpolating two parents stays between them. Not SearchSpace::encode(),
+/// which gives each integer an equal share of [0, 1] for the GP.
+double gene_coordinate(const Dimension& d, double v) {
   const double lo = d.log_scale() ? std::log(d.low) : d.low;
   const double hi = d.log_scale() ? std::log(d.high) : d.high;
   if (!(hi > lo)) return 0.0;
@@ -33,7 +36,7 @@ double to_unit(const Dimension& d, double v) {
 }
 
 /// The value at coordinate @p u, clamped to the bounds and, for integers, rounded.
-double from_unit(const Dimension& d, double u) {
+double gene_value(const Dimension& d, double u) {
   const double lo = d.log_scale() ? std::log(d.low) : d.low;
   const double hi = d.log_scale() ? std::log(d.high) : d.high;
   const double w = lo + std::clamp(u, 0.0, 1.0) * (hi - lo);
@@ -151,14 +154,15 @@ Point EvolutionSearch::breed(std::span<const Observation> done, std::span<const 
     }
     // Equal parents give their value exactly (no log/exp round trip), so an unmutated child of one
     // parent taken twice is recognised as a duplicate.
-    const double crossed =
-        a[i] == b[i] ? valid_value(d, a[i]) : from_unit(d, mix * to_unit(d, a[i]) + (1 - mix) * to_unit(d, b[i]));
+    const double crossed = a[i] == b[i]
+                               ? valid_value(d, a[i])
+                               : gene_value(d, mix * gene_coordinate(d, a[i]) + (1 - mix) * gene_coordinate(d, b[i]));
     double v = crossed;
     if (mutate) {
-      const double u = to_unit(d, crossed);  // integers: mutate from the rounded value
+      const double u = gene_coordinate(d, crossed);  // integers: mutate from the rounded value
       const bool up = rng.uniform_double() < 0.5;
       const double shrink = 1.0 - std::pow(rng.uniform_double(), exponent);
-      v = from_unit(d, up ? u + (1 - u) * shrink : u - u * shrink);
+      v = gene_value(d, up ? u + (1 - u) * shrink : u - u * shrink);
       if (d.integral() && v == crossed) v = std::clamp(crossed + (up ? 1.0 : -1.0), d.low, d.high);
     }
     child[i] = v;
