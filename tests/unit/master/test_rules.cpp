@@ -149,8 +149,8 @@ TEST_CASE("easgd: the worker gets the old centre; both move by alpha towards eac
   check_vec("default alpha 0.9/N", d.weights(), {0.3});
 }
 
-TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update = pi Delta") {
-  Stub s("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f, 0.0f, 0.0f}, 2);
+TEST_CASE("gem (proposal: sgd): pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update = pi Delta") {
+  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f, 0.0f, 0.0f}, 2);
   CHECK(s.alg->exchange() == Exchange::pull_push);
   RuleStats st;
   Decision d;
@@ -171,7 +171,7 @@ TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update 
   check_vec("worker", local, {0.5, 0.4, -0.29}, 1e-5);
   CHECK(st.scale == doctest::Approx(0.0));  // median of (0, 0, 1.9)
   // Clamp at 5: a tiny Delta against a large momentum.
-  Stub c("algorithm: {name: gem, lr: 1, momentum: 0.9, kappa: 1, clamp: [0, 5]}", {0.0f}, 1);
+  Stub c("algorithm: {name: gem, proposal: sgd, lr: 1, momentum: 0.9, kappa: 1, clamp: [0, 5]}", {0.0f}, 1);
   c.exchange(0, {-10.0f}, {0.0f}, 0);   // m = 10, update = 1 * 10 (cvm 0, pi = 1)
   c.exchange(0, {-0.001f}, {0.0f}, 1);  // m = 9.001, Delta = 0.001: pi = (9.001 - 10)/0.001 < 0 -> 0
   check_vec("clamped below", c.weights(), {10.0}, 1e-5);
@@ -179,14 +179,41 @@ TEST_CASE("gem: pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update 
 
 TEST_CASE("gem clip_norm: a gradient longer than clip_norm is rescaled to it before Delta = -lr g") {
   // |g| = 5 > 1: Delta = -0.1 (3, 4) / 5 = (-0.06, -0.08); first exchange pi = kappa = 2.
-  Stub s("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
+  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
   s.exchange(0, {3.0f, 4.0f}, {0.0f, 0.0f}, 0);
   check_vec("clipped", s.weights(), {-0.12, -0.16}, 1e-6);
   CHECK(s.alg->describe().find("clip_norm 1") != std::string::npos);
   // A shorter gradient is untouched: |g| = 0.5 <= 1.
-  Stub u("algorithm: {name: gem, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
+  Stub u("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
   u.exchange(0, {0.3f, 0.4f}, {0.0f, 0.0f}, 0);
   check_vec("not clipped", u.weights(), {-0.06, -0.08}, 1e-6);
+}
+
+TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each worker") {
+  Stub s("algorithm: {name: gem, proposal: rmsprop, lr: 0.01, momentum: 0.9, kappa: 2, rho: 0.5}", {0.0f, 0.0f}, 2);
+  CHECK(s.alg->describe().find("rmsprop proposals (rho 0.5") != std::string::npos);
+  // Worker 0, g = (2, -0.001): v = 0.5 g^2 = (2, 5e-7); Delta = -0.01 g / (sqrt(v) + 1e-7)
+  // = (-0.01 * 2 / 1.41421366, 0.01 * 0.001 / 7.0721e-4) = (-0.0141421, 0.0141401): both weights
+  // move by about lr whatever the gradient's scale. First exchange: pi = kappa = 2.
+  s.exchange(0, {2.0f, -0.001f}, {0.0f, 0.0f}, 0);
+  const double d0 = -0.01 * 2 / (std::sqrt(2.0) + 1e-7), d1 = 0.01 * 0.001 / (std::sqrt(5e-7) + 1e-7);
+  check_vec("theta", s.weights(), {2 * d0, 2 * d1}, 1e-6);
+  // Worker 1 has its own second moment and its own stale copy (the weights it first pulled, 2 Delta):
+  // the same gradient gives the same proposal and pi = kappa, so theta moves by 2 Delta again.
+  s.exchange(1, {2.0f, -0.001f}, {0.0f, 0.0f}, 0);
+  check_vec("theta after worker 1", s.weights(), {4 * d0, 4 * d1}, 1e-6);
+  // One worker, two exchanges with g = 2: v = 0.5 * 4 = 2, then 0.5 * 2 + 0.5 * 4 = 3.
+  Stub t("algorithm: {name: gem, proposal: rmsprop, lr: 0.01, momentum: 0.9, kappa: 1, rho: 0.5}", {0.0f}, 1);
+  const double a = -0.02 / (std::sqrt(2.0) + 1e-7), b = -0.02 / (std::sqrt(3.0) + 1e-7);
+  t.exchange(0, {2.0f}, {0.0f}, 0);  // m = a, cvm = 0: pi = 1, theta = a
+  t.exchange(0, {2.0f}, {static_cast<float>(a)}, 1);
+  // cvm = theta - stale = a (its own last step); m = 0.9 a + b; pi = (|m| - |a|) / |b|.
+  const double pi = (std::abs(0.9 * a + b) - std::abs(a)) / std::abs(b);
+  CHECK(pi == doctest::Approx(0.878).epsilon(0.01));
+  check_vec("second step", t.weights(), {a + pi * b}, 1e-6);
+  // rmsprop's options are refused with sgd proposals.
+  CHECK_THROWS_WITH(Stub("algorithm: {name: gem, rho: 0.5}", {0.0f}, 1),  // sgd, the default
+                    doctest::Contains("rho and rms_epsilon belong to proposal: rmsprop"));
 }
 
 TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that worker") {
