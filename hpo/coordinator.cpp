@@ -643,8 +643,12 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
     // The data once, before any block starts: data.simulate must not run in several blocks at once.
     if (!e.synthetic.enabled) train::prepare_datasets(e);
     if (l.leftover > 0)
-      spdlog::warn("ranks {}..{} are left over ({} ranks after the coordinator, blocks of {}): they stay idle",
-                   l.ranks - l.leftover, l.ranks - 1, l.ranks - 1, l.block_size);
+      spdlog::warn(
+          "{} left over ({} ranks after the coordinator do not fill blocks of {}): idle; mpiexec -n {} "
+          "uses every rank",
+          l.leftover == 1 ? fmt::format("rank {} is", l.ranks - 1)
+                          : fmt::format("ranks {}..{} are", l.ranks - l.leftover, l.ranks - 1),
+          l.ranks - 1, l.block_size, 1 + l.blocks * l.block_size);
   }
   bcast_string(world, std::string(), 0);  // the blocks start once the data is there
   const int block = l.block_of(rank);

@@ -3,7 +3,8 @@
 #   1. 1 + 2 blocks x 2 ranks, K = 2 folds: every trial trains both folds on their own held-out
 #      part, the trial's value is the mean of the folds' objectives recomputed here from their
 #      metrics.csv, both blocks work, best.yaml is the best trial's experiment;
-#   2. blocks of 2 ranks without folds: each trial is a distributed job (master + worker);
+#   2. blocks of 2 ranks without folds: each trial is a distributed job (master + worker); a
+#      leftover rank is named and idles;
 #   3. a diverging trial is recorded as failed with the trainer's reason, the search goes on;
 #   4. the median rule prunes a poor trial while it runs;
 #   5. a search killed with SIGKILL resumes: the cut-off trial is closed as interrupted and its
@@ -83,16 +84,18 @@ assert f"lr: {lr}" in text, (lr, text)
 PY
 pass "1 + 2 blocks x 2 ranks, 2 folds: 5 trials, fold values recomputed, both blocks used, best.yaml"
 
-# 2. Blocks of 2 without folds: every trial is a master + worker job.
+# 2. Blocks of 2 without folds: every trial is a master + worker job. 6 ranks: rank 5 is left
+# over, named and idle.
 sed 's/^  trials: 5/  trials: 3/; s/^  gp: {initial: 3}/  algorithm: random/' "$work/folds.yaml" >"$work/dist.yaml"
-"$mpiexec" -n 5 "$mpigan" optimize "$work/dist.yaml" --block-size 2 --out "$work/s-dist" --no-plots \
+"$mpiexec" -n 6 "$mpigan" optimize "$work/dist.yaml" --block-size 2 --out "$work/s-dist" --no-plots \
   >"$work/dist.log" 2>&1 || fail "distributed trials: exit $? $(tail -20 "$work/dist.log")"
 n=$(grep -c '"status":"done"' "$work/s-dist/trials.jsonl")
 [[ $n -eq 3 ]] || fail "distributed trials: $n done, expected 3"
 for t in 0 1 2; do
   [[ -s $work/s-dist/trial-000$t/updates.csv ]] || fail "trial $t did not run as a distributed job (no updates.csv)"
 done
-pass "blocks of 2 ranks: 3 trials, each a master + worker job"
+grep -q "rank 5 is left over" "$work/dist.log" || fail "the leftover rank is not named: $(grep -i left "$work/dist.log")"
+pass "blocks of 2 ranks: 3 trials, each a master + worker job; the leftover rank named"
 
 # 3. A trial that diverges is recorded as failed; the search goes on and ends cleanly.
 { base fail 512 1; cat <<YAML
