@@ -79,7 +79,7 @@ void add_sandbox_command(CLI::App& app) {
   cmd->add_option("--workers,-n", a->workers, "virtual workers")->check(CLI::Range(1, 4096));
   cmd->add_option("--compute", a->compute,
                   "compute time per GAN step: constant:T | exp:SHIFT,MEAN | lognormal:MEDIAN,SIGMA | "
-                  "replay:RUN_DIR/updates.csv")
+                  "replay:RUN_DIR/updates.csv | cycle:RUN_DIR/updates.csv (the real run's whole cycles)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", a->bandwidth_gb_s, "GB/s between a worker and the master")->capture_default_str();
   cmd->add_option("--latency", a->latency_us, "microseconds per message")->capture_default_str();

@@ -71,16 +71,24 @@ ComputeModel ComputeModel::parse(const std::string& spec) {
     if (args.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': expected replay:PATH/updates.csv", spec);
     m.m_replay = read_csv_column_by(args, "compute_s", "worker");
     if (m.m_replay.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': {} holds no updates to replay", spec, args);
+  } else if (kind == "cycle") {
+    m.m_kind = Kind::cycle;
+    if (args.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': expected cycle:PATH/updates.csv", spec);
+    m.m_replay = read_csv_column_by(args, "time_s", "worker");
+    if (m.m_replay.empty()) MPIGAN_THROW(ConfigError, "compute model '{}': {} holds no updates to replay", spec, args);
+    for (auto& seq : m.m_replay)  // arrival times -> the cycles between them (the first from the start)
+      for (std::size_t i = seq.size(); i-- > 1;) seq[i] = std::max(0.0, seq[i] - seq[i - 1]);
   } else {
     MPIGAN_THROW(ConfigError,
-                 "compute model '{}': expected constant:T, exp:SHIFT,MEAN, lognormal:MEDIAN,SIGMA or replay:FILE",
+                 "compute model '{}': expected constant:T, exp:SHIFT,MEAN, lognormal:MEDIAN,SIGMA, replay:FILE or "
+                 "cycle:FILE",
                  spec);
   }
   return m;
 }
 
 double ComputeModel::draw(std::uint64_t seed, int worker, std::int64_t update, std::int64_t steps) const {
-  if (m_kind == Kind::replay) {
+  if (m_kind == Kind::replay || m_kind == Kind::cycle) {
     const auto& seq = m_replay[static_cast<std::size_t>(worker) % m_replay.size()];
     return seq[static_cast<std::size_t>(update) % seq.size()];
   }
@@ -103,6 +111,7 @@ double ComputeModel::draw(std::uint64_t seed, int worker, std::int64_t update, s
         break;
       }
       case Kind::replay:
+      case Kind::cycle:
         break;
     }
   }
@@ -117,7 +126,8 @@ double ComputeModel::mean() const {
       return m_a + m_b;
     case Kind::lognormal:
       return m_a * std::exp(0.5 * m_b * m_b);
-    case Kind::replay: {
+    case Kind::replay:
+    case Kind::cycle: {
       double sum = 0;
       std::size_t n = 0;
       for (const auto& seq : m_replay)

@@ -9,6 +9,10 @@
 //   lognormal:MEDIAN,SIGMA MEDIAN * exp(SIGMA * z), z standard normal
 //   replay:FILE            the compute_s column of a real run's updates.csv, per worker (virtual
 //                          worker k replays real worker k mod W), cycled; one value per update
+//   cycle:FILE             the real workers' whole cycles: the time between a worker's
+//                          consecutive arrivals at the master (time_s of updates.csv), with its
+//                          waits on the master and the OS; run it with --latency 0 --master-ms 0
+//                          and a huge --bandwidth, and the arrivals keep the real run's order
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,7 @@ namespace mpigan::sandbox {
 
 class ComputeModel {
  public:
-  enum class Kind { constant, shifted_exponential, lognormal, replay };
+  enum class Kind { constant, shifted_exponential, lognormal, replay, cycle };
 
   /// Parse a spec (above); throws ConfigError naming the spec and what was expected.
   static ComputeModel parse(const std::string& spec);

@@ -104,6 +104,20 @@ TEST_CASE("compute models: replay takes each real worker's compute_s in order, c
   CHECK_THROWS_WITH_AS(ComputeModel::parse("replay:" + dir + "/bad.csv"), doctest::Contains("bad.csv:2"), DataError);
 }
 
+TEST_CASE("compute models: cycle takes the time between each real worker's arrivals") {
+  const std::string dir = test::temp_dir("sandbox-cycle");
+  std::ofstream(dir + "/updates.csv") << "time_s,worker,compute_s\n0.25,0,0.2\n0.5,1,0.4\n1.0,0,0.2\n1.75,0,0.2\n";
+  const auto m = ComputeModel::parse("cycle:" + dir + "/updates.csv");
+  CHECK(m.kind() == ComputeModel::Kind::cycle);
+  CHECK(m.draw(0, 0, 0, 1) == 0.25);  // the first arrival, from the start
+  CHECK(m.draw(0, 0, 1, 1) == 0.75);  // 1.0 - 0.25
+  CHECK(m.draw(0, 0, 2, 1) == 0.75);  // 1.75 - 1.0
+  CHECK(m.draw(0, 1, 0, 1) == 0.5);
+  CHECK(m.mean() == doctest::Approx((0.25 + 0.75 + 0.75 + 0.5) / 4));
+  CHECK_THROWS_WITH_AS(ComputeModel::parse("cycle:"), doctest::Contains("expected cycle:PATH/updates.csv"),
+                       ConfigError);
+}
+
 TEST_CASE("downpour, constant compute: every steady-state update is N-1 versions stale, throughput N/compute") {
   SandboxOptions o;
   o.compute = ComputeModel::parse("constant:0.25");
