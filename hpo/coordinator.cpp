@@ -171,7 +171,8 @@ void write_header(const OptimizeOptions& o, const Layout& l, const StudyConfig& 
 class Coordinator {
  public:
   Coordinator(const OptimizeOptions& o, const Comm& world, const Layout& l, StudyConfig s, std::string dir)
-      : m_o(o),
+      : m_hash(config_hash(o, l, s)),
+        m_o(o),
         m_world(world),
         m_l(l),
         m_s(std::move(s)),
@@ -274,6 +275,7 @@ class Coordinator {
         if (m_s.space[i].numeric()) t.x[i] = std::stod(m_s.space.value_text(t.x, i));
     }
     t.overrides = m_s.space.overrides(t.x);
+    t.config_hash = fmt::format("{:016x}", hash_string(fmt::format("{}\n{}", m_hash, fmt::join(t.overrides, "\n"))));
     t.block = block;
     t.run_dir = fmt::format("{}/trial-{:04d}", m_db.dir(), t.id);
     t.started = now_s();
@@ -442,6 +444,7 @@ class Coordinator {
                     m_s.objective.metric, *best.value, fmt::join(best.overrides, " "), e.c_str()));
   }
 
+  std::string m_hash;  ///< the search's configuration hash (search.json)
   const OptimizeOptions& m_o;
   const Comm& m_world;
   Layout m_l;

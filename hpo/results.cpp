@@ -56,7 +56,8 @@ json to_json(const TrialRecord& t, const char* event) {
           {"spread", t.spread},
           {"folds", folds},
           {"message", t.message},
-          {"rerun_of", t.rerun_of}};
+          {"rerun_of", t.rerun_of},
+          {"config_hash", t.config_hash}};
 }
 
 TrialRecord from_json(const json& j) {
@@ -77,6 +78,7 @@ TrialRecord from_json(const json& j) {
                        f.at("seconds").get<double>()});
   t.message = j.at("message").get<std::string>();
   t.rerun_of = j.value("rerun_of", std::int64_t{-1});
+  t.config_hash = j.value("config_hash", std::string());
   return t;
 }
 

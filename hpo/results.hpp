@@ -44,6 +44,9 @@ struct TrialRecord {
   std::vector<FoldResult> folds;
   std::string message;
   std::int64_t rerun_of = -1;  ///< an interrupted trial this one repeats
+  /// Hash of the trial's whole configuration: the search's (experiment file, --set overrides,
+  /// block size, folds, algorithm, seed) and the trial's own overrides. Equal hashes, equal runs.
+  std::string config_hash;
 };
 
 class ResultsDb {

@@ -192,6 +192,9 @@ assert len(rerun) == 1 and rerun[0]["x"] == last[2]["x"] and rerun[0]["status"] 
 counted = [t for t in last.values() if t["status"] != "interrupted"]
 assert len(counted) == 4 and all(t["status"] == "done" for t in counted), [t["status"] for t in last.values()]
 assert sorted(last) == list(range(5)), sorted(last)
+# The re-run is the same configuration as the interrupted trial (its hash), the others differ.
+assert rerun[0]["config_hash"] == last[2]["config_hash"] != "", rerun
+assert len({t["config_hash"] for t in counted}) == 4
 PY
 grep -q "interrupted" "$work/resume2.log" || fail "the resumed search does not say a trial was interrupted"
 pass "SIGKILL in trial 2, --resume: trial 2 interrupted and run again, 4 trials counted, nothing lost"

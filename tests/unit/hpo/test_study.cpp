@@ -213,6 +213,7 @@ TEST_CASE("results database: replayed after a kill, the torn last line skipped")
     t.overrides = {"optimizer.lr=0.001", "optimizer.name=sgd"};
     t.block = 1;
     t.run_dir = dir + "/trial-0000";
+    t.config_hash = "00ff";
     db.start(t);
     t.status = TrialStatus::done;
     t.value = 12.5;
@@ -234,6 +235,7 @@ TEST_CASE("results database: replayed after a kill, the torn last line skipped")
   CHECK(t.status == TrialStatus::done);
   CHECK(*t.value == 12.5);
   CHECK(t.x == Point{1e-3, 2});
+  CHECK(t.config_hash == "00ff");
   REQUIRE(t.folds.size() == 2);
   CHECK(*t.folds[1].value == 13.0);
   CHECK(t.folds[1].seconds == 3.5);
