@@ -36,6 +36,9 @@ constexpr int kTagReady = 7101, kTagAssign = 7102, kTagResult = 7103, kTagPrune 
 /// How often a waiting rank looks for its message: trials last minutes, a 20 ms answer is instant,
 /// and a sleeping rank leaves its core to the trials (MPICH's blocking calls spin).
 constexpr auto kPoll = std::chrono::milliseconds(20);
+/// How often the running trials' curves are read for pruning: a validation row is seen within a
+/// quarter of a second (the trial stops at its next validation).
+constexpr auto kPrunePoll = std::chrono::milliseconds(250);
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -193,7 +196,7 @@ class Coordinator {
       int flag = 0;
       MPIGAN_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m_world.get(), &flag, &st));
       if (!flag) {
-        if (m_pruner->name() != "none" && std::chrono::steady_clock::now() - last_prune > std::chrono::seconds(1)) {
+        if (m_pruner->name() != "none" && std::chrono::steady_clock::now() - last_prune > kPrunePoll) {
           prune_running();
           last_prune = std::chrono::steady_clock::now();
         }
@@ -263,9 +266,11 @@ class Coordinator {
       std::vector<Point> pending;
       for (const TrialRecord& r : m_db.trials()) {
         if (r.status == TrialStatus::running) pending.push_back(r.x);
-        if (r.status == TrialStatus::done || r.status == TrialStatus::pruned)
+        const bool finished = r.status == TrialStatus::done || r.status == TrialStatus::pruned;
+        if (finished && r.value)
           done.push_back({r.x, m_s.objective.minimize ? *r.value : -*r.value, false});
-        if (r.status == TrialStatus::failed) done.push_back({r.x, 0.0, true});
+        else if (finished || r.status == TrialStatus::failed)
+          done.push_back({r.x, 0.0, true});  // no value to learn from: worse than every finished trial
       }
       Rng rng(m_s.seed, 0x5EA2C4000000ull + static_cast<std::uint64_t>(t.id));
       t.x = m_optimizer->suggest(done, pending, rng);

@@ -194,7 +194,10 @@ class Server {
                   c.rank, i, c.watch.silent_for(now), v);
     if (m_stopping) return;  // a final checkpoint is under way already
     m_checkpoints.write(v, m_result);
-    if (m_checkpoints.pending() == v) m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
+    if (m_checkpoints.pending() == v) {
+      m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
+      m_hung_checkpoint = v;
+    }
     enter_stopping(m_checkpoints.pending() == v ? v : -1);
     for (std::size_t k = 0; k < m_children.size(); ++k)
       if (m_service.held(static_cast<int>(k)) && !m_children[k].stopped) send_stop(k, true);
@@ -203,9 +206,12 @@ class Server {
   /// After serving with a hung child: wait (up to the rank timeout, at least 30 s) for the other
   /// children's parts, commit the checkpoint, record FAILED and end the job.
   [[noreturn]] void end_hung() {
-    const std::int64_t id = m_checkpoints.pending();
-    const bool committed = m_checkpoints.wait_commit(std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s));
-    fail_hung(m_hung->first, m_hung->second, committed ? id : -1);
+    // The commit may have happened while serving already (the last part arrived): then nothing
+    // is pending, and 'latest' says whether the checkpoint taken at the hang made it.
+    if (m_checkpoints.pending() >= 0) m_checkpoints.wait_commit(std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s));
+    const bool committed =
+        m_hung_checkpoint >= 0 && dist::latest_checkpoint_id_or_none(m_ctx.run_dir) == m_hung_checkpoint;
+    fail_hung(m_hung->first, m_hung->second, committed ? m_hung_checkpoint : -1);
   }
 
   /// Idle polling: the master sleeps between polls, backing off up to a cap of 1% of the mean
@@ -508,6 +514,7 @@ class Server {
   std::vector<float> m_update, m_reply;
   bool m_stopping = false, m_parent_stopped = false;
   std::optional<std::pair<std::size_t, double>> m_hung;  ///< the hung child and when it was found
+  std::int64_t m_hung_checkpoint = -1;                   ///< the checkpoint written at the hang
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)
   dist::MasterResult m_result;
