@@ -172,8 +172,12 @@ class Server {
     std::string why = hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
                                   latest, m_ctx.run_dir);
     if (taken_at_hang >= 0 && latest == taken_at_hang)
-      why += fmt::format(" (taken at the hang: rank {}'s part holds its data position, its rule state starts afresh)",
-                         m_children[i].rank);
+      why += m_hung_part_by_master
+                 ? fmt::format(
+                       " (taken at the hang: rank {}'s part holds its data position, its rule state starts afresh)",
+                       m_children[i].rank)
+                 : fmt::format(" (taken at the hang, with rank {}'s own part, written before it stopped)",
+                               m_children[i].rank);
     std::ofstream(m_ctx.run_dir + "/FAILED") << why << '\n';
     MPIGAN_THROW(Error, "{}", why);
   }
@@ -196,6 +200,11 @@ class Server {
     m_checkpoints.write(v, m_result);
     if (m_checkpoints.pending() == v) {
       m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
+      m_hung_checkpoint = v;
+      m_hung_part_by_master = true;
+    } else if (dist::latest_checkpoint_id_or_none(m_ctx.run_dir) == v) {
+      // Committed at once: every part of version v was there, the hung rank's own included (it
+      // wrote its part of the periodic checkpoint v, then stopped before the master committed it).
       m_hung_checkpoint = v;
     }
     enter_stopping(m_checkpoints.pending() == v ? v : -1);
@@ -515,6 +524,7 @@ class Server {
   bool m_stopping = false, m_parent_stopped = false;
   std::optional<std::pair<std::size_t, double>> m_hung;  ///< the hung child and when it was found
   std::int64_t m_hung_checkpoint = -1;                   ///< the checkpoint written at the hang
+  bool m_hung_part_by_master = false;                    ///< its hung group's part written by the master
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)
   dist::MasterResult m_result;
