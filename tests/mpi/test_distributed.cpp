@@ -217,15 +217,19 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
     if (world_rank() == 0) check_healthy_run("tree of 2 sub-masters", dir, s, 2);
   }
   {
+    // GEM's plain-SGD proposals can run away on this tree depending on the arrival order (seen
+    // once in several fresh-clone CI runs: ECAL-sum error 5e13, issue 14); the rmsprop proposals
+    // are bounded by ~lr per weight, so what is tested here is the tree's exchange, not the luck
+    // of the order. The MPI-payload case below likewise.
     const std::string dir = run_dir("gem-tree");
-    const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.lr=0.0003"});
+    const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.proposal=rmsprop"});
     if (world_rank() == 0) check_healthy_run("gem under sub-masters", dir, s, 2);
   }
   {
     // The same tree with every payload as an MPI message (as between nodes).
     const std::string dir = run_dir("gem-tree-mpi");
-    const auto s =
-        run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.lr=0.0003", "topology.shared_memory=false"});
+    const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem", "algorithm.proposal=rmsprop",
+                             "topology.shared_memory=false"});
     if (world_rank() == 0) check_healthy_run("gem under sub-masters, payloads over MPI", dir, s, 2);
   }
   {
