@@ -111,6 +111,18 @@ dist::JobSummary run(const std::string& dir, const std::vector<std::string>& set
   return dist::run_job(d, world, {resume ? "" : dir, resume ? dir : ""}, {master::run_master, worker::run_worker});
 }
 
+/// Checks that two checkpoints hold the same canonical G and D weights and BatchNorm state, bit
+/// for bit.
+void check_same_weights(const std::string& a, const std::string& b) {
+  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
+    const auto x = train::CheckpointReader(a).floats(name);
+    const auto y = train::CheckpointReader(b).floats(name);
+    INFO(name << ": " << a << " against " << b);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+}
+
 struct UpdateRow {
   int worker = 0;
   std::int64_t staleness = 0;
@@ -260,13 +272,7 @@ TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own
   if (world_rank() == 0) {
     CHECK(sa.master.version == 12);
     CHECK(sb.master.version == 12);
-    for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
-      const auto x = train::CheckpointReader(sa.master.last_checkpoint).floats(name);
-      const auto y = train::CheckpointReader(sb.master.last_checkpoint).floats(name);
-      INFO(name);
-      REQUIRE(x.size() == y.size());
-      CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-    }
+    check_same_weights(sa.master.last_checkpoint, sb.master.last_checkpoint);
   }
   // Asynchronous: when the top master stops, a sub-master's last change is ignored; its part
   // says so, and the resumed sub-master pushes that change instead of dropping it.
@@ -336,16 +342,8 @@ TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI m
   run(c, first);
   const auto sc = run(c, base, true);
   if (world_rank() != 0) return;
-  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
-    const auto x = train::CheckpointReader(sa.master.last_checkpoint).floats(name);
-    const auto y = train::CheckpointReader(sb.master.last_checkpoint).floats(name);
-    const auto z = train::CheckpointReader(sc.master.last_checkpoint).floats(name);
-    INFO(name);
-    REQUIRE(x.size() == y.size());
-    REQUIRE(x.size() == z.size());
-    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-    CHECK(std::memcmp(x.data(), z.data(), x.size() * sizeof(float)) == 0);
-  }
+  check_same_weights(sa.master.last_checkpoint, sb.master.last_checkpoint);
+  check_same_weights(sa.master.last_checkpoint, sc.master.last_checkpoint);
   CHECK(sa.master.version == 30);
   CHECK(sc.master.version == 30);
 }
@@ -364,13 +362,7 @@ TEST_CASE("the sandbox reproduces a real synchronous job bit for bit, and a real
   o.workers = 3;
   o.out_dir = (job_dir() / "sandbox-virtual").string();
   const auto v = sandbox::run_sandbox(d_sync, o);
-  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
-    const auto x = train::CheckpointReader(s.master.last_checkpoint).floats(name);
-    const auto y = train::CheckpointReader(v.master.last_checkpoint).floats(name);
-    INFO(name);
-    REQUIRE(x.size() == y.size());
-    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-  }
+  check_same_weights(s.master.last_checkpoint, v.master.last_checkpoint);
   // Downpour with 3 workers, each with one update in flight: whatever their speeds, between a
   // worker's pull and its push the others make (N-1) r_others / r_self updates, so the mean
   // staleness over all updates is N-1 = 2 (less the first round's 0 and 1). The sandbox's
@@ -585,11 +577,5 @@ TEST_CASE("the sandbox replaying a real downpour job's cycles reproduces it upda
                     << " of 60 staleness values and " << same_loss << " of 60 losses");
   CHECK(same_staleness == 60);
   CHECK(same_loss == 60);
-  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
-    const auto x = train::CheckpointReader(s.master.last_checkpoint).floats(name);
-    const auto y = train::CheckpointReader(v.master.last_checkpoint).floats(name);
-    INFO(name);
-    REQUIRE(x.size() == y.size());
-    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-  }
+  check_same_weights(s.master.last_checkpoint, v.master.last_checkpoint);
 }
