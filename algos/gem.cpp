@@ -1,7 +1,7 @@
 // gem: Gradient Energy Matching (Hermans & Louppe 2018, Algorithm 1 with the reference code's
 // kappa, clamp and epsilon). Each exchange is pull-then-push: the worker, holding its gradient g
 // computed at the weights s it pulled last, fetches the current central weights theta and sends
-//   Delta = -lr g;  m <- mu m + Delta;  cvm = theta - s;  s <- theta;
+//   Delta = proposal(g) (below);  m <- mu m + Delta;  cvm = theta - s;  s <- theta;
 //   pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), lo, hi)   (element-wise)
 //   update = pi * Delta
 // The master adds it (theta <- theta + update); the worker continues from theta + update. All the
@@ -12,16 +12,18 @@
 // run away (the generator's gradient norm grows by orders of magnitude within tens of updates);
 // the clip bounds each proposal while GEM's pi still matches the energy.
 // proposal: how Delta is made from the gradient.
-//  - sgd (the default): Delta = -lr g, the paper's. Default lr 1e-4 rather than the paper's 0.01: the 3DGAN's
-//    weighted losses (MAPE terms scaled by 100) give gradient norms of ~10^3, a hundred times a
-//    classifier's.
-//  - rmsprop: Delta = -lr g / (sqrt(v) + eps), v <- rho v + (1 - rho) g^2 kept by each worker,
-//    lr 1e-3, rho 0.9, eps 1e-7 (Keras's RMSprop, the 3DGAN's own optimizer): proposals bounded
-//    by ~lr per weight whatever the gradient's scale. With sgd the generator's gradient norm grows
-//    by orders of magnitude within tens of updates on 3dgan-25 and the proposals follow it. On the
-//    quickstart with 3 virtual workers rmsprop proposals keep the losses from blowing up (validation
-//    D 657 at update 40 against sgd's 2e5) but the generator is no better for it (fpd_hlf 1.3e5,
-//    off the scale): not the default until a run shows it trains (docs/algorithms.md).
+//  - rmsprop (the default): Delta = -lr g / (sqrt(v) + eps), v <- rho v + (1 - rho) g^2 kept by each
+//    worker, rho 0.9, eps 1e-7 (Keras's RMSprop, the 3DGAN's own optimizer): proposals bounded by
+//    ~lr per weight whatever the gradient's scale. Default lr 2e-4 = 1e-3 / 5: pi saturates at the
+//    clamp's upper end 5 when one worker runs alone, so one worker moves the weights like the
+//    single-process RMSprop at its 1e-3; with N workers the proxy kappa |m| ~ 20 lr bounds the
+//    central variable's movement per worker cycle, whatever N. On the quickstart with 3 virtual
+//    workers, 40 updates: validation D 12, fpd_hlf 3.7e4 (downpour: D 55, fpd_hlf 5.0e4; these
+//    proposals at lr 1e-3: D 657, fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5).
+//  - sgd: Delta = -lr g, the paper's; default lr 1e-4 rather than the paper's 0.01 (the 3DGAN's
+//    weighted losses, MAPE terms scaled by 100, give gradient norms of ~10^3). On 3dgan-25 the
+//    generator's gradient norm grows by orders of magnitude within tens of updates and the
+//    proposals follow it: the generator is wrecked (docs/algorithms.md).
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
@@ -34,9 +36,9 @@ namespace mpigan::algos {
 namespace {
 
 struct GemParams {
-  float lr = 1e-4f, momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
+  float lr = 2e-4f, momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
   double clip_norm = 0.0;  ///< > 0: gradients longer than this are rescaled to it
-  bool rmsprop = false;    ///< proposal: rmsprop (else sgd)
+  bool rmsprop = true;     ///< proposal: rmsprop (else sgd)
   float rho = 0.9f, rms_epsilon = 1e-7f;
 };
 
@@ -152,8 +154,8 @@ class Gem final : public Algorithm {
 
 std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   GemParams p;
-  p.rmsprop = c.get_choice("proposal", "sgd", {"sgd", "rmsprop"}) == "rmsprop";
-  p.lr = static_cast<float>(c.get_real("lr", p.rmsprop ? 1e-3 : 1e-4, 0.0, 100.0, true));
+  p.rmsprop = c.get_choice("proposal", "rmsprop", {"rmsprop", "sgd"}) == "rmsprop";
+  p.lr = static_cast<float>(c.get_real("lr", p.rmsprop ? 2e-4 : 1e-4, 0.0, 100.0, true));
   p.rho = static_cast<float>(c.get_real("rho", 0.9, 0.0, 0.999999));
   p.rms_epsilon = static_cast<float>(c.get_real("rms_epsilon", 1e-7, 0.0, 1.0, true));
   if (!p.rmsprop && (c.has("rho") || c.has("rms_epsilon")))

@@ -211,8 +211,12 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
   const double pi = (std::abs(0.9 * a + b) - std::abs(a)) / std::abs(b);
   CHECK(pi == doctest::Approx(0.878).epsilon(0.01));
   check_vec("second step", t.weights(), {a + pi * b}, 1e-6);
+  // The defaults: rmsprop proposals at 1e-3 / 5 (docs/algorithms.md).
+  CHECK(Stub("algorithm: {name: gem}", {0.0f}, 1)
+            .alg->describe()
+            .starts_with("gem: rmsprop proposals (rho 0.9, eps 1e-07), lr 0.0002,"));
   // rmsprop's options are refused with sgd proposals.
-  CHECK_THROWS_WITH(Stub("algorithm: {name: gem, rho: 0.5}", {0.0f}, 1),  // sgd, the default
+  CHECK_THROWS_WITH(Stub("algorithm: {name: gem, proposal: sgd, rho: 0.5}", {0.0f}, 1),
                     doctest::Contains("rho and rms_epsilon belong to proposal: rmsprop"));
 }
 
@@ -264,13 +268,13 @@ TEST_CASE("a stub cluster of virtual workers converges on a quadratic with every
   // of the registry runs with its defaults, plus the variants listed.
   const std::vector<float> target = {1.0f, -2.0f, 0.5f, 3.0f};
   // Defaults of every registered rule: must move towards the optimum without diverging (GEM's
-  // default learning rate is the 3DGAN's, 1e-3 scale: slow on this quadratic). Tuned cases: must
+  // default proposals are RMSprop's at 2e-4 per weight: slow on this quadratic). Tuned cases: must
   // get within 5 % of the starting distance.
   std::vector<std::pair<std::string, double>> cases;
   for (const auto& name : algorithm_names()) cases.emplace_back(fmt::format("algorithm: {{name: {}}}", name), 0.9);
   for (const char* yaml : {"algorithm: {name: sync}", "algorithm: {name: downpour}", "algorithm: {name: dc_asgd}",
-                           "algorithm: {name: gem, lr: 0.05, kappa: 1}", "algorithm: {name: downpour, worker: local}",
-                           "algorithm: {name: easgd}"})
+                           "algorithm: {name: gem, proposal: sgd, lr: 0.05, kappa: 1}",
+                           "algorithm: {name: downpour, worker: local}", "algorithm: {name: easgd}"})
     cases.emplace_back(yaml, 0.05);
   for (const auto& [yaml, ratio] : cases) {
     INFO(yaml);
