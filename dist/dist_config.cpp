@@ -21,6 +21,10 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
 
   std::vector<std::string> problems;
   Topology::validate(d.dist.topology, ranks, d.experiment.batch, problems);
+  if (d.dist.topology.max_lead > 0 && d.dist.algorithm && d.dist.algorithm->synchronous())
+    topo.problem("max_lead", fmt::format("{} bounds how far an asynchronous rule's workers run ahead; the "
+                                         "synchronous rule '{}' keeps them in lockstep already: remove it",
+                                         d.dist.topology.max_lead, d.dist.algorithm->name()));
   for (const auto& p : problems) doc.problem(p);
   if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.epochs == 0) doc.problem("training: no stopping rule");
   doc.finish();
@@ -33,6 +37,7 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   d.experiment.resolved["topology"]["masters"] = d.dist.topology.masters;
   d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
   d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;
+  d.experiment.resolved["topology"]["max_lead"] = d.dist.topology.max_lead;
   if (d.dist.algorithm) d.experiment.resolved["algorithm"]["rule"] = d.dist.algorithm->describe();
   return d;
 }

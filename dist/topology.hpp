@@ -40,6 +40,13 @@ struct TopologyConfig {
   /// stopped, deadlocked or swapping rank) and ends the job with its name; 0 = auto: 20 times
   /// that child's mean time between updates, at least 60 s (600 s before its first update).
   double rank_timeout_s = 0;
+  /// Bounded staleness for asynchronous rules (stale synchronous parallel, Ho et al. 2013): a
+  /// master defers its reply to a child that has had more than max_lead updates applied beyond the
+  /// child least served (of those still training) until that one catches up; the reply then holds
+  /// the weights of that moment. Every child's applied updates stay within max_lead + 1 of every
+  /// other's, whatever the CPU shares of an oversubscribed node. 0: no bound (the default: a
+  /// bound makes fast workers wait for slow ones, which is what asynchronous rules avoid).
+  std::int64_t max_lead = 0;
   /// Reads the `topology` section; problems go to the document.
   static TopologyConfig parse(ConfigNode& section);
 };

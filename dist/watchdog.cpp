@@ -153,6 +153,7 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
           0, 300 - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *rank0_gone).count()));
     if (::poll(p.data(), p.size(), timeout_ms) < 0 && errno != EINTR) return 3;
     std::vector<std::string> dead;
+    bool rank0_closed_now = false;
     for (std::size_t k = 0; k < who.size(); ++k) {
       if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Peer& peer = peers[who[k]];
@@ -175,9 +176,16 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
         return 0;
       }
       rank0_aborted = rank0_aborted || (got == 1 && c == kAbort);
-      if (got <= 0) rank0_gone = Clock::now();
+      if (got <= 0) rank0_gone = Clock::now(), rank0_closed_now = true;
     }
     if (!dead.empty()) {
+      // Rank 0's end (not an abort) seen in the same wake-up as these: on a loaded node this
+      // process may wake only after the launcher has ended every rank, so the closures cannot be
+      // ordered; name rank 0 with them rather than blame only the others (mpi.cli caught it).
+      if (rank0_closed_now && !rank0_aborted)
+        dead.insert(dead.begin(), rank0_label +
+                                      " died at the same moment as the rank(s) below: the launcher ends every rank "
+                                      "as soon as one dies, so which of them died first is unknown");
       report(dead);
       if (!rank0_gone) ::kill(rank0, SIGKILL);  // blocked on a receive from the dead rank; SIGTERM only asks
       tell_all(kEnd);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <utility>
 
 namespace mpigan::master {
 
@@ -30,6 +31,10 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   int rank = -1;
   bool done = false, stopped = false;
+  /// Its reply is deferred (topology.max_lead): it is too far ahead; pull: what it sent was a pull
+  /// (pull-then-push), answered and followed by its update on release; else its update was applied.
+  bool deferred = false, deferred_pull = false;
+  std::int64_t applied = 0;   ///< its updates applied (asynchronous rules)
   Header header;              ///< the request being served (the receive buffer)
   Header last;                ///< a copy of the last request served (header is reused by the receive)
   std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of
@@ -72,6 +77,9 @@ class Server {
       ScopedHostThreads serving(m_ctx.d.dist.topology.master_threads);
       serve();
     }
+    if (m_ctx.d.dist.topology.max_lead > 0)
+      spdlog::info("topology.max_lead {}: {} replies waited for the slowest child to catch up",
+                   m_ctx.d.dist.topology.max_lead, m_deferred);
     if (m_ctx.before_barrier) m_ctx.before_barrier();
     if (m_hung) end_hung();  // never returns: the hung rank cannot meet the closing barrier
     if (m_top) {
@@ -157,8 +165,9 @@ class Server {
   std::optional<std::size_t> hung_child(double now) const {
     for (std::size_t i = 0; i < m_children.size(); ++i) {
       const Child& c = m_children[i];
-      // A held child waits for its round's reply: it is silent because of the others.
-      if (c.req != MPI_REQUEST_NULL && !c.stopped && !m_service.held(static_cast<int>(i)) &&
+      // A held child waits for its round's reply, a deferred one for the others to catch up: it is
+      // silent because of the others.
+      if (c.req != MPI_REQUEST_NULL && !c.stopped && !c.deferred && !m_service.held(static_cast<int>(i)) &&
           c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
         return i;
     }
@@ -281,8 +290,9 @@ class Server {
         const auto i = static_cast<std::size_t>(k);
         handle(i);
         next = (i + 1) % n;
-        if (!m_children[i].stopped) post(i);
+        if (!m_children[i].stopped && !m_children[i].deferred_pull) post(i);
       }
+      release_deferred();
     }
     // Children stopped while a receive was posted for them (a synchronous round ending in a stop)
     // will not send again: cancel those receives, so none outlives this master.
@@ -316,16 +326,11 @@ class Server {
           send_stop(i);
           return;
         }
-        answer(i);
-        // The same child's update follows at once (pull-then-push): serve it before anyone else,
-        // so the weights it computed against are exactly the ones the update is applied to.
-        const double w0 = MPI_Wtime();  // waiting for the child's update counts as idle time
-        c.header = dist::recv_header(m_t.links, c.rank, dist::kTagHeader, dist::kReplySpinSeconds,
-                                     m_ctx.channels.from_children(idle_sleep_cap()));
-        m_result.idle_s += MPI_Wtime() - w0;
-        MPIGAN_CHECK(c.header.kind == Kind::update, "child {} (rank {}) pulled, then sent a '{}' message", i, c.rank,
-                     dist::to_string(c.header.kind));
-        serve_update(i, false);
+        if (too_far_ahead(i)) {
+          defer(i, true);
+          return;
+        }
+        serve_pull(i);
         return;
       }
       case Kind::update:
@@ -333,6 +338,57 @@ class Server {
         return;
       default:
         MPIGAN_FATAL("unexpected '{}' message from rank {}", dist::to_string(c.header.kind), c.rank);
+    }
+  }
+
+  /// A pull (pull-then-push): the weights, then the update computed on them.
+  void serve_pull(std::size_t i) {
+    Child& c = m_children[i];
+    answer(i);
+    // The same child's update follows at once (pull-then-push): serve it before anyone else,
+    // so the weights it computed against are exactly the ones the update is applied to.
+    const double w0 = MPI_Wtime();  // waiting for the child's update counts as idle time
+    c.header = dist::recv_header(m_t.links, c.rank, dist::kTagHeader, dist::kReplySpinSeconds,
+                                 m_ctx.channels.from_children(idle_sleep_cap()));
+    m_result.idle_s += MPI_Wtime() - w0;
+    MPIGAN_CHECK(c.header.kind == Kind::update, "child {} (rank {}) pulled, then sent a '{}' message", i, c.rank,
+                 dist::to_string(c.header.kind));
+    serve_update(i, false);
+  }
+
+  // ---------------------------------------------------------------- bounded staleness (max_lead)
+  /// Child @p i has had more than topology.max_lead updates applied beyond the child least served
+  /// of those still training.
+  bool too_far_ahead(std::size_t i) const {
+    const std::int64_t bound = m_ctx.d.dist.topology.max_lead;
+    if (bound <= 0) return false;
+    std::int64_t least = m_children[i].applied;
+    for (const Child& c : m_children)
+      if (!c.done && !c.stopped) least = std::min(least, c.applied);
+    return m_children[i].applied - least > bound;
+  }
+
+  void defer(std::size_t i, bool pull) {
+    Child& c = m_children[i];
+    c.deferred = true;
+    c.deferred_pull = pull;
+    ++m_deferred;
+    spdlog::debug("child {} (rank {}) is {} updates ahead: its reply waits", i, c.rank, c.applied);
+  }
+
+  /// Answers the deferred children that are no longer too far ahead, with the weights of now.
+  void release_deferred() {
+    for (std::size_t i = 0; i < m_children.size(); ++i) {
+      Child& c = m_children[i];
+      if (!c.deferred || c.stopped || too_far_ahead(i)) continue;
+      c.deferred = false;
+      c.watch.awaiting(MPI_Wtime());  // its silence counts from the reply
+      if (!std::exchange(c.deferred_pull, false)) {
+        answer(i);
+        continue;
+      }
+      serve_pull(i);
+      if (!c.stopped) post(i);
     }
   }
 
@@ -390,10 +446,15 @@ class Server {
       case Outcome::applied:
         break;
     }
+    ++c.applied;
     after_version();
     if (!reply) return;
     if (m_stopping) {
       send_stop(i);
+      return;
+    }
+    if (too_far_ahead(i)) {
+      defer(i, false);  // the reply is built again on release, with the weights of then
       return;
     }
     m_service.fill_state(r);
@@ -442,8 +503,12 @@ class Server {
   void enter_stopping(std::int64_t final_checkpoint) {
     m_stopping = true;
     m_final_checkpoint = final_checkpoint;
-    for (std::size_t i = 0; i < m_children.size(); ++i)
-      if (m_children[i].done && !m_children[i].stopped) send_stop(i);
+    // Deferred children too: their updates were applied (or they pulled), and they wait.
+    for (std::size_t i = 0; i < m_children.size(); ++i) {
+      Child& c = m_children[i];
+      if ((c.done || c.deferred) && !c.stopped) send_stop(i);
+      c.deferred = c.deferred_pull = false;
+    }
   }
 
   /// max_nonfinite updates in a row were non-finite: training has diverged. The canonical weights
@@ -527,6 +592,7 @@ class Server {
   bool m_hung_part_by_master = false;                    ///< its hung group's part written by the master
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)
+  std::int64_t m_deferred = 0;                     ///< replies deferred by topology.max_lead
   dist::MasterResult m_result;
 };
 

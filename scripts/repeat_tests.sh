@@ -26,7 +26,7 @@ for ((k = 1; k <= count; k++)); do
   else
     passed=no
     failures=$((failures + 1))
-    failed=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) .*/\1/p' "$log" | tr '\n' ' ')
+    failed=$(sed -n '/tests FAILED:/,$ s/^[[:space:]]*[0-9]* - \([^ ]*\) .*/\1/p' "$log" | tr '\n' ' ')
     cp "$log" "$out.run-$k.log"
   fi
   rm -f "$log"

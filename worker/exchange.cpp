@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 namespace mpigan::worker {
 
@@ -148,6 +149,8 @@ double Exchanger::reply_spin_s(double compute) const {
 Header Exchanger::exchange(const UpdateInfo& info) {
   build_payload();
   ++m_progress.exchanges;
+  if (const double ms = m_fault.pause_ms(m_ctx.t.group); ms > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
   if (m_fault.throws(m_ctx.t.group, m_progress.exchanges))
     MPIGAN_THROW(Error, "MPIGAN_FAULT: worker group {} fails at its exchange {} (an injected error)", m_ctx.t.group,
                  m_progress.exchanges);

@@ -21,10 +21,14 @@ FaultPlan FaultPlan::from_environment() {
   } else if (std::sscanf(f, "throw@%d:%lld%n", &g, &e, &used) == 2) {
     r.group = g;
     r.raise = true;
+  } else if (double ms = 0; std::sscanf(f, "slow@%d:%lf%n", &g, &ms, &used) == 2 && ms > 0 && f[used] == 0) {
+    r.group = g;
+    r.slow_ms = ms;
+    return r;
   } else {
     MPIGAN_FATAL(
-        "MPIGAN_FAULT='{}': expected nan_update@GROUP:EXCHANGE, nan_update@all:EXCHANGE (+ for onwards) or "
-        "throw@GROUP:EXCHANGE",
+        "MPIGAN_FAULT='{}': expected nan_update@GROUP:EXCHANGE, nan_update@all:EXCHANGE (+ for onwards), "
+        "throw@GROUP:EXCHANGE or slow@GROUP:MILLISECONDS",
         f);
   }
   r.exchange = e;

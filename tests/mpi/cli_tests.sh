@@ -41,10 +41,12 @@ pass "bad experiment: exit $rc, every problem named"
 # the report comes from rank 0's watchdog monitor, a separate process (worker/watchdog.hpp).
 source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
 
-# kill_rank DIR RANK LABEL: start a run in DIR, kill RANK after its first checkpoint, check that
-# the job ends within seconds, non-zero, and that the output and DIR/FAILED name "LABEL (pid P".
+# kill_rank DIR RANK LABEL [late]: start a run in DIR, kill RANK after its first checkpoint, check
+# that the job ends within seconds, non-zero, and that the output and DIR/FAILED name "LABEL (pid P".
+# late: the watchdog monitor is stopped before the kill and continued 1 s later, when the launcher
+# has ended every rank (a loaded node: it wakes to find all the ranks gone at once).
 kill_rank() {
-  local dir=$1 rank=$2 label=$3
+  local dir=$1 rank=$2 label=$3 late=${4:-}
   "$mpiexec" -n 4 "$mpigan" train "$work/exp.yaml" --out "$dir" >"$dir.log" 2>&1 &
   job=$!
   for _ in $(seq 1 600); do
@@ -58,7 +60,17 @@ kill_rank() {
   victim=$(rank_pid "$job" "$rank")
   [[ -n $victim ]] || fail "could not find rank $rank's process"
   latest_before=$(cat "$dir/checkpoints/latest")
+  local monitor=
+  if [[ -n $late ]]; then
+    monitor=$(pgrep -P "$(rank_pid "$job" 0)" -f watchdog-monitor)
+    [[ -n $monitor ]] || fail "could not find the watchdog monitor below rank 0"
+    kill -STOP "$monitor"
+  fi
   kill -9 "$victim"
+  if [[ -n $monitor ]]; then
+    sleep 1
+    kill -CONT "$monitor"
+  fi
   local t0; t0=$(date +%s)
   for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$job" 2>/dev/null && fail "the job still runs 30 s after rank $rank was killed"
@@ -73,6 +85,7 @@ kill_rank() {
   pass "killed rank $rank (pid $victim): the job ended in ${elapsed} s with status $rc and said which rank died"
 }
 kill_rank "$work/master" 0 "rank 0 master"
+kill_rank "$work/master-late" 0 "rank 0 master" late
 kill_rank "$work/run" 2 "rank 2 worker 1"
 
 ls "$work/run/checkpoints" >&2
