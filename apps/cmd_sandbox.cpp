@@ -32,9 +32,6 @@ int run_sandbox_command(const SandboxArgs& a) {
       "sandbox: {} asks for topology.masters {} and group_size {}; the sandbox runs one master and single-rank "
       "workers (set topology.masters=1 and topology.group_size=1)",
       a.experiment, d.dist.topology.masters, d.dist.topology.group_size);
-  MPIGAN_CHECK(d.dist.topology.max_lead == 0,
-               "sandbox: {} sets topology.max_lead {}; the sandbox does not simulate bounded staleness yet (remove it)",
-               a.experiment, d.dist.topology.max_lead);
   sandbox::SandboxOptions o;
   o.workers = a.workers;
   o.compute = sandbox::ComputeModel::parse(a.compute);

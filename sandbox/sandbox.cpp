@@ -19,6 +19,7 @@
 #include <cmath>
 #include <fstream>
 #include <queue>
+#include <utility>
 
 namespace mpigan::sandbox {
 
@@ -37,9 +38,13 @@ struct VirtualWorker {
   std::array<std::unique_ptr<nn::Optimizer>, 2> opt;  ///< local rules: its own optimizers
   std::unique_ptr<data::BatchSource> data;
   std::int64_t version = 0, steps = 0, exchanges = 0, served = 0;
-  bool exhausted = false;
-  dist::Header header;  ///< the update in flight, as its header would say
-  double sent_at = 0;   ///< simulated time its update (or pull) left
+  std::int64_t applied = 0;  ///< its updates applied
+  bool exhausted = false, done = false;
+  /// topology.max_lead: its reply (or, pull-then-push, its pull) waits for the others to catch up.
+  bool deferred = false, deferred_pull = false;
+  double deferred_at = 0;  ///< when the deferred pull arrived
+  dist::Header header;     ///< the update in flight, as its header would say
+  double sent_at = 0;      ///< simulated time its update (or pull) left
 };
 
 struct Event {
@@ -114,12 +119,18 @@ class Sandbox {
           serve_update(w, ev.t, true);
           break;
         case Event::Kind::pull:
+          if (too_far_ahead(w)) {
+            w.deferred = w.deferred_pull = true;
+            w.deferred_at = ev.t;
+            break;
+          }
           serve_pull(w, ev.t);
           break;
         case Event::Kind::done:
           worker_done(w);
           break;
       }
+      release_deferred();
     }
     if (!m_stopping) begin_stop("no events left");
     m_progress.finish_physics(m_service, m_result.master);
@@ -250,10 +261,46 @@ class Sandbox {
       case Outcome::applied:
         break;
     }
+    ++w.applied;
     after_version();
     if (!reply || m_stopping) return;
+    if (too_far_ahead(w)) {
+      w.deferred = true;  // answered on release with the weights of then, as the real master does
+      return;
+    }
     m_service.fill_state(r);
     reply_to(w);
+  }
+
+  /// topology.max_lead: more than max_lead updates applied beyond the least-served worker still
+  /// training (master/server.cpp decides the same way).
+  bool too_far_ahead(const VirtualWorker& w) const {
+    const std::int64_t bound = m_d.dist.topology.max_lead;
+    if (bound <= 0) return false;
+    std::int64_t least = w.applied;
+    for (const auto& o : m_workers)
+      if (!o.done) least = std::min(least, o.applied);
+    return w.applied - least > bound;
+  }
+
+  void release_deferred() {
+    for (bool again = true; again && !m_stopping;) {
+      again = false;
+      for (auto& w : m_workers) {
+        if (!w.deferred || too_far_ahead(w)) continue;
+        w.deferred = false;
+        ++m_deferred;
+        again = true;
+        m_master_free = std::max(m_master_free, m_now);
+        if (std::exchange(w.deferred_pull, false)) {
+          serve_pull(w, w.deferred_at);
+        } else {
+          m_service.pull(w.id, w.update->reply_buffer());
+          reply_to(w);
+        }
+        if (m_stopping) return;
+      }
+    }
   }
 
   /// Send the reply in the worker's buffer: the master's link is busy for its transfer.
@@ -282,6 +329,7 @@ class Sandbox {
   void worker_done(VirtualWorker& w) {
     spdlog::debug("virtual worker {} finished its data at step {}", w.id, w.steps);
     m_done.push_back(w.id);
+    w.done = true;
     const Decision d = m_service.child_done(w.id);
     if (!d.round.empty()) round_closed(d);
     if (!m_stopping && static_cast<int>(m_done.size()) == m_o.workers) {
@@ -364,6 +412,8 @@ class Sandbox {
     j["latency_s"] = m_o.network.latency_s;
     j["master_s"] = m_o.master_s;
     j["seed"] = m_o.seed;
+    j["max_lead"] = m_d.dist.topology.max_lead;
+    j["deferred_replies"] = m_deferred;
     j["payload_bytes"] = m_bytes;
     j["version"] = m_result.master.version;
     j["samples"] = m_result.master.samples;
@@ -398,6 +448,7 @@ class Sandbox {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> m_events;
   std::uint64_t m_seq = 0;
   std::vector<int> m_done;
+  std::int64_t m_deferred = 0;  ///< replies released after waiting for topology.max_lead
   bool m_stopping = false;
   SandboxResult m_result;
 };

@@ -1,5 +1,6 @@
 // The research sandbox (sandbox/): its clock models against their definitions, its event order
-// against hand-computed staleness and throughput, determinism for a seed, every rule on tiny-8.
+// against hand-computed staleness and throughput, determinism for a seed, every rule on tiny-8,
+// bounded staleness (topology.max_lead).
 // That a synchronous sandbox run equals a real MPI job bit for bit is checked in tests/mpi.
 #include "mpigan/sandbox/sandbox.hpp"
 #include "mpigan/train/checkpoint.hpp"
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace mpigan;
@@ -197,4 +199,47 @@ TEST_CASE("the data's epochs end a sandbox run, as they end a real one") {
   const auto r = run("sandbox-epochs", 4, {"algorithm.name=downpour"});
   CHECK(r.master.version == 128);
   for (auto u : r.updates) CHECK(u == 32);
+}
+
+namespace {
+/// The largest lead, in applied updates, of any virtual worker over another once all had one.
+int max_lead_in(const SandboxResult& r, int workers) {
+  std::ifstream in(r.run_dir + "/updates.csv");
+  std::string line;
+  std::getline(in, line);
+  std::map<int, int> n;
+  int worst = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (!f.at(15).starts_with("applied")) continue;
+    ++n[std::stoi(f.at(2))];
+    if (static_cast<int>(n.size()) < workers) continue;
+    int lo = 1 << 30, hi = 0;
+    for (const auto& [w, k] : n) lo = std::min(lo, k), hi = std::max(hi, k);
+    worst = std::max(worst, hi - lo);
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("topology.max_lead in the sandbox: no worker runs more than max_lead + 1 updates ahead") {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("lognormal:0.2,1.0");  // a wide spread of step times
+  for (const char* rule : {"downpour", "gem"}) {
+    INFO(rule);
+    const std::string r0 = std::string("sandbox-lead-free-") + rule, r1 = std::string("sandbox-lead-1-") + rule;
+    const auto free_run = run(r0, 4, {std::string("algorithm.name=") + rule, "training.max_updates=100"}, o);
+    const auto bounded =
+        run(r1, 4, {std::string("algorithm.name=") + rule, "training.max_updates=100", "topology.max_lead=1"}, o);
+    const int free_lead = max_lead_in(free_run, 4), lead = max_lead_in(bounded, 4);
+    MESSAGE(std::string(rule) << ": lead unbounded " << free_lead << ", max_lead 1: " << lead);
+    CHECK(free_lead > 3);  // the test can fail: unbounded, the fast draws run ahead
+    CHECK(lead <= 2);
+    CHECK(bounded.master.version == 100);
+    CHECK(bounded.master.failure.empty());
+    // Waiting costs throughput: the bounded run takes longer in simulated time.
+    CHECK(bounded.simulated_s > free_run.simulated_s);
+  }
 }
