@@ -47,11 +47,17 @@ class GemWorker final : public WorkerRule {
   GemWorker(const GemParams& p, std::size_t n)
       : m_p(p), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n), m_v(p.rmsprop ? n : 0, 0.0f) {}
 
-  RuleStats before_send(std::span<float> update, std::span<const float> theta) override {
+  RuleStats before_send(std::span<float> update, std::span<const float> theta,
+                        std::span<const float> computed_at) override {
     MPIGAN_CHECK(theta.size() == update.size(), "gem: pulled {} weights for an update of {}", theta.size(),
                  update.size());
     if (!m_initialised) {
-      std::copy(theta.begin(), theta.end(), m_stale.begin());  // the weights the first gradient used
+      // s starts at the weights the first gradient used: the central variable's move since then
+      // (the other workers' first updates) counts in the first pi, as in every later one. Taking
+      // theta here made cvm = 0 for every worker's first update, so N workers' first updates all
+      // got pi = kappa: 64 of them at once wrecked 3dgan-25 (validation D 1.6e5).
+      const auto s = computed_at.empty() ? theta : computed_at;
+      std::copy(s.begin(), s.end(), m_stale.begin());
       m_initialised = true;
     }
     float lr = m_p.lr;

@@ -58,10 +58,13 @@ class WorkerRule {
  public:
   virtual ~WorkerRule() = default;
   /// Transform @p update in place before sending. @p master_now is the master's current weights
-  /// for pull-then-push rules (empty otherwise).
-  virtual RuleStats before_send(std::span<float> update, std::span<const float> master_now) {
+  /// for pull-then-push rules (empty otherwise); @p computed_at the weights the update was computed
+  /// on (the weights the worker was last given; empty where unknown).
+  virtual RuleStats before_send(std::span<float> update, std::span<const float> master_now,
+                                std::span<const float> computed_at) {
     (void)update;
     (void)master_now;
+    (void)computed_at;
     return {};
   }
   /// The worker's weights after the exchange: @p local holds its weights (after local training,

@@ -4,7 +4,7 @@ of samples (docs/sandbox.md).
 
     /usr/bin/python3 scripts/sandbox_scan.py EXPERIMENT.yaml OUT_DIR [--rules sync,downpour,...]
         --batch B [--workers 1,4,16,64] [--samples S] [--compute constant:0.25] [--set KEY=VALUE ...]
-        [--mpigan PATH] [--reuse]
+        [--mpigan PATH] [--reuse | --table-only]
 
 Runs `mpigan sandbox EXPERIMENT --workers N --set algorithm.name=RULE --set
 training.max_updates=U` for every pair (run directories OUT_DIR/RULE-N), with U = S / batch
@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--mpigan", default=os.path.join(HERE, "..", "build", "apps", "mpigan"))
     ap.add_argument("--reuse", action="store_true",
                     help="keep the runs that finished (OUT/RULE-N/sandbox.json exists): only tabulate and plot them")
+    ap.add_argument("--table-only", action="store_true",
+                    help="run nothing: tabulate and plot the runs that finished, leave out the others")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     batch = a.batch
@@ -67,7 +69,9 @@ def main():
             cmd = [a.mpigan, "sandbox", a.experiment, "--workers", str(n), "--compute", a.compute, "--out", run,
                    "--set", f"algorithm.name={rule}", "--set", f"training.max_updates={updates}",
                    "--set", f"training.batch={batch}"] + sum((["--set", s] for s in a.set), [])
-            if a.reuse and os.path.exists(os.path.join(run, "sandbox.json")):
+            if a.table_only and not os.path.exists(os.path.join(run, "sandbox.json")):
+                continue
+            if (a.reuse or a.table_only) and os.path.exists(os.path.join(run, "sandbox.json")):
                 rc = 0
             else:
                 print("+", " ".join(cmd), flush=True)

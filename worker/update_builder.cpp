@@ -78,7 +78,8 @@ std::array<algos::RuleStats, 2> UpdateBuilder::before_send(std::span<const float
   std::span<float> p(m_payload);
   for (Net n : kNets)
     stats[dist::index(n)] = rule(n).before_send(
-        m_layout.block(n, p), master_now.empty() ? std::span<const float>() : m_layout.block(n, master_now));
+        m_layout.block(n, p), master_now.empty() ? std::span<const float>() : m_layout.block(n, master_now),
+        m_layout.block(n, std::span<const float>(m_pulled)));
   return stats;
 }
 

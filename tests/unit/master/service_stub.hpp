@@ -110,7 +110,8 @@ struct ServiceStub {
     for (models::Net net : dist::kNets) {
       const auto ws = rules[dist::index(net)]->before_send(
           pl().block(net, std::span<float>(p)),
-          pull_push ? pl().block(net, std::span<const float>(master_now)) : std::span<const float>());
+          pull_push ? pl().block(net, std::span<const float>(master_now)) : std::span<const float>(),
+          pl().block(net, std::span<const float>(loc)));
       if (wstats && net == models::Net::generator) *wstats = ws;
     }
     const master::Decision d = submit(w, p, pulled, !pull_push);

@@ -177,6 +177,21 @@ TEST_CASE("gem (proposal: sgd): pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps)
   check_vec("clamped below", c.weights(), {10.0}, 1e-5);
 }
 
+TEST_CASE("gem: a worker's first pi counts the central variable's move since the weights its gradient used") {
+  // Two workers computed their first gradient (g = 1) on theta0 = 0. Worker 0 goes first:
+  // Delta = -0.1, m = Delta, cvm = 0, pi = 2: theta = -0.2. Worker 1 then pulls theta = -0.2:
+  // its s is theta0, so cvm = -0.2 and pi = (2 * 0.1 - 0.2) / 0.1 = 0: nothing more moves. (Were s
+  // the pulled theta, cvm would be 0 and pi 2 again: theta = -0.4, and N workers' first updates
+  // would all go in at pi = kappa.)
+  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f}, 2);
+  s.exchange(0, {1.0f}, {0.0f}, 0);
+  check_vec("after worker 0", s.weights(), {-0.2}, 1e-6);
+  RuleStats st;
+  s.exchange(1, {1.0f}, {0.0f}, 0, nullptr, &st);
+  check_vec("after worker 1", s.weights(), {-0.2}, 1e-6);
+  CHECK(st.scale == doctest::Approx(0.0));
+}
+
 TEST_CASE("gem clip_norm: a gradient longer than clip_norm is rescaled to it before Delta = -lr g") {
   // |g| = 5 > 1: Delta = -0.1 (3, 4) / 5 = (-0.06, -0.08); first exchange pi = kappa = 2.
   Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, clip_norm: 1}", {0.0f, 0.0f}, 1);
@@ -198,10 +213,12 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
   s.exchange(0, {2.0f, -0.001f}, {0.0f, 0.0f}, 0);
   const double d0 = -0.01 * 2 / (std::sqrt(2.0) + 1e-7), d1 = 0.01 * 0.001 / (std::sqrt(5e-7) + 1e-7);
   check_vec("theta", s.weights(), {2 * d0, 2 * d1}, 1e-6);
-  // Worker 1 has its own second moment and its own stale copy (the weights it first pulled, 2 Delta):
-  // the same gradient gives the same proposal and pi = kappa, so theta moves by 2 Delta again.
-  s.exchange(1, {2.0f, -0.001f}, {0.0f, 0.0f}, 0);
-  check_vec("theta after worker 1", s.weights(), {4 * d0, 4 * d1}, 1e-6);
+  // Worker 1 has its own second moment, so the same gradient gives the same proposal; its gradient
+  // was computed on theta0 = 0 too, so cvm = 2 Delta matches kappa |m| already: pi = 0.
+  RuleStats st;
+  s.exchange(1, {2.0f, -0.001f}, {0.0f, 0.0f}, 0, nullptr, &st);
+  check_vec("theta after worker 1", s.weights(), {2 * d0, 2 * d1}, 1e-6);
+  CHECK(st.scale == doctest::Approx(0.0).epsilon(1e-3));
   // One worker, two exchanges with g = 2: v = 0.5 * 4 = 2, then 0.5 * 2 + 0.5 * 4 = 3.
   Stub t("algorithm: {name: gem, proposal: rmsprop, lr: 0.01, momentum: 0.9, kappa: 1, rho: 0.5}", {0.0f}, 1);
   const double a = -0.02 / (std::sqrt(2.0) + 1e-7), b = -0.02 / (std::sqrt(3.0) + 1e-7);
