@@ -26,9 +26,12 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
   // A previous attempt that failed left its diagnosis; say it once and keep it as FAILED.previous.
   const std::filesystem::path failed = std::filesystem::path(dir) / "FAILED";
   if (resume && std::filesystem::exists(failed)) {
+    // On one log line: the watchdog's report may name several ranks, one per line.
     std::ifstream in(failed);
-    const std::string why((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    spdlog::warn("the previous attempt of this run failed: {}", why.substr(0, why.find_last_not_of('\n') + 1));
+    std::string why;
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) why += (why.empty() ? "" : "; ") + line;
+    spdlog::warn("the previous attempt of this run failed: {}", why);
     std::filesystem::rename(failed, std::filesystem::path(dir) / "FAILED.previous");
   }
   for (const auto& f : std::filesystem::directory_iterator(dir))  // the ranks' last words (run_job)
