@@ -19,7 +19,9 @@
 //    single-process RMSprop at its 1e-3; with N workers the proxy kappa |m| ~ 20 lr bounds the
 //    central variable's movement per worker cycle, whatever N. On the quickstart with 3 virtual
 //    workers, 40 updates: validation D 12, fpd_hlf 3.7e4 (downpour: D 55, fpd_hlf 5.0e4; these
-//    proposals at lr 1e-3: D 657, fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5).
+//    proposals at lr 1e-3: D 657, fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5), all
+//    measured before the fix of the first update's stale copy below; N = 1..64 after it in
+//    docs/sandbox.md.
 //  - sgd: Delta = -lr g, the paper's; default lr 1e-4 rather than the paper's 0.01 (the 3DGAN's
 //    weighted losses, MAPE terms scaled by 100, give gradient norms of ~10^3). On 3dgan-25 the
 //    generator's gradient norm grows by orders of magnitude within tens of updates and the
