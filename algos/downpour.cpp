@@ -1,9 +1,13 @@
 // downpour: asynchronous SGD with a parameter server (Dean et al. 2012; mpi-learn's default).
 // Every arriving update is applied at once, whatever its staleness, and the worker gets the
 // current weights back.
-//   worker: gradients (default)  theta <- Opt(theta, s(tau) g)      (the experiment's optimizer)
+//   worker: gradients (default)  theta <- Opt_{s(tau) lr}(theta, g)   (the experiment's optimizer,
+//                                                                     its step scaled by s(tau))
 //   worker: local                theta <- theta + s(tau) (w_i - w_pulled)   (worker trains locally)
-// s(tau) = 1, or 1/max(1, tau) with staleness_scale: inverse (staleness-aware ASGD, Zhang et al. 2016).
+// s(tau) = 1/max(1, tau) by default (staleness_scale: inverse, the staleness-aware learning rate of
+// Zhang et al. 2016), or 1 with staleness_scale: none. The learning rate is scaled, not the
+// gradient: rmsprop and adam divide the gradient by its running magnitude and would undo a scaled
+// gradient (the unscaled rule wrecks 3dgan-25 from 4 workers on, docs/algorithms.md).
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
@@ -31,7 +35,7 @@ class DownpourMaster final : public MasterRule {
     if (m_local) {
       cpu::add_scaled_range(m_weights.data(), update.data(), s, reply.data(), update.size());
     } else {
-      m_opt->apply(update, s, reply);
+      m_opt->apply(update, 1.0f, reply, s);
     }
     return Verdict::applied;
   }
@@ -60,7 +64,7 @@ class Downpour final : public Algorithm {
   std::string describe() const override {
     return fmt::format("downpour: asynchronous, worker {}, {}",
                        m_local ? "trains locally and sends its delta" : "sends gradients to the master optimizer",
-                       m_inverse ? "updates scaled by 1/staleness" : "no staleness scaling");
+                       m_inverse ? "steps scaled by 1/staleness" : "no staleness scaling");
   }
 
  private:
@@ -71,7 +75,7 @@ class Downpour final : public Algorithm {
 
 std::unique_ptr<Algorithm> make_downpour(ConfigNode& c) {
   const bool local = c.get_choice("worker", "gradients", {"gradients", "local"}) == "local";
-  const bool inverse = c.get_choice("staleness_scale", "none", {"none", "inverse"}) == "inverse";
+  const bool inverse = c.get_choice("staleness_scale", "inverse", {"none", "inverse"}) == "inverse";
   return std::make_unique<Downpour>(local, inverse);
 }
 

@@ -1,3 +1,4 @@
+// The master-side optimizer of the gradient rules (optimizer_apply.hpp).
 #include "mpigan/algos/optimizer_apply.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -10,9 +11,10 @@ OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
     : m_weights(weights),
       m_backend(ctx.backend),
       m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
-      m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)) {}
+      m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)),
+      m_lr(ctx.optimizer.lr) {}
 
-void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply) {
+void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply, float lr_scale) {
   MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
                gradient.size(), m_grad.size());
   MPIGAN_CHECK(reply.empty() || reply.size() == m_grad.size(), "master optimizer: reply of {} values for {} parameters",
@@ -25,12 +27,14 @@ void OptimizerApply::apply(std::span<const float> gradient, float scale, std::sp
     for (std::size_t i = 0; i < gradient.size(); ++i) s[i] = scale * gradient[i];
   }
   const ParameterSet& grad = in_place ? g : m_grad;
+  m_opt->set_lr(m_lr * lr_scale);
   if (reply.empty()) {
     m_opt->step(m_weights, grad);
-    return;
+  } else {
+    ParameterSet mirror = ParameterSet::over(m_grad, reply.data());
+    m_opt->step(m_weights, grad, mirror);
   }
-  ParameterSet mirror = ParameterSet::over(m_grad, reply.data());
-  m_opt->step(m_weights, grad, mirror);
+  m_opt->set_lr(m_lr);
 }
 
 void OptimizerApply::save(train::CheckpointWriter& w, const std::string& prefix) const {

@@ -10,9 +10,12 @@ namespace mpigan::algos {
 class OptimizerApply {
  public:
   OptimizerApply(ParameterSet& weights, const RuleContext& ctx);
-  /// weights <- optimizer(weights, scale * gradient). A non-empty @p reply also receives the new
-  /// weights, written in the optimizer's own pass (no second read of the weights).
-  void apply(std::span<const float> gradient, float scale = 1.0f, std::span<float> reply = {});
+  /// weights <- optimizer(weights, scale * gradient), with the optimizer's learning rate times
+  /// @p lr_scale for this step only. A non-empty @p reply also receives the new weights, written in
+  /// the optimizer's own pass (no second read of the weights). Scaling the gradient and scaling the
+  /// step differ for rmsprop and adam, which divide the gradient by its running magnitude: only
+  /// @p lr_scale shortens their step.
+  void apply(std::span<const float> gradient, float scale = 1.0f, std::span<float> reply = {}, float lr_scale = 1.0f);
   void save(train::CheckpointWriter& w, const std::string& prefix) const;
   void load(const train::CheckpointReader& r, const std::string& prefix);
   const nn::Optimizer& optimizer() const { return *m_opt; }
@@ -22,6 +25,7 @@ class OptimizerApply {
   Backend& m_backend;
   ParameterSet m_grad;
   std::unique_ptr<nn::Optimizer> m_opt;
+  double m_lr;  // the experiment's learning rate
 };
 
 }  // namespace mpigan::algos

@@ -126,9 +126,27 @@ TEST_CASE("downpour: each update is applied at once; staleness scaling; local mo
   const auto local = s.exchange(0, {2.0f, 4.0f}, {9.0f, 9.0f}, 0);
   check_vec("theta", s.weights(), {0.8, -1.4});  // theta - 0.1 g
   check_vec("worker gets theta", local, {0.8, -1.4});
-  Stub t("algorithm: {name: downpour, staleness_scale: inverse}", {1.0f}, 2);
+  Stub t("algorithm: {name: downpour}", {1.0f}, 2);  // staleness_scale: inverse is the default
   t.exchange(1, {2.0f}, {}, -4);  // pulled 4 versions before the master's version 0: staleness 4, scale 1/4
   check_vec("theta with 1/staleness", t.weights(), {1.0 - 0.1 * 2.0 / 4.0});
+  Stub n("algorithm: {name: downpour, staleness_scale: none}", {1.0f}, 2);
+  n.exchange(1, {2.0f}, {}, -4);
+  check_vec("theta without scaling", n.weights(), {1.0 - 0.1 * 2.0});
+  // RMSprop divides the gradient by its running magnitude, so a scaled gradient would step as far
+  // as an unscaled one: the learning rate is scaled. ms = 0.1 g^2 = 0.4; step = lr g / (sqrt(ms) + eps).
+  auto rms = nn::OptimizerConfig::defaults("rmsprop");
+  rms.lr = 0.01;
+  Stub r("algorithm: {name: downpour}", {1.0f}, 2, rms);
+  r.exchange(1, {2.0f}, {}, -4);
+  check_vec("rmsprop step times 1/staleness", r.weights(), {1.0 - 0.01 / 4.0 * 2.0 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
+  Stub rn("algorithm: {name: downpour, staleness_scale: none}", {1.0f}, 2, rms);
+  rn.exchange(1, {2.0f}, {}, -4);
+  check_vec("rmsprop step unscaled", rn.weights(), {1.0 - 0.01 * 2.0 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
+  // The next update, fresh (pulled at version 1), steps with the full learning rate again:
+  // ms = 0.9 * 0.4 + 0.1 * 4 = 0.76.
+  r.exchange(0, {2.0f}, {}, 1);
+  check_vec("rmsprop lr restored", r.weights(),
+            {1.0 - 0.01 / 4.0 * 2.0 / (std::sqrt(0.4) + 1e-7) - 0.01 * 2.0 / (std::sqrt(0.76) + 1e-7)}, 1e-6);
   Stub l("algorithm: {name: downpour, worker: local}", {1.0f, 2.0f}, 2);
   CHECK(l.alg->worker_mode() == WorkerMode::local);
   CHECK(l.alg->payload() == Payload::delta);
