@@ -1,3 +1,4 @@
+// The distributed part of an experiment (dist_config.hpp).
 #include "mpigan/dist/dist_config.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -25,6 +26,25 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
     topo.problem("max_lead", fmt::format("{} bounds how far an asynchronous rule's workers run ahead; the "
                                          "synchronous rule '{}' keeps them in lockstep already: remove it",
                                          d.dist.topology.max_lead, d.dist.algorithm->name()));
+  if (!d.dist.topology.virtual_compute.empty()) {
+    try {
+      d.dist.virtual_compute = ComputeModel::parse(d.dist.topology.virtual_compute);
+    } catch (const Error& err) {
+      topo.problem("virtual_compute", err.what());
+    }
+    if (d.dist.topology.group_size > 1)
+      topo.problem("group_size", fmt::format("{}: virtual workers (virtual_compute) are single ranks; remove "
+                                             "group_size or virtual_compute",
+                                             d.dist.topology.group_size));
+    if (d.experiment.max_updates == 0)
+      doc.problem(
+          "training.max_updates: virtual workers (topology.virtual_compute) read no data, so only "
+          "training.max_updates ends the run: set it");
+    // Nothing is trained: no data is read, and there is nothing to validate or checkpoint.
+    d.experiment.validate = false;
+    d.experiment.physics.enabled = false;
+    d.experiment.early_stopping.enabled = false;
+  }
   for (const auto& p : problems) doc.problem(p);
   if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.epochs == 0) doc.problem("training: no stopping rule");
   doc.finish();
@@ -38,6 +58,7 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
   d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;
   d.experiment.resolved["topology"]["max_lead"] = d.dist.topology.max_lead;
+  if (d.dist.virtual_compute) d.experiment.resolved["topology"]["virtual_compute"] = d.dist.topology.virtual_compute;
   if (d.dist.algorithm) d.experiment.resolved["algorithm"]["rule"] = d.dist.algorithm->describe();
   return d;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
+#include "mpigan/dist/timing.hpp"
 #include "mpigan/dist/topology.hpp"
 #include "mpigan/train/experiment.hpp"
 
@@ -25,6 +26,8 @@ struct DistConfig {
   /// diverged; 0: 10, or twice the master's children when that is more.
   std::int64_t max_nonfinite = 0;
   bool trace = false;
+  /// topology.virtual_compute, parsed: worker ranks are virtual (no data, no model).
+  std::optional<ComputeModel> virtual_compute;
 };
 
 struct DistExperiment {

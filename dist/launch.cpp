@@ -39,7 +39,11 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
   YAML::Node resolved = YAML::Clone(e.resolved);
   resolved["output"]["dir"] = dir;
   run.write_config(resolved);
-  train::DataPlan::open(e, true);  // simulates when asked, validates every file once
+  if (!d.dist.virtual_compute)
+    train::DataPlan::open(e, true);  // simulates when asked, validates every file once
+  else
+    spdlog::info("virtual workers ({}): no data is read, nothing is validated or checkpointed",
+                 d.dist.virtual_compute->spec());
   spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size,
                t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
 }
@@ -82,8 +86,11 @@ JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOp
   if (t.rank == 0) prepare_run(d, t, dir, resume);
   Watchdog watchdog(t.links, rank_table(t), dir + "/FAILED");
   const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
-  train::Session session = role_session(e, t);
-  const PayloadLayout layout = PayloadLayout::of(*session.model);
+  // Virtual workers run no model: they learn the payload's layout from the top master.
+  const bool virtual_worker = d.dist.virtual_compute && t.role == Role::worker;
+  train::Session session = virtual_worker ? train::Session{} : role_session(e, t);
+  PayloadLayout layout = virtual_worker ? PayloadLayout{} : PayloadLayout::of(*session.model);
+  if (d.dist.virtual_compute) t.links.broadcast_bytes(&layout, sizeof layout, 0);
   const PayloadChannels channels = PayloadChannels::create(t, layout.total(), d.dist.topology.shared_memory);
   if (t.role != Role::worker && !t.children.empty())
     spdlog::info("{} of {} children exchange payloads through shared memory", channels.shared_children(),

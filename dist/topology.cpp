@@ -20,6 +20,7 @@ TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   t.worker_wait = s.get_choice("worker_wait", "auto", {"auto", "spin", "sleep"});
   t.rank_timeout_s = s.get_real("rank_timeout", 0.0, 0.0, 1e7);
   t.max_lead = s.get_int("max_lead", 0, 0, 1 << 30);
+  t.virtual_compute = s.get_string("virtual_compute", "");
   s.reject_unknown();
   return t;
 }

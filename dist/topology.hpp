@@ -47,6 +47,12 @@ struct TopologyConfig {
   /// other's, whatever the CPU shares of an oversubscribed node. 0: no bound (the default: a
   /// bound makes fast workers wait for slow ones, which is what asynchronous rules avoid).
   std::int64_t max_lead = 0;
+  /// Virtual workers (a clock-model spec of dist/timing.hpp, e.g. "constant:0.25"; empty: off):
+  /// worker ranks read no data and run no model; each update waits a compute time drawn from the
+  /// model (slept, or injected into the simulated clock of an SMPI build) and sends a payload of
+  /// the real size through the real protocol. The master and sub-masters run for real. For
+  /// measuring the masters and the network at scale (docs/sandbox.md, "Scale").
+  std::string virtual_compute;
   /// Reads the `topology` section; problems go to the document.
   static TopologyConfig parse(ConfigNode& section);
 };

@@ -27,6 +27,7 @@ void save_canonical(train::CheckpointWriter& w, const UpdateService& service, co
 }
 
 void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
+  if (m_ctx.d.dist.virtual_compute) return;  // virtual workers train nothing: nothing to keep
   auto span = m_ctx.trace.span("checkpoint", "io");
   const auto& t = m_ctx.t;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);

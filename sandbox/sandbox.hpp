@@ -6,7 +6,7 @@
 // worker sides and (local rules) its own optimizers, its shard of the data, its step seed — and
 // computes its update for real, on one shared session, on the weights it was last given; so the
 // staleness each update sees is exact. Time is simulated: a worker's compute time comes from a
-// model (timing.hpp), each message costs latency + bytes / bandwidth, and the master spends a
+// model (dist/timing.hpp), each message costs latency + bytes / bandwidth, and the master spends a
 // fixed service time per update, serving arrivals first come, first served (a pull-then-push
 // rule's master waits for the pulling worker's update, as the real one does). Given the same
 // experiment, N and seed, a run is the same, bit for bit.
@@ -22,12 +22,16 @@
 
 #include "mpigan/dist/dist_config.hpp"
 #include "mpigan/dist/launch.hpp"
-#include "mpigan/sandbox/timing.hpp"
+#include "mpigan/dist/timing.hpp"
 
 #include <string>
 #include <vector>
 
 namespace mpigan::sandbox {
+
+// The clock models live in dist/ (a real job's virtual workers draw from them too).
+using dist::ComputeModel;
+using dist::NetworkModel;
 
 struct SandboxOptions {
   int workers = 4;

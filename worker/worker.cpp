@@ -5,6 +5,7 @@
 #include "mpigan/train/session.hpp"
 #include "mpigan/train/sources.hpp"
 #include "mpigan/worker/exchange.hpp"
+#include "mpigan/worker/virtual_worker.hpp"
 #include "mpigan/worker/worker_checkpoint.hpp"
 
 #include <chrono>
@@ -18,6 +19,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 void run_worker(dist::RoleContext& ctx) {
+  if (ctx.d.dist.virtual_compute) return run_virtual_worker(ctx);
   const auto& e = ctx.d.experiment;
   const auto& t = ctx.t;
   const train::DataPlan plan = train::DataPlan::open(e, false);

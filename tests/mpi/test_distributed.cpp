@@ -265,6 +265,38 @@ TEST_CASE("topology.max_lead keeps every worker within max_lead + 1 updates of a
   CHECK(fs::exists(bounded + "/checkpoints/step-00000060.worker-0.h5"));
 }
 
+TEST_CASE("virtual workers (topology.virtual_compute): every rule's master serves the real protocol, no data") {
+  if (!ranks(4)) return;
+  for (const std::string& rule : algos::algorithm_names()) {
+    const std::string dir = run_dir("virtual-" + rule);
+    const auto s = run(dir, {"algorithm.name=" + rule, "topology.virtual_compute=constant:0.004",
+                             "training.max_updates=30", "training.sync_every=2"});
+    if (world_rank() != 0) continue;
+    INFO(rule);
+    CHECK(s.master.version == 30);
+    CHECK(s.master.rejected == 0);                         // finite payloads of the real layout
+    CHECK_FALSE(fs::exists(dir + "/checkpoints/latest"));  // nothing trained, nothing kept
+    // Every worker was served; each update says what it "computed": 2 steps of 4 ms.
+    std::map<int, int> per_worker;
+    std::ifstream in(dir + "/updates.csv");
+    std::string line;
+    std::getline(in, line);
+    REQUIRE(line.find(",compute_s,") != std::string::npos);
+    int rows = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+      ++per_worker[std::stoi(f[2])];
+      CHECK(std::stod(f[14]) == doctest::Approx(0.008));
+      CHECK(std::stoll(f[6]) == 32);  // samples: batch 16 x sync_every 2
+      ++rows;
+    }
+    CHECK(per_worker.size() == 3);
+    CHECK(rows >= 30);
+  }
+}
+
 TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   if (!ranks(5)) return;
   {

@@ -60,6 +60,22 @@ std::vector<float> final_weights(const SandboxResult& r) {
 
 }  // namespace
 
+TEST_CASE("topology.virtual_compute: parsed, and its problems named with what to do") {
+  const std::string dir = test::temp_dir("virtual-config");
+  const auto d = experiment(
+      dir, 3, {"topology.virtual_compute=lognormal:0.2,0.3", "training.max_updates=10", "validation.enabled=true"});
+  REQUIRE(d.dist.virtual_compute.has_value());
+  CHECK(d.dist.virtual_compute->kind() == ComputeModel::Kind::lognormal);
+  CHECK_FALSE(d.experiment.validate);  // nothing is trained: nothing to validate
+  CHECK_THROWS_WITH_AS(experiment(dir, 3, {"topology.virtual_compute=gauss:1", "training.max_updates=10"}),
+                       doctest::Contains("virtual_compute"), ConfigError);
+  CHECK_THROWS_WITH_AS(experiment(dir, 3, {"topology.virtual_compute=constant:0.1"}),
+                       doctest::Contains("only training.max_updates ends the run"), ConfigError);
+  CHECK_THROWS_WITH_AS(
+      experiment(dir, 4, {"topology.virtual_compute=constant:0.1", "training.max_updates=10", "topology.group_size=2"}),
+      doctest::Contains("virtual workers (virtual_compute) are single ranks"), ConfigError);
+}
+
 TEST_CASE("compute models: constant, shifted exponential and lognormal draws have their definitions' moments") {
   CHECK(ComputeModel::parse("constant:0.25").draw(1, 3, 7, 2) == doctest::Approx(0.5));
   for (const auto& [spec, mean] :

@@ -1,4 +1,5 @@
-// The sandbox's clock models: how long a virtual worker computes one step, how long a payload
+// The clock models of the sandbox (sandbox/) and of a real job's virtual workers
+// (topology.virtual_compute): how long a virtual worker computes one step, how long a payload
 // takes on the wire, and how long the master takes to serve an update. Every draw is a pure
 // function of (seed, worker, draw index), so a sandbox run is the same whatever order its events
 // are processed in, and the same on every machine.
@@ -19,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace mpigan::sandbox {
+namespace mpigan::dist {
 
 class ComputeModel {
  public:
@@ -59,4 +60,4 @@ double uniform01(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);
 std::vector<std::vector<double>> read_csv_column_by(const std::string& path, const std::string& column,
                                                     const std::string& by);
 
-}  // namespace mpigan::sandbox
+}  // namespace mpigan::dist

@@ -1,5 +1,5 @@
-// The sandbox's clock models (timing.hpp).
-#include "mpigan/sandbox/timing.hpp"
+// The clock models of the sandbox and of virtual workers (timing.hpp).
+#include "mpigan/dist/timing.hpp"
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
@@ -11,7 +11,7 @@
 #include <numbers>
 #include <sstream>
 
-namespace mpigan::sandbox {
+namespace mpigan::dist {
 
 namespace {
 
@@ -173,4 +173,4 @@ std::vector<std::vector<double>> read_csv_column_by(const std::string& path, con
   return out;
 }
 
-}  // namespace mpigan::sandbox
+}  // namespace mpigan::dist
