@@ -1,27 +1,42 @@
 # Third-party dependencies, all from Debian 12 packages (scripts/setup.sh installs them).
 include_guard(GLOBAL)
 
-# --- MPI: MPICH, selected explicitly. Debian's alternatives may point mpicxx/mpiexec at Open MPI
-# when both are installed (python3-mpi4py pulls Open MPI in); FindMPI would then pick it up.
-if(NOT MPI_HOME AND NOT MPI_CXX_COMPILER)
-  find_program(MPIGAN_MPICXX_MPICH NAMES mpicxx.mpich)
-  if(MPIGAN_MPICXX_MPICH)
-    set(MPI_CXX_COMPILER "${MPIGAN_MPICXX_MPICH}" CACHE FILEPATH "MPICH C++ wrapper")
-    find_program(MPIGAN_MPICC_MPICH NAMES mpicc.mpich)
-    set(MPI_C_COMPILER "${MPIGAN_MPICC_MPICH}" CACHE FILEPATH "MPICH C wrapper")
+if(MPIGAN_SMPI)
+  # --- MPI: SimGrid's SMPI. Its mpi.h and libsimgrid stand in for MPICH; the normal compiler is
+  # kept (smpicxx's -include smpi_helpers.h turns exit/sleep/malloc into macros: not wanted).
+  find_path(MPIGAN_SMPI_INCLUDE_DIR smpi/mpi.h REQUIRED)
+  find_library(MPIGAN_SIMGRID_LIBRARY simgrid REQUIRED)
+  foreach(lang C CXX)
+    add_library(MPI::MPI_${lang} INTERFACE IMPORTED)
+    set_target_properties(MPI::MPI_${lang} PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${MPIGAN_SMPI_INCLUDE_DIR}/smpi"
+      INTERFACE_LINK_LIBRARIES "${MPIGAN_SIMGRID_LIBRARY}"
+      INTERFACE_COMPILE_DEFINITIONS MPIGAN_SMPI)
+  endforeach()
+  message(STATUS "MPI: SimGrid SMPI (${MPIGAN_SIMGRID_LIBRARY})")
+else()
+  # --- MPI: MPICH, selected explicitly. Debian's alternatives may point mpicxx/mpiexec at Open MPI
+  # when both are installed (python3-mpi4py pulls Open MPI in); FindMPI would then pick it up.
+  if(NOT MPI_HOME AND NOT MPI_CXX_COMPILER)
+    find_program(MPIGAN_MPICXX_MPICH NAMES mpicxx.mpich)
+    if(MPIGAN_MPICXX_MPICH)
+      set(MPI_CXX_COMPILER "${MPIGAN_MPICXX_MPICH}" CACHE FILEPATH "MPICH C++ wrapper")
+      find_program(MPIGAN_MPICC_MPICH NAMES mpicc.mpich)
+      set(MPI_C_COMPILER "${MPIGAN_MPICC_MPICH}" CACHE FILEPATH "MPICH C wrapper")
+    endif()
   endif()
-endif()
-if(NOT MPIEXEC_EXECUTABLE)
-  find_program(MPIGAN_MPIEXEC_MPICH NAMES mpiexec.mpich)
-  if(MPIGAN_MPIEXEC_MPICH)
-    set(MPIEXEC_EXECUTABLE "${MPIGAN_MPIEXEC_MPICH}" CACHE FILEPATH "MPICH launcher")
+  if(NOT MPIEXEC_EXECUTABLE)
+    find_program(MPIGAN_MPIEXEC_MPICH NAMES mpiexec.mpich)
+    if(MPIGAN_MPIEXEC_MPICH)
+      set(MPIEXEC_EXECUTABLE "${MPIGAN_MPIEXEC_MPICH}" CACHE FILEPATH "MPICH launcher")
+    endif()
   endif()
-endif()
-set(MPI_DETERMINE_LIBRARY_VERSION TRUE)
-find_package(MPI REQUIRED COMPONENTS C CXX)
-if(NOT MPI_C_LIBRARY_VERSION_STRING MATCHES "MPICH")
-  message(WARNING "mpigan is tested with MPICH; FindMPI found: ${MPI_C_LIBRARY_VERSION_STRING}. "
-                  "Pass -DMPI_HOME=... or -DMPI_CXX_COMPILER=mpicxx.mpich to select MPICH.")
+  set(MPI_DETERMINE_LIBRARY_VERSION TRUE)
+  find_package(MPI REQUIRED COMPONENTS C CXX)
+  if(NOT MPI_C_LIBRARY_VERSION_STRING MATCHES "MPICH")
+    message(WARNING "mpigan is tested with MPICH; FindMPI found: ${MPI_C_LIBRARY_VERSION_STRING}. "
+                    "Pass -DMPI_HOME=... or -DMPI_CXX_COMPILER=mpicxx.mpich to select MPICH.")
+  endif()
 endif()
 
 find_package(OpenMP REQUIRED COMPONENTS CXX)

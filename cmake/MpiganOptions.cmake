@@ -19,6 +19,16 @@ endif()
 option(MPIGAN_BUILD_TESTS "Build the doctest suites (tests/)" ON)
 option(MPIGAN_BUILD_BENCH "Build the benchmarks (bench/)" ON)
 option(MPIGAN_NATIVE "Compile for the build machine's CPU (-march=native)" OFF)
+# SimGrid's SMPI (docs/sandbox.md, "Scale"): the real masters and virtual workers at up to
+# thousands of simulated ranks on a simulated platform, run with smpirun. Not the default: the
+# executable is a shared object for smpimain, no CUDA, no tests or benchmarks.
+option(MPIGAN_SMPI "Build against SimGrid's SMPI instead of MPICH (run the binary with smpirun)" OFF)
+if(MPIGAN_SMPI)
+  set(MPIGAN_CUDA "OFF")
+  set(MPIGAN_BUILD_TESTS OFF CACHE BOOL "" FORCE)
+  set(MPIGAN_BUILD_BENCH OFF CACHE BOOL "" FORCE)
+  set(CMAKE_POSITION_INDEPENDENT_CODE ON)  # everything ends in the shared object smpimain loads
+endif()
 option(MPIGAN_WERROR "Treat compiler warnings as errors (CI: scripts/sanitize.sh, setup.sh --werror)" OFF)
 
 # Warnings and per-target flags go through this interface target, never CMAKE_CXX_FLAGS.

@@ -44,6 +44,8 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
     d.experiment.validate = false;
     d.experiment.physics.enabled = false;
     d.experiment.early_stopping.enabled = false;
+    d.experiment.resolved["validation"]["enabled"] = false;
+    d.experiment.resolved["validation"]["physics"]["enabled"] = false;
   }
   for (const auto& p : problems) doc.problem(p);
   if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.epochs == 0) doc.problem("training: no stopping rule");

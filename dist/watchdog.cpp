@@ -219,6 +219,12 @@ std::optional<int> watchdog_monitor_main(int argc, char** argv) {
 
 Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::string failure_file)
     : m_rank(comm.rank()), m_failure_file(std::move(failure_file)) {
+#ifdef MPIGAN_SMPI
+  // Under SMPI the ranks are contexts of one simulator process: rank 0's accept() would block the
+  // simulation, and a rank cannot die apart from the others. No watchdog.
+  (void)labels;
+  return;
+#endif
   const int n = comm.size();
   Address addr;
   int listener = -1;

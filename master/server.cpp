@@ -7,7 +7,6 @@
 #include "mpigan/master/server_loop.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -15,8 +14,6 @@
 namespace mpigan::master {
 
 namespace detail {
-
-using Clock = std::chrono::steady_clock;
 
 Server::Server(dist::RoleContext& ctx)
     : m_ctx(ctx),
@@ -38,7 +35,7 @@ Server::Server(dist::RoleContext& ctx)
 }
 
 dist::MasterResult Server::run() {
-  const auto t_start = Clock::now();
+  const double t_start = MPI_Wtime();  // the simulated clock under SMPI
   const double cpu_start = process_cpu_seconds();
   const bool resume = m_ctx.resume >= 0;
   if (resume) m_top ? m_checkpoints.load(m_ctx.resume, m_result) : m_parent->load_part(m_ctx.resume);
@@ -59,7 +56,7 @@ dist::MasterResult Server::run() {
     m_progress.finish_physics(m_service, m_result);  // after the closing barrier: workers are not held
   } else
     m_t.links.barrier();  // matches the top master's closing barrier
-  m_result.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  m_result.wall_s = MPI_Wtime() - t_start;
   m_result.cpu_s = process_cpu_seconds() - cpu_start;
   m_result.version = m_service.version();
   m_result.samples = m_service.samples();

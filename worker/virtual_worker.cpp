@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <thread>
+#include <vector>
 
 #ifdef MPIGAN_SMPI
 #include <smpi/smpi.h>
@@ -39,6 +41,36 @@ void build_virtual_payload(algos::Payload kind, const dist::PayloadLayout& layou
   }
 }
 
+/// A virtual worker's payload or reply buffer. Under SMPI every virtual worker's buffer of one
+/// kind is the same memory (smpi_shared_malloc): thousands of simulated ranks live in one process,
+/// and what the buffers hold only has to be finite and of the real size.
+class VirtualBuffer {
+ public:
+  VirtualBuffer(std::size_t floats, [[maybe_unused]] int kind) : m_size(floats) {
+#ifdef MPIGAN_SMPI
+    // One shared block per kind: the file and line name it.
+    m_data = static_cast<float*>(smpi_shared_malloc(floats * sizeof(float), "mpigan-virtual-worker", kind));
+    std::fill(m_data, m_data + floats, 0.0f);
+#else
+    m_own.assign(floats, 0.0f);
+    m_data = m_own.data();
+#endif
+  }
+  ~VirtualBuffer() {
+#ifdef MPIGAN_SMPI
+    smpi_shared_free(m_data);
+#endif
+  }
+  VirtualBuffer(const VirtualBuffer&) = delete;
+  VirtualBuffer& operator=(const VirtualBuffer&) = delete;
+  std::span<float> span() { return {m_data, m_size}; }
+
+ private:
+  std::size_t m_size;
+  float* m_data = nullptr;
+  std::vector<float> m_own;
+};
+
 }  // namespace
 
 void run_virtual_worker(dist::RoleContext& ctx) {
@@ -50,7 +82,8 @@ void run_virtual_worker(dist::RoleContext& ctx) {
   const auto& e = ctx.d.experiment;
   const std::int64_t steps_per_update = ctx.d.dist.sync_every;
   MPIGAN_CHECK(t.group_size == 1, "virtual workers are single ranks (group_size {})", t.group_size);
-  std::vector<float> payload(layout.total()), reply(layout.total());
+  VirtualBuffer payload_buffer(layout.total(), 1), reply_buffer(layout.total(), 2);
+  const std::span<float> payload = payload_buffer.span(), reply = reply_buffer.span();
 
   Header h = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, ch.from_parent());
   MPIGAN_CHECK(h.kind == Kind::weights, "expected the initial weights from rank {}, got a '{}' message", t.parent,

@@ -75,49 +75,64 @@ Comm Comm::split_shared() const {
   return Comm(c, true);
 }
 
-void Comm::barrier() const {
+namespace {
+/// A collective, started non-blocking and waited for quietly (wait_quietly: no core spinning while
+/// other ranks are slow). Under SMPI the blocking call: SMPI builds its non-blocking collectives
+/// from point-to-point requests that a wait tests one by one (quadratic in the ranks: minutes at
+/// 1 024), while its blocking ones run its collective algorithms.
+template <class Blocking, class NonBlocking>
+void collective([[maybe_unused]] Blocking&& blocking, [[maybe_unused]] NonBlocking&& nonblocking,
+                [[maybe_unused]] double spin_s = 0.0) {
+#ifdef MPIGAN_SMPI
+  MPIGAN_MPI_CHECK(blocking());
+#else
   MPI_Request req;
-  MPIGAN_MPI_CHECK(MPI_Ibarrier(m_comm, &req));
-  wait_quietly(req);
+  MPIGAN_MPI_CHECK(nonblocking(&req));
+  wait_quietly(req, spin_s);
+#endif
+}
+}  // namespace
+
+void Comm::barrier() const {
+  collective([&] { return MPI_Barrier(m_comm); }, [&](MPI_Request* r) { return MPI_Ibarrier(m_comm, r); });
 }
 
 void Comm::broadcast(std::span<float> data, int root) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(MPI_Ibcast(data.data(), static_cast<int>(data.size()), MPI_FLOAT, root, m_comm, &req));
-  wait_quietly(req, kTransferSpinSeconds);
+  const int n = static_cast<int>(data.size());
+  collective([&] { return MPI_Bcast(data.data(), n, MPI_FLOAT, root, m_comm); },
+             [&](MPI_Request* r) { return MPI_Ibcast(data.data(), n, MPI_FLOAT, root, m_comm, r); },
+             kTransferSpinSeconds);
 }
 
 void Comm::broadcast_bytes(void* data, std::size_t bytes, int root) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, m_comm, &req));
-  wait_quietly(req);
+  const int n = static_cast<int>(bytes);
+  collective([&] { return MPI_Bcast(data, n, MPI_BYTE, root, m_comm); },
+             [&](MPI_Request* r) { return MPI_Ibcast(data, n, MPI_BYTE, root, m_comm, r); });
 }
 
+namespace {
+/// An in-place allreduce of @p n values of @p type.
+void allreduce(MPI_Comm comm, void* data, int n, MPI_Datatype type, MPI_Op op, double spin_s) {
+  collective([&] { return MPI_Allreduce(MPI_IN_PLACE, data, n, type, op, comm); },
+             [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, n, type, op, comm, r); }, spin_s);
+}
+}  // namespace
+
 void Comm::allreduce_sum(std::span<float> data) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(
-      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, m_comm, &req));
-  wait_quietly(req, kTransferSpinSeconds);
+  allreduce(m_comm, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, kTransferSpinSeconds);
 }
 
 void Comm::allreduce_sum(std::span<double> data) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(
-      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM, m_comm, &req));
-  wait_quietly(req, kTransferSpinSeconds);
+  allreduce(m_comm, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM, kTransferSpinSeconds);
 }
 
 double Comm::allreduce_max(double v) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, m_comm, &req));
-  wait_quietly(req);
+  allreduce(m_comm, &v, 1, MPI_DOUBLE, MPI_MAX, 0.0);
   return v;
 }
 
 std::int64_t Comm::allreduce_sum(std::int64_t v) const {
-  MPI_Request req;
-  MPIGAN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, m_comm, &req));
-  wait_quietly(req);
+  allreduce(m_comm, &v, 1, MPI_INT64_T, MPI_SUM, 0.0);
   return v;
 }
 
@@ -233,6 +248,25 @@ void idle_until(Test&& test, double spin_s, const Idle& idle) {
 }
 }  // namespace
 
+#ifdef MPIGAN_SMPI
+// Under SimGrid's SMPI every rank is a context of one simulator thread: a sleep stops the whole
+// simulation in real time, and each MPI_Test costs simulated time (smpi/test). Waits block; the
+// doorbell, the spin and give_up (a hung-rank check: nothing hangs in a simulation) do not apply.
+MPI_Status wait_quietly(MPI_Request& req, double, const Idle&) {
+  MPI_Status st{};
+  MPIGAN_MPI_CHECK(MPI_Wait(&req, &st));
+  return st;
+}
+
+std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, const Idle&) {
+  std::vector<int> idx(reqs.size());
+  std::vector<MPI_Status> st(reqs.size());
+  int n = 0;
+  MPIGAN_MPI_CHECK(MPI_Waitsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
+  if (n == MPI_UNDEFINED) return {};
+  return {idx.begin(), idx.begin() + n};
+}
+#else
 MPI_Status wait_quietly(MPI_Request& req, double spin_s, const Idle& idle) {
   MPI_Status st{};
   idle_until(
@@ -258,6 +292,7 @@ std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, const Idle& i
   if (n == MPI_UNDEFINED) return {};
   return {idx.begin(), idx.begin() + n};
 }
+#endif
 
 double process_cpu_seconds() {
   rusage u{};
