@@ -122,8 +122,15 @@ void run_virtual_worker(dist::RoleContext& ctx) {
     } else {
       build_virtual_payload(alg.payload(), layout, reply, payload);
       u.kind = Kind::update;
-      dist::push_payload(t.links, ch, u, t.parent, payload, layout);
-      ctl = dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, ch.from_parent());
+      {
+        auto span = ctx.trace.span("push", "comm");
+        dist::push_payload(t.links, ch, u, t.parent, payload, layout);
+      }
+      {
+        auto span = ctx.trace.span("wait", "wait");
+        ctl = dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, ch.from_parent());
+      }
+      auto span = ctx.trace.span("pull", "comm");
       if (ctl.kind == Kind::weights) dist::pull_payload(t.links, ch, t.parent, reply);
     }
     last_wait = MPI_Wtime() - t0;

@@ -1,5 +1,8 @@
 // MPI wrappers (comm.hpp): RAII communicators, checked calls, collectives and quiet waits.
 #include "mpigan/core/mpi/comm.hpp"
+#ifdef MPIGAN_SMPI
+#include <smpi/smpi.h>
+#endif
 
 #include "mpigan/core/error.hpp"
 
@@ -249,9 +252,10 @@ void idle_until(Test&& test, double spin_s, const Idle& idle) {
 }  // namespace
 
 #ifdef MPIGAN_SMPI
-// Under SimGrid's SMPI every rank is a context of one simulator thread: a sleep stops the whole
-// simulation in real time, and each MPI_Test costs simulated time (smpi/test). Waits block; the
-// doorbell, the spin and give_up (a hung-rank check: nothing hangs in a simulation) do not apply.
+// Under SimGrid's SMPI every rank is a context of one simulator thread: a real sleep stops the
+// whole simulation, and each MPI_Test costs simulated time (smpi/test). A wait for one request
+// blocks; the doorbell, the spin and give_up (a hung-rank check: nothing hangs in a simulation)
+// do not apply.
 MPI_Status wait_quietly(MPI_Request& req, double, const Idle&) {
   MPI_Status st{};
   MPIGAN_MPI_CHECK(MPI_Wait(&req, &st));
@@ -262,7 +266,15 @@ std::vector<int> wait_some_quietly(std::vector<MPI_Request>& reqs, const Idle&) 
   std::vector<int> idx(reqs.size());
   std::vector<MPI_Status> st(reqs.size());
   int n = 0;
-  MPIGAN_MPI_CHECK(MPI_Waitsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
+  // Not MPI_Waitsome: SimGrid 3.32's Waitsome and Waitany over a master's receives return tens of
+  // milliseconds of simulated time after a header arrived (16 workers: 3.5 % of the throughput
+  // lost, docs/sandbox.md). Tests with simulated sleeps between them (10 us, backing off to
+  // 200 us: at most 0.01 % of a 1.6 s step); run with --cfg=smpi/test:0 so a test costs nothing.
+  for (useconds_t us = 10;; us = std::min<useconds_t>(2 * us, 200)) {
+    MPIGAN_MPI_CHECK(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n, idx.data(), st.data()));
+    if (n != 0) break;
+    smpi_usleep(us);
+  }
   if (n == MPI_UNDEFINED) return {};
   return {idx.begin(), idx.begin() + n};
 }
