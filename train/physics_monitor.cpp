@@ -7,6 +7,7 @@
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/train/run_dir.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -28,14 +29,17 @@ physics::Observables observables_of(const std::vector<float>& cells, const Dims3
 
 std::string PhysicsScore::describe() const {
   if (diverged) return fmt::format("diverged: the generator's showers hold NaN or inf ({} events)", events);
+  if (dead()) return fmt::format("dead: every one of the generator's {} showers is empty", events);
+  const std::string empties = empty > 0 ? fmt::format(", {} of {} showers empty", empty, events) : std::string();
   return fmt::format(
       "{} {:.3g} +- {:.2g}, sampling-fraction MRE {:.2f} % +- {:.2f}, 3DGAN metric {:.3g}, KPD {:.3g} "
-      "({} events, {:.1f} s)",
-      physics::kFigureOfMeritName, fom, fom_error, 100 * sf_mre, 100 * sf_mre_error, gan3d, kpd, events, seconds);
+      "({} events{}, {:.1f} s)",
+      physics::kFigureOfMeritName, fom, fom_error, 100 * sf_mre, 100 * sf_mre_error, gan3d, kpd, events, empties,
+      seconds);
 }
 
 bool PhysicsOutcome::ruined() const {
-  return last && (last->diverged || !(last->fom < kFomOffScale));
+  return last && (last->diverged || last->dead() || !(last->fom < kFomOffScale));
 }
 
 std::string PhysicsOutcome::summary() const {
@@ -48,6 +52,10 @@ std::string PhysicsOutcome::summary() const {
                      skipped);
   if (last->diverged)
     s += "WARNING: the generator is ruined: its showers hold NaN or inf. Do not use this run's latest checkpoint.\n";
+  else if (last->dead())
+    s += "WARNING: the generator is dead: every shower it makes is empty (its output ReLU is off everywhere, and "
+         "with zero gradients there training cannot bring it back). Steps too large for the generator killed it: "
+         "a lower learning rate, or another update rule at this number of workers (docs/algorithms.md).\n";
   else if (ruined())
     s += fmt::format(
         "WARNING: {} = {:.3g} is off the scale (>= {:g}; Monte Carlo against itself scores below 1, a 10 % error in "
@@ -58,7 +66,8 @@ std::string PhysicsOutcome::summary() const {
 }
 
 std::vector<std::string> physics_columns() {
-  return {physics::kFigureOfMeritName, "fpd_hlf_error", "sf_mre", "sf_mre_error", "gan3d_metric", "kpd"};
+  return {
+      physics::kFigureOfMeritName, "fpd_hlf_error", "sf_mre", "sf_mre_error", "gan3d_metric", "kpd", "empty_showers"};
 }
 
 std::vector<std::string> physics_row(const std::vector<std::string>& columns, std::int64_t epoch, double elapsed_s,
@@ -66,7 +75,8 @@ std::vector<std::string> physics_row(const std::vector<std::string>& columns, st
   std::vector<std::string> r{"physics", std::to_string(epoch), std::to_string(s.step), std::to_string(s.samples),
                              csv_number(elapsed_s)};
   const std::vector<std::string> values{csv_number(s.fom),          csv_number(s.fom_error), csv_number(s.sf_mre),
-                                        csv_number(s.sf_mre_error), csv_number(s.gan3d),     csv_number(s.kpd)};
+                                        csv_number(s.sf_mre_error), csv_number(s.gan3d),     csv_number(s.kpd),
+                                        std::to_string(s.empty)};
   MPIGAN_CHECK(columns.size() >= r.size() + values.size(), "physics_row: {} metrics columns", columns.size());
   r.resize(columns.size() - values.size());
   r.insert(r.end(), values.begin(), values.end());
@@ -134,6 +144,10 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
                    [&](std::int64_t b0, const Tensor& showers) {
                      std::copy(showers.data(), showers.data() + showers.numel(), cells.begin() + b0 * per);
                    });
+  for (std::int64_t i = 0; i < m_ref.events; ++i) {
+    const auto first = cells.begin() + i * per;
+    if (std::all_of(first, first + per, [](float x) { return x == 0.0f; })) ++r.empty;
+  }
   try {
     const physics::Observables gen = observables_of(cells, m_ref.dims, m_conditions);
     physics::CompareOptions o;

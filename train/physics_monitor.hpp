@@ -39,9 +39,13 @@ struct PhysicsScore {
   double fom = 0, fom_error = 0;
   double sf_mre = 0, sf_mre_error = 0;
   double gan3d = 0, kpd = 0;
+  /// Generated showers with no energy in any cell. All of them: the generator is dead (its output
+  /// ReLU is off for every cell; its gradients are zero there, so training cannot bring it back).
+  std::int64_t empty = 0;
+  bool dead() const { return events > 0 && empty == events; }
   double seconds = 0;  ///< generation and comparison
   bool best = false;   ///< the best so far: kept as checkpoints/best.h5
-  /// "fpd_hlf 0.68 +- 0.14, SF MRE 0.7 %, ..." or "diverged".
+  /// "fpd_hlf 0.68 +- 0.14, SF MRE 0.7 %, ...", "diverged" or "dead".
   std::string describe() const;
 };
 
@@ -59,7 +63,7 @@ struct PhysicsOutcome {
   /// "Physics: ..." lines (empty when physics validation was off), with a warning when the last
   /// figure of merit is off the scale (>= kFomOffScale) or the generator diverged.
   std::string summary() const;
-  /// True when the last score says the generator is unusable (diverged or off the scale).
+  /// True when the last score says the generator is unusable (diverged, dead or off the scale).
   bool ruined() const;
 };
 

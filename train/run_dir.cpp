@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace mpigan::train {
 
@@ -84,6 +86,16 @@ CsvLog::CsvLog(std::string path, std::vector<std::string> columns, bool append)
     std::ifstream in(m_path);
     std::string first;
     std::getline(in, first);
+    if (first != header && header.starts_with(first + ",")) {
+      // Written by an earlier version with fewer columns (new ones are only ever added at the
+      // end): the header gains them; the earlier rows leave them empty.
+      std::stringstream rest;
+      rest << in.rdbuf();
+      in.close();
+      std::ofstream(m_path, std::ios::trunc) << header << '\n' << rest.str();
+      spdlog::info("'{}': columns added by this version: {}", m_path, header.substr(first.size() + 1));
+      first = header;
+    }
     MPIGAN_CHECK(first == header, "'{}': cannot append, its columns differ from this run's:\n  file: {}\n  run:  {}",
                  m_path, first, header);
   }

@@ -49,6 +49,6 @@ kind, _, args = "$STEP".partition(":")
 a = [float(x) for x in args.split(",")]
 mean = a[0] * math.exp(a[1] ** 2 / 2) if kind == "lognormal" else a[0] if kind == "constant" else a[0] + a[1]
 ideal = $N * 64 / mean
-print(f"$RULE,$N,$M,$E,$RANKS,$STEP,{mean:.4f},{t[1]},{t[3]},{t[2]},{mid:.1f},{ideal:.1f},{mid / ideal:.4f},"
+print(f"$RULE,$N,$M,$E,$RANKS,\"$STEP\",{mean:.4f},{t[1]},{t[3]},{t[2]},{mid:.1f},{ideal:.1f},{mid / ideal:.4f},"
       f"{$N * mid / ideal:.1f},{tm[1]},{int(tm[2]) // 1024}")
 PY

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 using namespace mpigan;
 using namespace mpigan::train;
@@ -183,4 +184,20 @@ TEST_CASE("a session with a non-finite value anywhere names it, so that no check
   std::vector<float> slot(slots.front().second->size(), std::numeric_limits<float>::quiet_NaN());
   copy_from_host(*s.backend, slot, *slots.front().second);
   CHECK(s.first_non_finite().find("discriminator optimizer " + slots.front().first) == 0);
+}
+
+TEST_CASE("metrics.csv of an earlier version (fewer columns) is resumed: the header gains the new columns") {
+  const std::string dir = temp_dir("csv-append");
+  const std::string path = dir + "/metrics.csv";
+  std::ofstream(path) << "kind,step,kpd\nphysics,4,0.5\n";
+  {
+    CsvLog log(path, {"kind", "step", "kpd", "empty_showers"}, true);
+    log.row({"physics", "8", "0.25", "3"});
+  }
+  std::ifstream in(path);
+  std::stringstream all;
+  all << in.rdbuf();
+  CHECK(all.str() == "kind,step,kpd,empty_showers\nphysics,4,0.5\nphysics,8,0.25,3\n");
+  // Columns that differ otherwise still refuse to append, naming both headers.
+  CHECK_THROWS_WITH_AS(CsvLog(path, {"kind", "epoch"}, true), doctest::Contains("cannot append"), Error);
 }

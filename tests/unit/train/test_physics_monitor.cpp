@@ -163,6 +163,30 @@ TEST_CASE("physics validation: a diverged generator scores +inf and the summary 
   CHECK(out.summary().find("WARNING") == std::string::npos);
 }
 
+TEST_CASE("physics validation: a dead generator (every shower empty) is named, and the summary warns") {
+  const std::string dir = temp_dir("physics-dead");
+  const ExperimentConfig e = experiment(dir);
+  DataPlan plan = DataPlan::open(e, false);
+  PhysicsMonitor monitor(e, plan, dir + "/best.h5");
+  Session s = Session::create(e, 1);
+  const PhysicsScore alive = monitor.score(s, 0, 0);  // the initial generator makes showers
+  CHECK(alive.empty < alive.events);
+  CHECK_FALSE(alive.dead());
+  // All weights zero: the output ReLU sees 0 everywhere, so every cell of every shower is 0.
+  std::vector<float> zero(s.model->generator.weights().size(), 0.0f);
+  copy_from_host(*s.backend, zero, s.model->generator.weights());
+  const PhysicsScore sc = monitor.score(s, 9, 144);
+  CHECK(sc.empty == 48);
+  CHECK(sc.dead());
+  CHECK_FALSE(sc.diverged);
+  CHECK(sc.describe().find("dead: every one of the generator's 48 showers is empty") != std::string::npos);
+  PhysicsOutcome out{sc, std::nullopt, "", 0};
+  CHECK(out.ruined());
+  CHECK(out.summary().find("WARNING: the generator is dead") != std::string::npos);
+  const auto row = physics_row(metrics_columns(s.model->discriminator.output_names()), 0, 1.0, sc);
+  CHECK(row.back() == "48");  // metrics.csv's empty_showers column
+}
+
 TEST_CASE("physics validation: early stopping on the figure of merit, and its configuration errors") {
   const std::string dir = temp_dir("physics-early");
   // Any finite figure reaches a threshold of 1e30: the run stops at its first physics validation.
