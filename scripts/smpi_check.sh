@@ -42,8 +42,10 @@ if updates != want: problems.append(f"{updates} versions, expected {want}")
 if samples < 10 * n * 64: problems.append(f"{samples} samples, expected at least {10 * n * 64}")
 children = n if masters == 1 else masters - 1
 if len({r["worker"] for r in rows}) != children: problems.append(f"not every one of {children} children served")
-# 10 steps of exactly 1 s each, plus the exchanges: simulated time, whatever the machine's load.
-if not 10.0 <= sim_s < 11.5: problems.append(f"{sim_s} s simulated, expected 10-11.5 (10 steps of 1 s)")
+# About 10 steps of exactly 1 s each, plus the exchanges: simulated time, whatever the machine's
+# load (a tree's workers may take one more step while the stop travels down through its sub-masters).
+limit = 11.5 if masters == 1 else 13.0
+if not 10.0 <= sim_s < limit: problems.append(f"{sim_s} s simulated, expected 10-{limit} (10 steps of 1 s)")
 print(f"== smpi: {rule} {n} workers, {masters} master(s): " + ("; ".join(problems) or "ok"))
 sys.exit(1 if problems else 0)
 PY
