@@ -5,13 +5,15 @@
 //   MS <- rho MS + (1 - rho) g^2;   lambda = lambda0 / sqrt(MS + eps)         (element-wise)
 //   g~ = g + lambda g * g * (theta - w_bak(i));   theta <- Opt(theta, g~);   w_bak(i) <- theta
 // lambda0 defaults to 0.04 (MXNet's default), rho to 0.95 (the paper's). adaptive: false uses a
-// constant lambda = lambda0 (DC-ASGD-c).
+// constant lambda = lambda0 (DC-ASGD-c). staleness_scale: inverse also scales the step's learning
+// rate by 1 / max(1, tau), as downpour does by default.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -21,6 +23,7 @@ namespace {
 struct DcParams {
   float lambda = 0.04f, rho = 0.95f, epsilon = 1e-7f;
   bool adaptive = true;
+  bool staleness_lr = false;  ///< staleness_scale: inverse: the step's learning rate / max(1, tau)
 };
 
 class DcAsgdMaster final : public MasterRule {
@@ -58,7 +61,9 @@ class DcAsgdMaster final : public MasterRule {
     for (std::size_t l = 0; b + l < n; ++l) element(b + l, l);
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
-    m_opt.apply(m_corrected, 1.0f, reply);  // the reply (new weights) in the optimizer's pass
+    const float lr_scale =
+        m_p.staleness_lr ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, meta.staleness())) : 1.0f;
+    m_opt.apply(m_corrected, 1.0f, reply, lr_scale);  // the reply (new weights) in the optimizer's pass
     // The new backup, read again only at this worker's next update: streaming stores.
     it->second.resize(m_weights.size());
     cpu::stream_copy_range(m_weights.data(), it->second.data(), m_weights.size());
@@ -101,8 +106,9 @@ class DcAsgd final : public Algorithm {
     return std::make_unique<DcAsgdMaster>(w, ctx, m_p);
   }
   std::string describe() const override {
-    return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer", m_p.lambda,
-                       m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string());
+    return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer{}", m_p.lambda,
+                       m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string(),
+                       m_p.staleness_lr ? ", steps scaled by 1/staleness" : "");
   }
 
  private:
@@ -116,6 +122,7 @@ std::unique_ptr<Algorithm> make_dc_asgd(ConfigNode& c) {
   p.lambda = static_cast<float>(c.get_real("lambda", 0.04, 0.0, 100.0));
   p.adaptive = c.get_bool("adaptive", true);
   p.rho = static_cast<float>(c.get_real("rho", 0.95, 0.0, 0.999999));
+  p.staleness_lr = c.get_choice("staleness_scale", "none", {"none", "inverse"}) == "inverse";
   return std::make_unique<DcAsgd>(p);
 }
 

@@ -429,6 +429,9 @@ class Sandbox {
     if (m_result.master.physics.last) {
       j["physics"]["fom"] = m_result.master.physics.last->fom;
       j["physics"]["step"] = m_result.master.physics.last->step;
+      j["physics"]["events"] = m_result.master.physics.last->events;
+      j["physics"]["empty_showers"] = m_result.master.physics.last->empty;
+      j["physics"]["dead"] = m_result.master.physics.last->dead();
     }
     std::ofstream(train::RunDirectory(m_dir, false).file("sandbox.json")) << j.dump(2) << '\n';
   }

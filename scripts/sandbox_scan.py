@@ -12,7 +12,8 @@ versions for the asynchronous rules (one worker's batch each) and S / (batch N) 
 of N batches each), so every run sees S samples; then writes
 OUT_DIR/scan.csv (rule, workers, updates, samples, simulated seconds, samples/s, mean and max
 staleness, max/min updates per worker, rejected updates, last validation D and G losses, the last
-physics figure of merit when the experiment scores physics, diverged), OUT_DIR/scan.md (the same
+physics figure of merit and sampling-fraction error when the experiment scores physics, whether the
+generator is dead (every shower empty), diverged), OUT_DIR/scan.md (the same
 as a Markdown table) and OUT_DIR/scan.png (validation G loss, or the figure of merit, against N).
 A run that diverged or whose losses are not finite is marked so; nothing is averaged over it.
 """
@@ -85,6 +86,15 @@ def main():
             d = last_row(metrics, "validation", "d_loss")
             g = last_row(metrics, "validation", "g_loss")
             fom = last_row(metrics, "physics", "fpd_hlf")
+            sf = last_row(metrics, "physics", "sf_mre")
+            sf_err = last_row(metrics, "physics", "sf_mre_error")
+            physics = summary.get("physics") or {}
+            # A dead generator (every shower empty): the sandbox says so; runs scored before it did
+            # show its exact signature, every sampling fraction 0 (MRE 1, no spread).
+            if "dead" in physics:
+                dead = bool(physics["dead"])
+            else:
+                dead = sf == 1.0 and sf_err == 0.0
             per = summary.get("updates_per_worker", [])
             finite = all(v is not None and math.isfinite(v) for v in (d, g))
             diverged = rc != 0 or bool(summary.get("failure")) or not finite
@@ -97,7 +107,9 @@ def main():
                 "fairness": round(max(per) / min(per), 2) if per and min(per) > 0 else "",
                 "rejected": summary.get("rejected", ""),
                 "val_d": "" if d is None else f"{d:.4g}", "val_g": "" if g is None else f"{g:.4g}",
-                "fpd_hlf": "" if fom is None else f"{fom:.4g}", "diverged": "yes" if diverged else "no"})
+                "fpd_hlf": "" if fom is None else f"{fom:.4g}",
+                "sf_mre_pct": "" if sf is None else f"{100 * sf:.0f}",
+                "dead": "yes" if dead else "no", "diverged": "yes" if diverged else "no"})
             print(f"  {rule} N={n}: D {rows[-1]['val_d']} G {rows[-1]['val_g']} diverged {rows[-1]['diverged']}",
                   flush=True)
     with open(os.path.join(a.out, "scan.csv"), "w", newline="") as f:

@@ -269,6 +269,11 @@ TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that wor
   s.exchange(0, {1.0f, 1.0f}, {}, 1);
   check_vec("theta3", s.weights(), {t2[0] - 0.1 * (1 + 0.5 * (t2[0] - 0.8)), t2[1] - 0.1 * (1 + 0.5 * (t2[1] - 1.1))},
             1e-5);
+  // staleness_scale: inverse: the same corrected gradient, the step's learning rate / staleness.
+  Stub l("algorithm: {name: dc_asgd, lambda: 0.5, adaptive: false, staleness_scale: inverse}", {1.0f, 1.0f}, 2);
+  l.exchange(0, {2.0f, -1.0f}, {}, 0);  // staleness 0: full step
+  l.exchange(1, {1.0f, 2.0f}, {}, -1);  // pulled at -1, master at version 1: staleness 2, lr / 2
+  check_vec("theta2, lr / 2", l.weights(), {0.8 - 0.09 / 2, 1.1 - 0.22 / 2});
 }
 
 TEST_CASE("rule parameters are validated with the key and line") {
