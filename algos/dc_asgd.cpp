@@ -24,12 +24,13 @@ struct DcParams {
   float lambda = 0.04f, rho = 0.95f, epsilon = 1e-7f;
   bool adaptive = true;
   bool staleness_lr = false;  ///< staleness_scale: inverse: the step's learning rate / max(1, tau)
+  Warmup warmup;              ///< of the master optimizer's learning rate
 };
 
 class DcAsgdMaster final : public MasterRule {
  public:
   DcAsgdMaster(ParameterSet& w, const RuleContext& ctx, const DcParams& p)
-      : MasterRule(w, ctx.backend), m_p(p), m_opt(w, ctx), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
+      : MasterRule(w, ctx.backend), m_p(p), m_opt(w, ctx, p.warmup), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> g, std::span<float> reply, RuleStats& stats) override {
     float* w = m_weights.data();
@@ -108,7 +109,8 @@ class DcAsgd final : public Algorithm {
   std::string describe() const override {
     return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer{}", m_p.lambda,
                        m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string(),
-                       m_p.staleness_lr ? ", steps scaled by 1/staleness" : "");
+                       m_p.staleness_lr ? ", steps scaled by 1/staleness" : "") +
+           ", " + m_p.warmup.describe();
   }
 
  private:
@@ -123,6 +125,7 @@ std::unique_ptr<Algorithm> make_dc_asgd(ConfigNode& c) {
   p.adaptive = c.get_bool("adaptive", true);
   p.rho = static_cast<float>(c.get_real("rho", 0.95, 0.0, 0.999999));
   p.staleness_lr = c.get_choice("staleness_scale", "none", {"none", "inverse"}) == "inverse";
+  p.warmup = Warmup::parse(c);
   return std::make_unique<DcAsgd>(p);
 }
 

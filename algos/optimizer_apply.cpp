@@ -4,15 +4,35 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 namespace mpigan::algos {
 
-OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx)
+Warmup Warmup::parse(ConfigNode& c) {
+  Warmup w;
+  const std::string v = c.get_string("warmup", "workers");
+  if (v == "workers") return w;
+  std::int64_t n = -1;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 0)
+    c.problem("warmup", fmt::format("'{}': expected a number of versions >= 0 (0: none) or 'workers'", v));
+  else
+    w.versions = n;
+  return w;
+}
+
+std::string Warmup::describe() const {
+  if (versions < 0) return "learning rate warmed up over as many versions as workers";
+  return versions > 1 ? fmt::format("learning rate warmed up over {} versions", versions) : "no warm-up";
+}
+
+OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Warmup warmup)
     : m_weights(weights),
       m_backend(ctx.backend),
       m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
       m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)),
-      m_lr(ctx.optimizer.lr) {}
+      m_lr(ctx.optimizer.lr),
+      m_warmup(warmup.resolve(ctx.workers)) {}
 
 void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply, float lr_scale) {
   MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
@@ -27,7 +47,10 @@ void OptimizerApply::apply(std::span<const float> gradient, float scale, std::sp
     for (std::size_t i = 0; i < gradient.size(); ++i) s[i] = scale * gradient[i];
   }
   const ParameterSet& grad = in_place ? g : m_grad;
-  m_opt->set_lr(m_lr * lr_scale);
+  double warm = 1.0;
+  if (m_warmup > 1 && m_opt->iterations() < m_warmup)
+    warm = static_cast<double>(m_opt->iterations() + 1) / static_cast<double>(m_warmup);
+  m_opt->set_lr(m_lr * lr_scale * warm);
   if (reply.empty()) {
     m_opt->step(m_weights, grad);
   } else {

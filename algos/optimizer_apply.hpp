@@ -4,16 +4,32 @@
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
+#include "mpigan/core/config.hpp"
 
 namespace mpigan::algos {
 
+/// The master optimizer's learning-rate warm-up (gradual warm-up, Goyal et al. 2017): step k
+/// (0-based) of the first W uses lr (k + 1) / W. The first updates of a distributed run are
+/// gradients computed on the initial weights (every asynchronous worker's first, or a large
+/// synchronous batch); their signs agree, and RMSprop's first steps, on an empty mean square, are
+/// each sqrt(10) lr in every coordinate: coherent steps of that size killed or blew up the
+/// 3DGAN's generator (docs/sandbox.md). `algorithm.warmup`: a number of versions, or `workers`
+/// (the default: the number of workers this master serves, so one worker is never warmed up).
+struct Warmup {
+  std::int64_t versions = -1;  ///< -1: the number of workers
+  /// Reads `warmup` from a rule's section; problems go to the document.
+  static Warmup parse(ConfigNode& c);
+  std::int64_t resolve(int workers) const { return versions < 0 ? workers : versions; }
+  std::string describe() const;
+};
+
 class OptimizerApply {
  public:
-  OptimizerApply(ParameterSet& weights, const RuleContext& ctx);
+  OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Warmup warmup = {});
   /// weights <- optimizer(weights, scale * gradient), with the optimizer's learning rate times
-  /// @p lr_scale for this step only. A non-empty @p reply also receives the new weights, written in
-  /// the optimizer's own pass (no second read of the weights). Scaling the gradient and scaling the
-  /// step differ for rmsprop and adam, which divide the gradient by its running magnitude: only
+  /// @p lr_scale (and the warm-up's factor) for this step only. A non-empty @p reply also receives the new weights,
+  /// written in the optimizer's own pass (no second read of the weights). Scaling the gradient and scaling the step
+  /// differ for rmsprop and adam, which divide the gradient by its running magnitude: only
   /// @p lr_scale shortens their step.
   void apply(std::span<const float> gradient, float scale = 1.0f, std::span<float> reply = {}, float lr_scale = 1.0f);
   void save(train::CheckpointWriter& w, const std::string& prefix) const;
@@ -25,7 +41,8 @@ class OptimizerApply {
   Backend& m_backend;
   ParameterSet m_grad;
   std::unique_ptr<nn::Optimizer> m_opt;
-  double m_lr;  // the experiment's learning rate
+  double m_lr;                ///< the experiment's learning rate
+  std::int64_t m_warmup = 0;  ///< warm-up steps (resolved; 0 or 1: none)
 };
 
 }  // namespace mpigan::algos

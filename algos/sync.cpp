@@ -15,8 +15,8 @@ namespace {
 
 class SyncMaster final : public MasterRule {
  public:
-  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average)
-      : MasterRule(w, ctx.backend), m_opt(w, ctx), m_average(average), m_sum(w.size()) {}
+  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup)
+      : MasterRule(w, ctx.backend), m_opt(w, ctx, warmup), m_average(average), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
     Held& h = m_held[meta.worker];  // buffers are kept from round to round
@@ -71,29 +71,30 @@ class SyncMaster final : public MasterRule {
 
 class Sync final : public Algorithm {
  public:
-  explicit Sync(bool average) : m_average(average) {}
+  Sync(bool average, Warmup warmup) : m_average(average), m_warmup(warmup) {}
   std::string name() const override { return "sync"; }
   WorkerMode worker_mode() const override { return WorkerMode::gradients; }
   Payload payload() const override { return Payload::gradient; }
   bool synchronous() const override { return true; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<SyncMaster>(w, ctx, m_average);
+    return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup);
   }
   std::string describe() const override {
-    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer",
-                       m_average ? "averaged" : "summed");
+    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer, {}",
+                       m_average ? "averaged" : "summed", m_warmup.describe());
   }
 
  private:
   bool m_average;
+  Warmup m_warmup;
 };
 
 }  // namespace
 
 std::unique_ptr<Algorithm> make_sync(ConfigNode& c) {
   const bool average = c.get_choice("reduce", "mean", {"mean", "sum"}) == "mean";
-  return std::make_unique<Sync>(average);
+  return std::make_unique<Sync>(average, Warmup::parse(c));
 }
 
 }  // namespace mpigan::algos

@@ -63,7 +63,9 @@ class VirtualBuffer {
   }
   VirtualBuffer(const VirtualBuffer&) = delete;
   VirtualBuffer& operator=(const VirtualBuffer&) = delete;
-  std::span<float> span() { return {m_data, m_size}; }
+  std::span<float> span() {
+    return {m_data, m_size};
+  }
 
  private:
   std::size_t m_size;

@@ -30,7 +30,7 @@ void check_vec(const std::string& what, const std::vector<float>& got, const std
 }  // namespace
 
 TEST_CASE("sync: the round averages in worker order and applies the master optimizer once") {
-  Stub s("algorithm: {name: sync}", {1.0f, 2.0f}, 3, Stub::sgd(0.1), {.fuse_first_reply = false});
+  Stub s("algorithm: {name: sync, warmup: 0}", {1.0f, 2.0f}, 3, Stub::sgd(0.1), {.fuse_first_reply = false});
   CHECK(s.alg->synchronous());
   Decision d;
   s.exchange(2, {3.0f, 0.0f}, {}, 0, &d);
@@ -121,25 +121,25 @@ TEST_CASE("sum_scaled sums left to right and scales once") {
 }
 
 TEST_CASE("downpour: each update is applied at once; staleness scaling; local mode adds deltas") {
-  Stub s("algorithm: {name: downpour}", {1.0f, -1.0f}, 2);
+  Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f, -1.0f}, 2);
   CHECK(s.alg->worker_mode() == WorkerMode::gradients);
   const auto local = s.exchange(0, {2.0f, 4.0f}, {9.0f, 9.0f}, 0);
   check_vec("theta", s.weights(), {0.8, -1.4});  // theta - 0.1 g
   check_vec("worker gets theta", local, {0.8, -1.4});
-  Stub t("algorithm: {name: downpour}", {1.0f}, 2);  // staleness_scale: inverse is the default
+  Stub t("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2);  // staleness_scale: inverse is the default
   t.exchange(1, {2.0f}, {}, -4);  // pulled 4 versions before the master's version 0: staleness 4, scale 1/4
   check_vec("theta with 1/staleness", t.weights(), {1.0 - 0.1 * 2.0 / 4.0});
-  Stub n("algorithm: {name: downpour, staleness_scale: none}", {1.0f}, 2);
+  Stub n("algorithm: {name: downpour, warmup: 0, staleness_scale: none}", {1.0f}, 2);
   n.exchange(1, {2.0f}, {}, -4);
   check_vec("theta without scaling", n.weights(), {1.0 - 0.1 * 2.0});
   // RMSprop divides the gradient by its running magnitude, so a scaled gradient would step as far
   // as an unscaled one: the learning rate is scaled. ms = 0.1 g^2 = 0.4; step = lr g / (sqrt(ms) + eps).
   auto rms = nn::OptimizerConfig::defaults("rmsprop");
   rms.lr = 0.01;
-  Stub r("algorithm: {name: downpour}", {1.0f}, 2, rms);
+  Stub r("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2, rms);
   r.exchange(1, {2.0f}, {}, -4);
   check_vec("rmsprop step times 1/staleness", r.weights(), {1.0 - 0.01 / 4.0 * 2.0 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
-  Stub rn("algorithm: {name: downpour, staleness_scale: none}", {1.0f}, 2, rms);
+  Stub rn("algorithm: {name: downpour, warmup: 0, staleness_scale: none}", {1.0f}, 2, rms);
   rn.exchange(1, {2.0f}, {}, -4);
   check_vec("rmsprop step unscaled", rn.weights(), {1.0 - 0.01 * 2.0 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
   // The next update, fresh (pulled at version 1), steps with the full learning rate again:
@@ -256,7 +256,7 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
 }
 
 TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that worker") {
-  Stub s("algorithm: {name: dc_asgd, lambda: 0.5, adaptive: false}", {1.0f, 1.0f}, 2);
+  Stub s("algorithm: {name: dc_asgd, warmup: 0, lambda: 0.5, adaptive: false}", {1.0f, 1.0f}, 2);
   // Worker 0 first: backup = theta0, no correction: theta1 = theta0 - 0.1 g
   s.exchange(0, {2.0f, -1.0f}, {}, 0);
   check_vec("theta1", s.weights(), {0.8, 1.1});
@@ -270,10 +270,35 @@ TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that wor
   check_vec("theta3", s.weights(), {t2[0] - 0.1 * (1 + 0.5 * (t2[0] - 0.8)), t2[1] - 0.1 * (1 + 0.5 * (t2[1] - 1.1))},
             1e-5);
   // staleness_scale: inverse: the same corrected gradient, the step's learning rate / staleness.
-  Stub l("algorithm: {name: dc_asgd, lambda: 0.5, adaptive: false, staleness_scale: inverse}", {1.0f, 1.0f}, 2);
+  Stub l("algorithm: {name: dc_asgd, warmup: 0, lambda: 0.5, adaptive: false, staleness_scale: inverse}", {1.0f, 1.0f},
+         2);
   l.exchange(0, {2.0f, -1.0f}, {}, 0);  // staleness 0: full step
   l.exchange(1, {1.0f, 2.0f}, {}, -1);  // pulled at -1, master at version 1: staleness 2, lr / 2
   check_vec("theta2, lr / 2", l.weights(), {0.8 - 0.09 / 2, 1.1 - 0.22 / 2});
+}
+
+TEST_CASE("warm-up: the master optimizer's learning rate ramps over the first versions (default: one per worker)") {
+  // 4 workers, SGD lr 0.1, gradient 1 each time, no staleness: steps 0.025, 0.05, 0.075, 0.1, 0.1.
+  Stub s("algorithm: {name: downpour}", {0.0f}, 4);
+  std::vector<double> want;
+  double theta = 0;
+  for (int k = 0; k < 5; ++k) {
+    s.exchange(0, {1.0f}, {}, k);  // pulled at the current version: staleness 0
+    theta -= 0.1 * std::min(1.0, (k + 1) / 4.0);
+    check_vec("theta", s.weights(), {theta});
+  }
+  // An explicit number of versions, and sync, whose version is a round.
+  Stub y("algorithm: {name: sync, warmup: 2}", {0.0f}, 1);
+  y.exchange(0, {1.0f}, {}, 0);
+  y.exchange(0, {1.0f}, {}, 1);
+  y.exchange(0, {1.0f}, {}, 2);
+  check_vec("sync warmed over 2 rounds", y.weights(), {-0.05 - 0.1 - 0.1});
+  // One worker is never warmed up by default; 0 turns it off.
+  Stub one("algorithm: {name: dc_asgd}", {0.0f}, 1);
+  one.exchange(0, {1.0f}, {}, 0);
+  check_vec("one worker: full step", one.weights(), {-0.1});
+  CHECK(Stub("algorithm: {name: downpour, warmup: 0}", {0.0f}, 4).alg->describe().find("no warm-up") !=
+        std::string::npos);
 }
 
 TEST_CASE("rule parameters are validated with the key and line") {
@@ -298,6 +323,8 @@ TEST_CASE("rule parameters are validated with the key and line") {
       problems("algorithm: {name: easgd, alpha: 2}").find("alg.yaml:1:33: algorithm.alpha: value 2 is out of range") !=
       std::string::npos);
   CHECK(problems("algorithm: {name: gem, kapa: 2}").find("algorithm.kapa: unknown key") != std::string::npos);
+  CHECK(problems("algorithm: {name: downpour, warmup: soon}")
+            .find("algorithm.warmup: 'soon': expected a number of versions") != std::string::npos);
   CHECK(problems("algorithm:\n  name: gem\n  clamp: [3, 1]\n").find("algorithm.clamp: expected [lo, hi]") !=
         std::string::npos);
 }

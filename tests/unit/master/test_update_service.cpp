@@ -21,7 +21,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST_CASE("a non-finite update is rejected, never applied, and the child gets the weights back") {
   for (float bad : {kNaN, kInf, -kInf}) {
-    Stub s("algorithm: {name: downpour}", {1.0f, 2.0f}, 2);
+    Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f, 2.0f}, 2);
     auto p = s.payload({1.0f, bad});
     const Decision d = s.submit(0, p, 0);
     CHECK(d.outcome == Outcome::rejected_nonfinite);
@@ -39,7 +39,7 @@ TEST_CASE("a non-finite update is rejected, never applied, and the child gets th
 }
 
 TEST_CASE("a non-finite BatchNorm state alone rejects the update, and never reaches the canonical state") {
-  Stub s("algorithm: {name: downpour}", {1.0f}, 2, Stub::sgd(0.1), {}, 3);
+  Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), {}, 3);
   CHECK(s.submit(0, s.payload({0.0f}, kNaN), 0).outcome == Outcome::rejected_nonfinite);
   CHECK(s.submit(1, s.payload({0.0f}, 4.0f), 0).outcome == Outcome::applied);
   // Only child 1 reported a (finite) state: the canonical state is its state.
@@ -55,7 +55,7 @@ TEST_CASE("a non-finite BatchNorm state alone rejects the update, and never reac
 TEST_CASE("max_nonfinite non-finite updates in a row end training as diverged; a finite one in between resets") {
   for (std::int64_t limit : {1, 3, 5}) {
     CAPTURE(limit);
-    Stub s("algorithm: {name: downpour}", {1.0f}, 2, Stub::sgd(0.1), {.max_nonfinite = limit});
+    Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), {.max_nonfinite = limit});
     CHECK(s.service->nonfinite_limit() == limit);
     for (std::int64_t k = 1; k < limit; ++k)
       CHECK(s.submit(static_cast<int>(k % 2), s.payload({kNaN}), 0).outcome == Outcome::rejected_nonfinite);
@@ -68,12 +68,12 @@ TEST_CASE("max_nonfinite non-finite updates in a row end training as diverged; a
     CHECK(s.service->nonfinite_run() == limit);
   }
   // The default: 10, or twice the children when that is more.
-  CHECK(Stub("algorithm: {name: downpour}", {1.0f}, 3).service->nonfinite_limit() == 10);
-  CHECK(Stub("algorithm: {name: downpour}", {1.0f}, 8).service->nonfinite_limit() == 16);
+  CHECK(Stub("algorithm: {name: downpour, warmup: 0}", {1.0f}, 3).service->nonfinite_limit() == 10);
+  CHECK(Stub("algorithm: {name: downpour, warmup: 0}", {1.0f}, 8).service->nonfinite_limit() == 16);
 }
 
 TEST_CASE("sync: a non-finite update does not join the round; the round closes with the finite ones") {
-  Stub s("algorithm: {name: sync}", {1.0f}, 2);
+  Stub s("algorithm: {name: sync, warmup: 0}", {1.0f}, 2);
   CHECK(s.submit(0, s.payload({2.0f}), 0).outcome == Outcome::held);
   CHECK(s.submit(1, s.payload({kNaN}), 0).outcome == Outcome::rejected_nonfinite);
   CHECK(s.version() == 0);
@@ -83,7 +83,7 @@ TEST_CASE("sync: a non-finite update does not join the round; the round closes w
 }
 
 TEST_CASE("sync: a child whose data ended no longer counts; its absence may close the round") {
-  Stub s("algorithm: {name: sync}", {1.0f}, 3);
+  Stub s("algorithm: {name: sync, warmup: 0}", {1.0f}, 3);
   CHECK(s.submit(0, s.payload({2.0f}), 0).outcome == Outcome::held);
   CHECK(s.service->child_done(2).round.empty());  // 2 of 2 active needed, 1 held
   const Decision d = s.submit(1, s.payload({4.0f}), 0);
@@ -95,12 +95,12 @@ TEST_CASE("sync: a child whose data ended no longer counts; its absence may clos
   CHECK(s.version() == 2);
   test::check_close("theta", std::vector<double>{s.weights()[0]}, std::vector<double>{1.0 - 0.3 - 0.1}, {1e-6, 1e-6});
   // Asynchronous rules have no rounds.
-  Stub a("algorithm: {name: downpour}", {1.0f}, 2);
+  Stub a("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2);
   CHECK(a.service->child_done(0).round.empty());
 }
 
 TEST_CASE("samples count the applied and held updates, not the rejected ones") {
-  Stub s("algorithm: {name: sync}", {1.0f}, 2);
+  Stub s("algorithm: {name: sync, warmup: 0}", {1.0f}, 2);
   s.submit(0, s.payload({1.0f}), 0, true, false, 16);
   s.submit(1, s.payload({kNaN}), 0, true, false, 16);
   s.submit(1, s.payload({1.0f}), 0, true, false, 8);
@@ -110,13 +110,14 @@ TEST_CASE("samples count the applied and held updates, not the rejected ones") {
 }
 
 TEST_CASE("the tree's top master adds sub-masters' changes, or averages them in rounds") {
-  Stub a("algorithm: {name: downpour}", {1.0f, 2.0f}, 2, Stub::sgd(0.1), {.tree_top = true});
+  Stub a("algorithm: {name: downpour, warmup: 0}", {1.0f, 2.0f}, 2, Stub::sgd(0.1), {.tree_top = true});
   CHECK(a.submit(0, a.payload({0.5f, -1.0f}), 0).outcome == Outcome::applied);
   CHECK(a.weights() == std::vector<float>{1.5f, 1.0f});
   // The reply is the new weights, written in the same pass.
   CHECK(a.slots[0][0] == 1.5f);
   CHECK(a.slots[0][1] == 1.0f);
-  Stub s("algorithm: {name: sync}", {1.0f, 2.0f}, 2, Stub::sgd(0.1), {.tree_top = true, .fuse_first_reply = false});
+  Stub s("algorithm: {name: sync, warmup: 0}", {1.0f, 2.0f}, 2, Stub::sgd(0.1),
+         {.tree_top = true, .fuse_first_reply = false});
   CHECK(s.submit(1, s.payload({1.0f, 0.0f}), 0).outcome == Outcome::held);
   const Decision d = s.submit(0, s.payload({0.0f, 2.0f}), 0);
   CHECK(d.round == std::vector<int>{1, 0});
