@@ -26,10 +26,12 @@
 //    weighted losses, MAPE terms scaled by 100, give gradient norms of ~10^3). On 3dgan-25 the
 //    generator's gradient norm grows by orders of magnitude within tens of updates and the
 //    proposals follow it: the generator is wrecked (docs/algorithms.md).
+#include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/train/checkpoint.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -42,6 +44,7 @@ struct GemParams {
   double clip_norm = 0.0;  ///< > 0: gradients longer than this are rescaled to it
   bool rmsprop = true;     ///< proposal: rmsprop (else sgd)
   float rho = 0.9f, rms_epsilon = 1e-7f;
+  Warmup warmup;  ///< the master's applied updates ramp over the first W (optimizer_apply.hpp)
 };
 
 class GemWorker final : public WorkerRule {
@@ -124,13 +127,28 @@ class GemWorker final : public WorkerRule {
 
 class GemMaster final : public MasterRule {
  public:
-  using MasterRule::MasterRule;
-  Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply, RuleStats&) override {
+  GemMaster(ParameterSet& w, Backend& be, std::int64_t warmup) : MasterRule(w, be), m_warmup(warmup) {}
+  Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
+                 RuleStats& stats) override {
     (void)meta;
-    // theta += update (pull-then-push: no reply follows, so none is written).
-    cpu::add_scaled_range(m_weights.data(), update.data(), 1.0f, reply.empty() ? nullptr : reply.data(), update.size());
+    // theta += w_k update, w_k = min(1, (k + 1) / W) for the k-th applied update (warm-up: the
+    // first proposals all come from the initial weights). Pull-then-push: no reply follows.
+    const float w =
+        m_warmup > 1 && m_applied < m_warmup ? static_cast<float>(m_applied + 1) / static_cast<float>(m_warmup) : 1.0f;
+    stats.scale = w;
+    cpu::add_scaled_range(m_weights.data(), update.data(), w, reply.empty() ? nullptr : reply.data(), update.size());
+    ++m_applied;
     return Verdict::applied;
   }
+  void save(train::CheckpointWriter& wr, const std::string& p) const override { wr.put_int(p + "/applied", m_applied); }
+  void load(const train::CheckpointReader& r, const std::string& p) override {
+    // Checkpoints written before the warm-up existed hold no count: they are past it.
+    m_applied = r.has(p + "/applied") ? r.get_int(p + "/applied") : m_warmup;
+  }
+
+ private:
+  std::int64_t m_warmup;
+  std::int64_t m_applied = 0;
 };
 
 class Gem final : public Algorithm {
@@ -144,14 +162,15 @@ class Gem final : public Algorithm {
     return std::make_unique<GemWorker>(m_p, ctx.layout.size());
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<GemMaster>(w, ctx.backend);
+    return std::make_unique<GemMaster>(w, ctx.backend, m_p.warmup.resolve(ctx.workers));
   }
   std::string describe() const override {
-    return fmt::format("gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}",
+    return fmt::format("gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}, {}",
                        m_p.rmsprop ? "rmsprop" : "sgd",
                        m_p.rmsprop ? fmt::format(" (rho {}, eps {})", m_p.rho, m_p.rms_epsilon) : std::string(), m_p.lr,
                        m_p.momentum, m_p.kappa, m_p.lo, m_p.hi, m_p.epsilon,
-                       m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string());
+                       m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string(),
+                       m_p.warmup.describe());
   }
 
  private:
@@ -177,6 +196,7 @@ std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   p.hi = static_cast<float>(clamp[1]);
   p.epsilon = static_cast<float>(c.get_real("epsilon", 1e-12, 0.0, 1.0, true));
   p.clip_norm = c.get_real("clip_norm", 0.0, 0.0);
+  p.warmup = Warmup::parse(c);
   return std::make_unique<Gem>(p);
 }
 

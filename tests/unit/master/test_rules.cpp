@@ -168,7 +168,7 @@ TEST_CASE("easgd: the worker gets the old centre; both move by alpha towards eac
 }
 
 TEST_CASE("gem (proposal: sgd): pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update = pi Delta") {
-  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f, 0.0f, 0.0f}, 2);
+  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, warmup: 0}", {0.0f, 0.0f, 0.0f}, 2);
   CHECK(s.alg->exchange() == Exchange::pull_push);
   RuleStats st;
   Decision d;
@@ -201,7 +201,7 @@ TEST_CASE("gem: a worker's first pi counts the central variable's move since the
   // its s is theta0, so cvm = -0.2 and pi = (2 * 0.1 - 0.2) / 0.1 = 0: nothing more moves. (Were s
   // the pulled theta, cvm would be 0 and pi 2 again: theta = -0.4, and N workers' first updates
   // would all go in at pi = kappa.)
-  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2}", {0.0f}, 2);
+  Stub s("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, warmup: 0}", {0.0f}, 2);
   s.exchange(0, {1.0f}, {0.0f}, 0);
   check_vec("after worker 0", s.weights(), {-0.2}, 1e-6);
   RuleStats st;
@@ -223,7 +223,8 @@ TEST_CASE("gem clip_norm: a gradient longer than clip_norm is rescaled to it bef
 }
 
 TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each worker") {
-  Stub s("algorithm: {name: gem, proposal: rmsprop, lr: 0.01, momentum: 0.9, kappa: 2, rho: 0.5}", {0.0f, 0.0f}, 2);
+  Stub s("algorithm: {name: gem, proposal: rmsprop, lr: 0.01, momentum: 0.9, kappa: 2, rho: 0.5, warmup: 0}",
+         {0.0f, 0.0f}, 2);
   CHECK(s.alg->describe().find("rmsprop proposals (rho 0.5") != std::string::npos);
   // Worker 0, g = (2, -0.001): v = 0.5 g^2 = (2, 5e-7); Delta = -0.01 g / (sqrt(v) + 1e-7)
   // = (-0.01 * 2 / 1.41421366, 0.01 * 0.001 / 7.0721e-4) = (-0.0141421, 0.0141401): both weights
@@ -299,6 +300,13 @@ TEST_CASE("warm-up: the master optimizer's learning rate ramps over the first ve
   check_vec("one worker: full step", one.weights(), {-0.1});
   CHECK(Stub("algorithm: {name: downpour, warmup: 0}", {0.0f}, 4).alg->describe().find("no warm-up") !=
         std::string::npos);
+  // GEM: its master adds w_k times the k-th update; a raw submit shows the ramp (2 workers: 1/2, 1).
+  Stub g("algorithm: {name: gem}", {0.0f}, 2);
+  const std::vector<float> p = g.payload({1.0f});
+  g.submit(0, p, 0);
+  check_vec("gem: half the first update", g.weights(), {0.5});
+  g.submit(1, p, 1);
+  check_vec("gem: then all of it", g.weights(), {1.5});
 }
 
 TEST_CASE("rule parameters are validated with the key and line") {
