@@ -96,12 +96,19 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     std::printf("Master: %lld updates applied, %lld rejected; CPU time %.2f s over %.1f s wall (%.1f%% of a core)%s.\n",
                 static_cast<long long>(m.applied), static_cast<long long>(m.rejected), m.cpu_s, m.wall_s,
                 m.wall_s > 0 ? 100.0 * m.cpu_s / m.wall_s : 0.0, m.stopped_early ? "; stopped early" : "");
-    if (d.experiment.validate)
-      std::printf("Last validation: D %.4f, G %.4f.\n", m.last_val_d, m.last_val_g);
-    else
-      std::printf("Validation: disabled (validation.enabled: false).\n");
-    std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
-                s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
+    if (d.dist.virtual_compute) {
+      std::printf("Virtual workers (%s): nothing was trained, validated or checkpointed.\n",
+                  d.dist.virtual_compute->spec().c_str());
+      std::printf("Results in %s/: config.yaml, updates.csv%s.\n", s.run_dir.c_str(),
+                  d.dist.trace ? ", trace.json" : "");
+    } else {
+      if (d.experiment.validate)
+        std::printf("Last validation: D %.4f, G %.4f.\n", m.last_val_d, m.last_val_g);
+      else
+        std::printf("Validation: disabled (validation.enabled: false).\n");
+      std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, checkpoints/ (latest: %s)%s.\n",
+                  s.run_dir.c_str(), m.last_checkpoint.c_str(), d.dist.trace ? ", trace.json" : "");
+    }
     std::fputs(m.physics.summary().c_str(), stdout);
     if (m.stopped_by_signal != 0)
       report_stopped(
