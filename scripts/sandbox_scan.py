@@ -123,21 +123,28 @@ def main():
             f.write("| " + " | ".join(str(r[k]) for k in keys) + " |\n")
     use_fom = any(r["fpd_hlf"] for r in rows)
     key, label = ("fpd_hlf", "fpd_hlf (lower is better)") if use_fom else ("val_g", "validation G loss")
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for rule in a.rules.split(","):
-        pts = [(r["workers"], float(r[key])) for r in rows if r["rule"] == rule and r[key] and r["diverged"] == "no"]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rule)
-        for r in rows:
-            if r["rule"] == rule and r["diverged"] == "yes":
-                ax.annotate("diverged", (r["workers"], ax.get_ylim()[1]), fontsize=7, rotation=90)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("virtual workers N")
-    ax.set_ylabel(label)
-    ax.set_title(f"{os.path.basename(a.experiment)}: {a.samples} samples, batch {batch}")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    # With physics, a second panel: the sampling-fraction error, which fpd_hlf does not weigh much
+    # (a generator off in energy scale by 5x can score a lower fpd_hlf than one off by 80 %).
+    panels = [(key, label)] + ([("sf_mre_pct", "sampling-fraction error (%)")] if use_fom else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.2), squeeze=False)
+    for ax, (k, lab) in zip(axes[0], panels):
+        for rule in a.rules.split(","):
+            pts = [(r["workers"], float(r[k])) for r in rows if r["rule"] == rule and r[k] and r["diverged"] == "no"]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rule)
+            for r in rows:
+                if r["rule"] == rule and r["diverged"] == "yes":
+                    ax.annotate("diverged", (r["workers"], ax.get_ylim()[1]), fontsize=7, rotation=90)
+                if r["rule"] == rule and r.get("dead") == "yes" and r[k]:
+                    ax.annotate("dead", (r["workers"], float(r[k])), fontsize=7, xytext=(4, 4),
+                                textcoords="offset points")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("virtual workers N")
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{os.path.basename(a.experiment)}: {a.samples} samples, batch {batch}")
     fig.tight_layout()
     fig.savefig(os.path.join(a.out, "scan.png"), dpi=120)
     print(f"wrote {a.out}/scan.csv, scan.md, scan.png")
