@@ -14,7 +14,6 @@
 
 #include "mpigan/core/error.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -63,9 +62,9 @@ class DcAsgdMaster final : public MasterRule {
     for (std::size_t l = 0; b + l < n; ++l) element(b + l, l);
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
-    const float lr_scale =
-        m_p.staleness_lr ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, meta.staleness())) : 1.0f;
-    m_opt.apply(m_corrected, 1.0f, reply, lr_scale);  // the reply (new weights) in the optimizer's pass
+    m_opt.apply(
+        m_corrected, 1.0f, reply,
+        staleness_factor(m_p.staleness_lr, meta.staleness()));  // the reply (new weights) in the optimizer's pass
     // The new backup, read again only at this worker's next update: streaming stores.
     it->second.resize(m_weights.size());
     cpu::stream_copy_range(m_weights.data(), it->second.data(), m_weights.size());

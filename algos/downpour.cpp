@@ -14,14 +14,8 @@
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
-#include <algorithm>
-
 namespace mpigan::algos {
 namespace {
-
-float staleness_factor(bool inverse, std::int64_t tau) {
-  return inverse ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, tau)) : 1.0f;
-}
 
 class DownpourMaster final : public MasterRule {
  public:

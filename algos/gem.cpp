@@ -133,8 +133,7 @@ class GemMaster final : public MasterRule {
     (void)meta;
     // theta += w_k update, w_k = min(1, (k + 1) / W) for the k-th applied update (warm-up: the
     // first proposals all come from the initial weights). Pull-then-push: no reply follows.
-    const float w =
-        m_warmup > 1 && m_applied < m_warmup ? static_cast<float>(m_applied + 1) / static_cast<float>(m_warmup) : 1.0f;
+    const auto w = static_cast<float>(Warmup::factor(m_applied, m_warmup));
     stats.scale = w;
     cpu::add_scaled_range(m_weights.data(), update.data(), w, reply.empty() ? nullptr : reply.data(), update.size());
     ++m_applied;

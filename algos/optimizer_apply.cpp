@@ -47,10 +47,7 @@ void OptimizerApply::apply(std::span<const float> gradient, float scale, std::sp
     for (std::size_t i = 0; i < gradient.size(); ++i) s[i] = scale * gradient[i];
   }
   const ParameterSet& grad = in_place ? g : m_grad;
-  double warm = 1.0;
-  if (m_warmup > 1 && m_opt->iterations() < m_warmup)
-    warm = static_cast<double>(m_opt->iterations() + 1) / static_cast<double>(m_warmup);
-  m_opt->set_lr(m_lr * lr_scale * warm);
+  m_opt->set_lr(m_lr * lr_scale * Warmup::factor(m_opt->iterations(), m_warmup));
   if (reply.empty()) {
     m_opt->step(m_weights, grad);
   } else {

@@ -6,6 +6,9 @@
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/core/config.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace mpigan::algos {
 
 /// The master optimizer's learning-rate warm-up (gradual warm-up, Goyal et al. 2017): step k
@@ -21,16 +24,27 @@ struct Warmup {
   static Warmup parse(ConfigNode& c);
   std::int64_t resolve(int workers) const { return versions < 0 ? workers : versions; }
   std::string describe() const;
+  /// The factor of step @p k (0-based) of a warm-up over @p steps (resolved): min(1, (k + 1) / steps);
+  /// 1 when @p steps <= 1.
+  static double factor(std::int64_t k, std::int64_t steps) {
+    return steps > 1 && k < steps ? static_cast<double>(k + 1) / static_cast<double>(steps) : 1.0;
+  }
 };
+
+/// s(tau) of the staleness-aware learning rate (Zhang et al. 2016): 1 / max(1, tau) when
+/// @p inverse (staleness_scale: inverse), else 1.
+inline float staleness_factor(bool inverse, std::int64_t tau) {
+  return inverse ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, tau)) : 1.0f;
+}
 
 class OptimizerApply {
  public:
   OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Warmup warmup = {});
   /// weights <- optimizer(weights, scale * gradient), with the optimizer's learning rate times
-  /// @p lr_scale (and the warm-up's factor) for this step only. A non-empty @p reply also receives the new weights,
-  /// written in the optimizer's own pass (no second read of the weights). Scaling the gradient and scaling the step
-  /// differ for rmsprop and adam, which divide the gradient by its running magnitude: only
-  /// @p lr_scale shortens their step.
+  /// @p lr_scale (and the warm-up's factor) for this step only. A non-empty @p reply also
+  /// receives the new weights, written in the optimizer's own pass (no second read of the
+  /// weights). Scaling the gradient and scaling the step differ for rmsprop and adam, which divide
+  /// the gradient by its running magnitude: only @p lr_scale shortens their step.
   void apply(std::span<const float> gradient, float scale = 1.0f, std::span<float> reply = {}, float lr_scale = 1.0f);
   void save(train::CheckpointWriter& w, const std::string& prefix) const;
   void load(const train::CheckpointReader& r, const std::string& prefix);

@@ -73,6 +73,27 @@ std::vector<std::pair<std::int64_t, double>> physics_rows(const std::string& pat
   return rows;
 }
 
+/// A physics monitor on the test experiment in a fresh directory (best generator kept in
+/// DIR/best.h5), and a session whose generator it scores.
+struct Scoring {
+  explicit Scoring(const std::string& name)
+      : dir(temp_dir(name)),
+        e(experiment(dir)),
+        plan(DataPlan::open(e, false)),
+        monitor(e, plan, dir + "/best.h5"),
+        s(Session::create(e, 1)) {}
+  /// Every generator weight set to @p v.
+  void fill_generator(float v) {
+    std::vector<float> w(s.model->generator.weights().size(), v);
+    copy_from_host(*s.backend, w, s.model->generator.weights());
+  }
+  std::string dir;
+  ExperimentConfig e;
+  DataPlan plan;
+  PhysicsMonitor monitor;
+  Session s;
+};
+
 }  // namespace
 
 TEST_CASE("physics validation: metrics rows, the best generator, determinism") {
@@ -135,18 +156,13 @@ TEST_CASE("physics validation: metrics rows, the best generator, determinism") {
 }
 
 TEST_CASE("physics validation: a diverged generator scores +inf and the summary says it is ruined") {
-  const std::string dir = temp_dir("physics-diverged");
-  const ExperimentConfig e = experiment(dir);
-  DataPlan plan = DataPlan::open(e, false);
-  PhysicsMonitor monitor(e, plan, dir + "/best.h5");
-  Session s = Session::create(e, 1);
-  std::vector<float> nan(s.model->generator.weights().size(), std::numeric_limits<float>::quiet_NaN());
-  copy_from_host(*s.backend, nan, s.model->generator.weights());
-  const PhysicsScore sc = monitor.score(s, 7, 112);
+  Scoring t("physics-diverged");
+  t.fill_generator(std::numeric_limits<float>::quiet_NaN());
+  const PhysicsScore sc = t.monitor.score(t.s, 7, 112);
   CHECK(sc.diverged);
   CHECK(std::isinf(sc.fom));
-  CHECK_FALSE(monitor.keep_if_best(sc, s));  // never kept as the best
-  CHECK_FALSE(fs::exists(dir + "/best.h5"));
+  CHECK_FALSE(t.monitor.keep_if_best(sc, t.s));  // never kept as the best
+  CHECK_FALSE(fs::exists(t.dir + "/best.h5"));
   PhysicsOutcome out{sc, std::nullopt, "", 0};
   CHECK(out.ruined());
   CHECK(out.summary().find("ruined") != std::string::npos);
@@ -164,18 +180,13 @@ TEST_CASE("physics validation: a diverged generator scores +inf and the summary 
 }
 
 TEST_CASE("physics validation: a dead generator (every shower empty) is named, and the summary warns") {
-  const std::string dir = temp_dir("physics-dead");
-  const ExperimentConfig e = experiment(dir);
-  DataPlan plan = DataPlan::open(e, false);
-  PhysicsMonitor monitor(e, plan, dir + "/best.h5");
-  Session s = Session::create(e, 1);
-  const PhysicsScore alive = monitor.score(s, 0, 0);  // the initial generator makes showers
+  Scoring t("physics-dead");
+  const PhysicsScore alive = t.monitor.score(t.s, 0, 0);  // the initial generator makes showers
   CHECK(alive.empty < alive.events);
   CHECK_FALSE(alive.dead());
   // All weights zero: the output ReLU sees 0 everywhere, so every cell of every shower is 0.
-  std::vector<float> zero(s.model->generator.weights().size(), 0.0f);
-  copy_from_host(*s.backend, zero, s.model->generator.weights());
-  const PhysicsScore sc = monitor.score(s, 9, 144);
+  t.fill_generator(0.0f);
+  const PhysicsScore sc = t.monitor.score(t.s, 9, 144);
   CHECK(sc.empty == 48);
   CHECK(sc.dead());
   CHECK_FALSE(sc.diverged);
@@ -183,7 +194,7 @@ TEST_CASE("physics validation: a dead generator (every shower empty) is named, a
   PhysicsOutcome out{sc, std::nullopt, "", 0};
   CHECK(out.ruined());
   CHECK(out.summary().find("WARNING: the generator is dead") != std::string::npos);
-  const auto row = physics_row(metrics_columns(s.model->discriminator.output_names()), 0, 1.0, sc);
+  const auto row = physics_row(metrics_columns(t.s.model->discriminator.output_names()), 0, 1.0, sc);
   CHECK(row.back() == "48");  // metrics.csv's empty_showers column
 }
 
