@@ -10,8 +10,17 @@ if [ "${1:-}" = "--header" ]; then
   echo "rule,workers,masters,every,ranks,step,mean_step_s,updates,sim_s,samples,mid_samples_per_s,ideal_samples_per_s,efficiency,speedup,real_s,rss_mb"
   exit 0
 fi
+if [ "${1:-}" = "--help" ] || [ $# -lt 4 ]; then
+  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  echo "example: run_mpigan.sh gem 1024 33 4 lognormal:1.64,0.05"
+  [ "${1:-}" = "--help" ] && exit 0 || exit 2
+fi
 RULE=$1 N=$2 M=$3 E=$4 STEP=${5:-lognormal:1.64,0.05}
+for v in "$N" "$M" "$E"; do
+  [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "run_mpigan.sh: WORKERS, MASTERS and EVERY must be positive integers, got '$v'" >&2; exit 2; }
+done
 BIN=${BUILD:-$HERE/../../build-smpi}/apps/mpigan
+[ -e "$BIN" ] || { echo "run_mpigan.sh: no SMPI build at $BIN: cmake --preset smpi && cmake --build --preset smpi" >&2; exit 2; }
 RANKS=$((N + M))
 UPDATES=$((10 * N))
 [ "$M" -gt 1 ] && UPDATES=$((10 * N / E))  # a tree's versions: one per sub-master exchange of E updates
