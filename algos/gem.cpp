@@ -14,15 +14,19 @@
 // proposal: how Delta is made from the gradient.
 //  - rmsprop (the default): Delta = -lr g / (sqrt(v) + eps), v <- rho v + (1 - rho) g^2 kept by each
 //    worker, rho 0.9, eps 1e-7 (Keras's RMSprop, the 3DGAN's own optimizer): proposals bounded by
-//    ~lr per weight whatever the gradient's scale. Default lr 2e-4 = 1e-3 / 5: pi saturates at the
-//    clamp's upper end 5 when one worker runs alone, so one worker moves the weights like the
-//    single-process RMSprop at its 1e-3; with N workers the proxy kappa |m| ~ 20 lr bounds the
-//    central variable's movement per worker cycle, whatever N. On the quickstart with 3 virtual
+//    ~lr per weight whatever the gradient's scale. Default lr `auto` = 1e-3 / (N + 4) for N
+//    workers at this master (2e-4 for one): pi saturates at the clamp's upper end 5 when one
+//    worker runs alone, so one worker moves the weights like the single-process RMSprop at its
+//    1e-3; the proxy kappa |m| ~ 20 lr bounds each worker's share of the central variable's
+//    movement, so with a fixed lr N workers moved it ~N times as far per cycle, and at N = 16 the
+//    3DGAN's generator lost its energy scale (sampling fraction 98 % off; 41 % with 1e-3 / 20,
+//    docs/sandbox.md). On the quickstart with 3 virtual
 //    workers, 40 updates: validation D 12, fpd_hlf 3.7e4 (downpour: D 55, fpd_hlf 5.0e4; these
 //    proposals at lr 1e-3: D 657, fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5), all
 //    measured before the fix of the first update's stale copy below; N = 1..64 after it in
 //    docs/sandbox.md.
-//  - sgd: Delta = -lr g, the paper's; default lr 1e-4 rather than the paper's 0.01 (the 3DGAN's
+//  - sgd: Delta = -lr g, the paper's; default lr (auto) 5e-4 / (N + 4), 1e-4 for one worker, rather
+//    than the paper's 0.01 (the 3DGAN's
 //    weighted losses, MAPE terms scaled by 100, give gradient norms of ~10^3). On 3dgan-25 the
 //    generator's gradient norm grows by orders of magnitude within tens of updates and the
 //    proposals follow it: the generator is wrecked (docs/algorithms.md).
@@ -40,11 +44,18 @@ namespace mpigan::algos {
 namespace {
 
 struct GemParams {
-  float lr = 2e-4f, momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
+  float lr = 0.0f;  ///< 0: auto, lr_auto(workers)
+  float momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
   double clip_norm = 0.0;  ///< > 0: gradients longer than this are rescaled to it
   bool rmsprop = true;     ///< proposal: rmsprop (else sgd)
   float rho = 0.9f, rms_epsilon = 1e-7f;
   Warmup warmup;  ///< the master's applied updates ramp over the first W (optimizer_apply.hpp)
+  /// The proposal learning rate for @p workers at this master: lr, or when auto the single
+  /// worker's default divided by (N + 4) / 5.
+  float lr_for(int workers) const {
+    if (lr > 0) return lr;
+    return (rmsprop ? 1e-3f : 5e-4f) / static_cast<float>(std::max(1, workers) + 4);
+  }
 };
 
 class GemWorker final : public WorkerRule {
@@ -158,7 +169,9 @@ class Gem final : public Algorithm {
   Payload payload() const override { return Payload::gradient; }
   Exchange exchange() const override { return Exchange::pull_push; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext& ctx) const override {
-    return std::make_unique<GemWorker>(m_p, ctx.layout.size());
+    GemParams p = m_p;
+    p.lr = m_p.lr_for(ctx.workers);
+    return std::make_unique<GemWorker>(p, ctx.layout.size());
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
     return std::make_unique<GemMaster>(w, ctx.backend, m_p.warmup.resolve(ctx.workers));
@@ -166,7 +179,9 @@ class Gem final : public Algorithm {
   std::string describe() const override {
     return fmt::format("gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}, {}",
                        m_p.rmsprop ? "rmsprop" : "sgd",
-                       m_p.rmsprop ? fmt::format(" (rho {}, eps {})", m_p.rho, m_p.rms_epsilon) : std::string(), m_p.lr,
+                       m_p.rmsprop ? fmt::format(" (rho {}, eps {})", m_p.rho, m_p.rms_epsilon) : std::string(),
+                       m_p.lr > 0 ? fmt::format("{}", m_p.lr)
+                                  : fmt::format("auto ({} / (N + 4) for N workers)", m_p.rmsprop ? "1e-3" : "5e-4"),
                        m_p.momentum, m_p.kappa, m_p.lo, m_p.hi, m_p.epsilon,
                        m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string(),
                        m_p.warmup.describe());
@@ -181,7 +196,7 @@ class Gem final : public Algorithm {
 std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   GemParams p;
   p.rmsprop = c.get_choice("proposal", "rmsprop", {"rmsprop", "sgd"}) == "rmsprop";
-  p.lr = static_cast<float>(c.get_real("lr", p.rmsprop ? 2e-4 : 1e-4, 0.0, 100.0, true));
+  if (c.get_string("lr", "auto") != "auto") p.lr = static_cast<float>(c.get_real("lr", 0.0, 0.0, 100.0, true));
   p.rho = static_cast<float>(c.get_real("rho", 0.9, 0.0, 0.999999));
   p.rms_epsilon = static_cast<float>(c.get_real("rms_epsilon", 1e-7, 0.0, 1.0, true));
   if (!p.rmsprop && (c.has("rho") || c.has("rms_epsilon")))

@@ -58,6 +58,10 @@ struct Header {
   /// (push_payload). The master takes the update's norms and finiteness from them, so it does not
   /// read the update an extra time: a NaN or an infinity makes its block's sum non-finite.
   std::array<double, 3> sumsq{};
+  /// Update headers: per network, how much of the BatchNorm state the sender was last given is
+  /// left in the state it sends (nn::Network::state_decay: momentum^k after k updates of the
+  /// running statistics). The master merges the state with it (master/update_service.hpp).
+  std::array<double, 2> state_decay{1.0, 1.0};
   std::array<double, kMaxLosses> losses{};
 };
 

@@ -108,7 +108,10 @@ Topology Topology::build(const Comm& comm, const TopologyConfig& c) {
     t.shards = t.size - c.masters;
     // The group's id at its master: its position among that master's groups.
     int id = 0;
-    for (int g = 0; g < t.group; ++g) id += master_of_group(g) == t.parent;
+    for (int g = 0; g < t.groups; ++g) {
+      id += g < t.group && master_of_group(g) == t.parent;
+      t.siblings += master_of_group(g) == t.parent;
+    }
     t.child_id = id;
   }
   MPI_Comm dup = MPI_COMM_NULL;

@@ -71,6 +71,7 @@ struct Topology {
   int parent = -1;            ///< the master this rank talks to (workers, sub-masters); -1 for the top
   std::vector<int> children;  ///< masters: ranks they serve (group leaders or sub-masters), in id order
   int child_id = -1;          ///< this rank's id at its parent (leaders and sub-masters)
+  int siblings = 0;           ///< workers: the groups its master serves, its own included
   int group = -1, group_rank = -1;
   int shard = -1, shards = 0;          ///< worker data shard
   int local_rank = 0, local_size = 1;  ///< among the ranks of this node

@@ -56,8 +56,7 @@ ParentLink::Reply ParentLink::take_parent_weights(const Header& h, std::span<con
     std::copy(b.begin(), b.end(), m_service.weights(n).begin());
     m_pulled[dist::index(n)].assign(b.begin(), b.end());
   }
-  const auto st = layout.all_state(buf);
-  std::copy(st.begin(), st.end(), m_service.state().begin());
+  m_service.set_state(layout.all_state(buf));
   m_parent_version = h.version;
   m_unapplied = false;
   if (!(h.flags & dist::kFlagCheckpoint)) return {};
@@ -87,8 +86,8 @@ ParentLink::Reply ParentLink::exchange() {
     auto out = layout.block(n, buf);
     for (std::size_t k = 0; k < w.size(); ++k) out[k] = w[k] - pulled[k];
   }
-  m_service.fill_state(buf);
   Header h;
+  h.state_decay = m_service.report_state(buf);
   h.kind = Kind::update;
   h.child = t.child_id;
   h.version = m_parent_version;

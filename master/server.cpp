@@ -313,7 +313,8 @@ void Server::serve_update(std::size_t i, bool reply) {
   Decision d;
   {
     auto span = m_ctx.trace.span("apply", "compute");
-    d = m_service.submit({static_cast<int>(i), h.version, h.samples, h.sumsq, u, m_ctx.channels.child_shared(i)}, r);
+    d = m_service.submit(
+        {static_cast<int>(i), h.version, h.samples, h.sumsq, u, m_ctx.channels.child_shared(i), h.state_decay}, r);
   }
   m_progress.log_decision(row, d, m_service.version());
   switch (d.outcome) {
@@ -344,7 +345,7 @@ void Server::serve_update(std::size_t i, bool reply) {
     defer(i, false);  // the reply is built again on release, with the weights of then
     return;
   }
-  m_service.fill_state(r);
+  m_service.fill_state(static_cast<int>(i), r);
   send_reply(i, r, flags_for(i), m_checkpoints.pending());
 }
 

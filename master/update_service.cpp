@@ -68,6 +68,7 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     const auto& st = networks.state[dist::index(n)];
     std::copy(st.begin(), st.end(), m_layout.in_state(n, state()).begin());
   }
+  for (auto& c : m_children) c.sent = m_state;
 }
 
 std::int64_t UpdateService::nonfinite_limit() const {
@@ -77,17 +78,52 @@ std::int64_t UpdateService::nonfinite_limit() const {
 
 void UpdateService::pull(int child, std::span<float> out) {
   for (Net n : kNets) m_nets[dist::index(n)].rule->pull(child, m_layout.block(n, out));
-  fill_state(out);
+  fill_state(child, out);
 }
 
-void UpdateService::fill_state(std::span<float> reply) const {
+void UpdateService::fill_state(int child, std::span<float> reply) {
   std::copy(m_state.begin(), m_state.end(), m_layout.all_state(reply).begin());
+  ChildState& c = m_children[static_cast<std::size_t>(child)];
+  c.sent.assign(m_state.begin(), m_state.end());
+  c.sent_version = m_state_version;
 }
 
-void UpdateService::round_reply(int child, std::span<float> reply, bool weights_written) const {
+std::array<double, 2> UpdateService::report_state(std::span<float> out) const {
+  std::copy(m_state.begin(), m_state.end(), m_layout.all_state(out).begin());
+  return m_state_decay;
+}
+
+void UpdateService::set_state(std::span<const float> state) {
+  MPIGAN_CHECK(state.size() == m_state.size(), "BatchNorm state of {} values; the model has {}", state.size(),
+               m_state.size());
+  std::copy(state.begin(), state.end(), m_state.begin());
+  ++m_state_version;
+  m_state_decay = {1.0, 1.0};
+}
+
+void UpdateService::merge_state(ChildState& c, std::span<const float> reported, const std::array<double, 2>& decay) {
+  // Nothing merged since the child was sent its state: its report is the moving average itself.
+  const bool fresh = c.sent_version == m_state_version;
+  for (Net n : kNets) {
+    const std::size_t k = dist::index(n);
+    const auto s = m_layout.in_state(n, state());
+    const auto w = m_layout.in_state(n, reported);
+    const auto p = m_layout.in_state(n, std::span<const float>(c.sent));
+    if (fresh) {
+      std::copy(w.begin(), w.end(), s.begin());
+    } else {
+      for (std::size_t i = 0; i < s.size(); ++i)
+        s[i] = static_cast<float>(w[i] + decay[k] * (static_cast<double>(s[i]) - p[i]));
+    }
+    m_state_decay[k] *= decay[k];
+  }
+  ++m_state_version;
+}
+
+void UpdateService::round_reply(int child, std::span<float> reply, bool weights_written) {
   if (!weights_written)
     for (Net n : kNets) m_nets[dist::index(n)].rule->reply_after_round(child, m_layout.block(n, reply));
-  fill_state(reply);
+  fill_state(child, reply);
 }
 
 Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
@@ -106,8 +142,6 @@ Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
   m_nonfinite_run = 0;
   ChildState& c = m_children[static_cast<std::size_t>(u.child)];
   const auto st = m_layout.all_state(u.payload);
-  c.state.assign(st.begin(), st.end());
-  c.has_state = true;
   const algos::UpdateMeta meta{u.child, u.pulled, m_version, u.samples, u.stable};
   std::array<algos::Verdict, 2> verdict{};
   for (Net n : kNets) {
@@ -127,6 +161,8 @@ Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
   m_samples += u.samples;
   if (verdict[0] == algos::Verdict::held) {
     d.outcome = Outcome::held;
+    c.report.assign(st.begin(), st.end());
+    c.report_decay = u.state_decay;
     m_held.push_back(u.child);
     if (round_ready()) {
       const Decision r = close_round();
@@ -136,7 +172,8 @@ Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
     return d;
   }
   ++m_applied;
-  new_version();
+  merge_state(c, st, u.state_decay);
+  ++m_version;
   return d;
 }
 
@@ -165,24 +202,17 @@ Decision UpdateService::close_round() {
   MPIGAN_CHECK(d.first_reply_written || first_reply.empty() || !(wrote[0] || wrote[1]),
                "the update rule wrote the first reply for one network only");
   m_applied += static_cast<std::int64_t>(m_held.size());
-  new_version();
+  // The round's statistics in child order (not arrival order): reproducible.
+  std::vector<int> order = m_held;
+  std::sort(order.begin(), order.end());
+  for (int i : order) {
+    ChildState& c = m_children[static_cast<std::size_t>(i)];
+    merge_state(c, c.report, c.report_decay);
+  }
+  ++m_version;
   d.round = std::move(m_held);
   m_held.clear();
   return d;
-}
-
-void UpdateService::new_version() {
-  ++m_version;
-  // Canonical BN state = mean of the children's latest reports, in child order.
-  std::vector<double> sum(m_state.size(), 0.0);
-  int n = 0;
-  for (const auto& c : m_children) {
-    if (!c.has_state) continue;
-    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += c.state[i];
-    ++n;
-  }
-  if (n == 0) return;
-  for (std::size_t i = 0; i < sum.size(); ++i) m_state[i] = static_cast<float>(sum[i] / n);
 }
 
 void UpdateService::save(train::CheckpointWriter& w) const {
@@ -205,7 +235,7 @@ void UpdateService::load(const train::CheckpointReader& r, const std::string& pa
   const auto st = r.floats("model/state");
   MPIGAN_CHECK(st.size() == m_state.size(), "checkpoint '{}': BatchNorm state of {} values, model has {}", path,
                st.size(), m_state.size());
-  m_state = st;
+  set_state(st);
   for (Net n : kNets) m_nets[dist::index(n)].rule->load(r, fmt::format("rule/{}", names[dist::index(n)]));
   m_version = r.get_int("progress/version");
 }

@@ -13,8 +13,14 @@
 //   diverged       max_nonfinite non-finite updates in a row: training has diverged
 // A child whose data ended (child_done) no longer counts towards a round, which may then close.
 //
-// BatchNorm state: the canonical state is the mean of the latest state reported by each child
-// (in child order), recomputed with every new version. Only finite updates report a state.
+// BatchNorm state: the canonical running statistics are the moving average over every batch any
+// worker trained on, as one process would have kept it over the same batches. A child reports
+// the state s_w it reached from the state s_p it was last sent, with the decay a left of s_p in
+// it (dist::Header::state_decay: s_w = a s_p + what its own batches added); the service merges
+// s <- s_w + a (s - s_p), which is s_w itself when nothing was merged since the child was sent
+// s_p. Asynchronous updates merge as they are applied, a round's in child order when it closes;
+// rejected updates not at all. (A mean of the children's latest states, as before, moved the
+// statistics one step per round of N updates: N times too slowly.)
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
@@ -41,6 +47,9 @@ struct Incoming {
   /// The payload stays valid and unchanged until this child is answered (a shared-memory slot):
   /// a synchronous rule may hold a view instead of a copy.
   bool stable = false;
+  /// Per network, the decay of the state the child was last sent in the state it reports
+  /// (dist::Header::state_decay).
+  std::array<double, 2> state_decay{1.0, 1.0};
 };
 
 enum class Outcome { applied, held, rejected_nonfinite, rejected_by_rule, diverged };
@@ -97,9 +106,16 @@ class UpdateService {
   /// with a non-empty round when its absence completed one.
   Decision child_done(int child);
   /// The reply to a child of a closed round (its weights unless already written, and the state).
-  void round_reply(int child, std::span<float> reply, bool weights_written) const;
-  /// The canonical BN state into the reply's state blocks.
-  void fill_state(std::span<float> reply) const;
+  void round_reply(int child, std::span<float> reply, bool weights_written);
+  /// The canonical BN state into the state blocks of @p child's reply (remembered: the child's
+  /// next report is merged against it).
+  void fill_state(int child, std::span<float> reply);
+  /// A sub-master's report to its parent: the canonical state into @p out's state blocks, and
+  /// per network the decay of the state last set by set_state() in it (the product of the merged
+  /// children's decays).
+  std::array<double, 2> report_state(std::span<float> out) const;
+  /// Replace the canonical state (a sub-master taking its parent's); the decay starts afresh.
+  void set_state(std::span<const float> state);
 
   // ---- the canonical model
   std::span<float> weights(models::Net n) { return {m_nets[dist::index(n)].theta.data(), layout().weights(n)}; }
@@ -135,17 +151,21 @@ class UpdateService {
   };
   struct ChildState {
     bool done = false;
-    std::vector<float> state;  ///< latest BN state it reported
-    bool has_state = false;
+    std::vector<float> sent;        ///< the BN state it was last sent
+    std::int64_t sent_version = 0;  ///< m_state_version when it was sent
+    std::vector<float> report;      ///< a held update's state, merged when the round closes
+    std::array<double, 2> report_decay{1.0, 1.0};
   };
   bool round_ready() const;
   Decision close_round();
-  void new_version();
+  void merge_state(ChildState& c, std::span<const float> reported, const std::array<double, 2>& decay);
 
   std::unique_ptr<Backend> m_host;
   dist::PayloadLayout m_layout;
   std::array<NetSlot, 2> m_nets;
   std::vector<float> m_state;
+  std::int64_t m_state_version = 0;               ///< merges and set_state() calls so far
+  std::array<double, 2> m_state_decay{1.0, 1.0};  ///< decay since set_state() (report_state)
   std::vector<ChildState> m_children;
   std::vector<int> m_held;  ///< held children, in arrival order
   ReplySlot m_reply_slot;

@@ -56,6 +56,7 @@ const Tensor& BatchNorm3d::forward(const Tensor& src, const ForwardContext& ctx)
   if (ctx.update_stats) {
     backend().axpby(1.0f - m_momentum, m_batch_mean, m_momentum, m_state[0]);
     backend().axpby(1.0f - m_momentum, m_batch_var, m_momentum, m_state[1]);
+    m_decay *= m_momentum;
   }
   return m_dst;
 }

@@ -25,6 +25,9 @@ class BatchNorm3d final : public Layer {
   TensorDesc setup(const TensorDesc& src) override;
   const Tensor& forward(const Tensor& src, const ForwardContext& ctx) override;
   void backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) override;
+  /// momentum^k after k updates of the running statistics since the last reset.
+  double state_decay() const override { return m_decay; }
+  void reset_state_decay() override { m_decay = 1.0; }
 
  private:
   BatchNormDesc m_desc;
@@ -33,6 +36,7 @@ class BatchNorm3d final : public Layer {
   TensorDesc m_src_desc;
   Tensor m_src, m_dst, m_batch_mean, m_batch_var;
   bool m_last_was_train = false;
+  double m_decay = 1.0;
 };
 
 }  // namespace mpigan::nn

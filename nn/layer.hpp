@@ -67,6 +67,12 @@ class Layer {
   virtual Shape output_shape(const Shape& src) const = 0;
   virtual std::vector<ParamSpec> params() const { return {}; }
   virtual std::vector<ParamSpec> state() const { return {}; }
+  /// How much of this layer's state, as it was at the last reset_state_decay(), is left in it now:
+  /// the state is a moving average s <- a s + (1 - a) x, and this is the product of the a's applied
+  /// since (1 for a layer whose state does not decay). The master merges the running statistics
+  /// of many workers with it (master/update_service.hpp).
+  virtual double state_decay() const { return 1.0; }
+  virtual void reset_state_decay() {}
 
   /// Attach the backend and views of the network's buffers, in the order of params()/state().
   void bind(Backend& backend, std::vector<Tensor> weights, std::vector<Tensor> grads, std::vector<Tensor> state);

@@ -102,6 +102,30 @@ void Network::zero_grads() {
   backend().fill(g, 0.0f);
 }
 
+double Network::state_decay() const {
+  double decay = 1.0;
+  const Layer* first = nullptr;
+  for (const auto& n : m_nodes)
+    for (const auto& l : n.layers) {
+      if (l->state().empty()) continue;
+      if (!first) {
+        first = l.get();
+        decay = l->state_decay();
+      }
+      MPIGAN_CHECK(l->state_decay() == decay,
+                   "network '{}': the state of layer '{}' decayed by {} and that of layer '{}' by {}; a distributed "
+                   "run merges running statistics with one decay per network (give every BatchNormalization the "
+                   "same momentum)",
+                   m_name, first->name(), decay, l->name(), l->state_decay());
+    }
+  return decay;
+}
+
+void Network::reset_state_decay() {
+  for (auto& n : m_nodes)
+    for (auto& l : n.layers) l->reset_state_decay();
+}
+
 std::vector<std::string> Network::output_names() const {
   std::vector<std::string> names;
   for (const auto& n : m_nodes)

@@ -55,6 +55,12 @@ class Network {
   ParameterSet& state() { return m_state; }
   const ParameterSet& state() const { return m_state; }
   void zero_grads();
+  /// The decay of the state since reset_state_decay() (Layer::state_decay): one number for the
+  /// whole network, since every forward pass updates every layer's statistics once. Throws
+  /// Error if the layers with state disagree (moving averages of different momenta); 1
+  /// for a network without state.
+  double state_decay() const;
+  void reset_state_decay();
 
   std::vector<std::string> output_names() const;
   Backend& backend() const;

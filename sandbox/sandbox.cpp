@@ -82,7 +82,7 @@ class Sandbox {
     for (int k = 0; k < o.workers; ++k) {
       VirtualWorker& w = m_workers[static_cast<std::size_t>(k)];
       w.id = k;
-      w.update = std::make_unique<worker::UpdateBuilder>(*d.dist.algorithm, m_session, m_e, m_layout);
+      w.update = std::make_unique<worker::UpdateBuilder>(*d.dist.algorithm, m_session, m_e, m_layout, m_o.workers);
       w.step = std::make_unique<models::GanStep>(*m_session.model, *m_session.backend, m_e.step,
                                                  dist::worker_step_seed(m_e, k + 1));
       if (local) {
@@ -226,7 +226,7 @@ class Sandbox {
   master::Incoming incoming(VirtualWorker& w) {
     const std::span<const float> p = w.update->payload();
     w.header.sumsq = dist::block_sums_of_squares(p, m_layout);
-    return {w.id, w.header.version, w.header.samples, w.header.sumsq, p, true};
+    return {w.id, w.header.version, w.header.samples, w.header.sumsq, p, true, w.update->state_decay()};
   }
 
   LogRow row_for(const VirtualWorker& w, double arrived) const {
@@ -268,7 +268,7 @@ class Sandbox {
       w.deferred = true;  // answered on release with the weights of then, as the real master does
       return;
     }
-    m_service.fill_state(r);
+    m_service.fill_state(w.id, r);
     reply_to(w);
   }
 

@@ -69,7 +69,9 @@ class Exchanger::GroupAverage {
 };
 
 Exchanger::Exchanger(dist::RoleContext& ctx, WorkerProgress& progress)
-    : m_ctx(ctx), m_progress(progress), m_update(*ctx.d.dist.algorithm, ctx.session, ctx.d.experiment, ctx.layout) {
+    : m_ctx(ctx),
+      m_progress(progress),
+      m_update(*ctx.d.dist.algorithm, ctx.session, ctx.d.experiment, ctx.layout, ctx.t.siblings) {
   const auto& e = ctx.d.experiment;
   m_group = std::make_unique<GroupAverage>(*ctx.session.backend, ctx.t);
   const auto& t = ctx.t;
@@ -136,6 +138,7 @@ Header Exchanger::make_header(Kind kind, const UpdateInfo& info) const {
   h.compute_s = info.compute_s;
   h.wait_s = m_progress.last_wait;
   h.checkpoint = m_progress.checkpoint_written;
+  h.state_decay = m_update.state_decay();
   put_losses(h, info.losses);
   return h;
 }

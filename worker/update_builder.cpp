@@ -18,7 +18,7 @@ void put_losses(dist::Header& h, const models::StepLosses& l) {
 }
 
 UpdateBuilder::UpdateBuilder(const algos::Algorithm& algorithm, train::Session& session,
-                             const train::ExperimentConfig& e, const dist::PayloadLayout& layout)
+                             const train::ExperimentConfig& e, const dist::PayloadLayout& layout, int siblings)
     : m_session(session),
       m_layout(layout),
       m_mode(algorithm.worker_mode()),
@@ -33,7 +33,7 @@ UpdateBuilder::UpdateBuilder(const algos::Algorithm& algorithm, train::Session& 
   const char* names[2] = {"generator", "discriminator"};
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
-    m_rules[k] = algorithm.make_worker({*m_host, nets[k]->weights(), *opts[k], 1, names[k]});
+    m_rules[k] = algorithm.make_worker({*m_host, nets[k]->weights(), *opts[k], siblings, names[k]});
     if (m_mode == algos::WorkerMode::gradients) m_acc[k] = ParameterSet::like(nets[k]->weights(), *session.backend);
   }
 }
@@ -65,6 +65,7 @@ std::span<float> UpdateBuilder::build() {
     const ParameterSet& src = m_payload_kind == algos::Payload::gradient ? m_acc[k] : nets[k]->weights();
     train::copy_to_host(be, src, m_layout.block(n, p));
     train::copy_to_host(be, nets[k]->state(), m_layout.state_block(n, p));
+    m_state_decay[k] = nets[k]->state_decay();
     // The local weights on the host for the merge.
     train::copy_to_host(be, nets[k]->weights(), m_layout.block(n, std::span<float>(m_local)));
   }
@@ -101,6 +102,7 @@ void UpdateBuilder::load() {
   for (Net n : kNets) {
     train::copy_from_host(be, m_layout.block(n, rep), nets[dist::index(n)]->weights());
     train::copy_from_host(be, m_layout.state_block(n, rep), nets[dist::index(n)]->state());
+    nets[dist::index(n)]->reset_state_decay();
   }
   std::copy(rep.begin(), rep.begin() + static_cast<std::ptrdiff_t>(m_pulled.size()), m_pulled.begin());
 }

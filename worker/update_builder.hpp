@@ -26,8 +26,10 @@ class UpdateBuilder {
   /// The rule's worker sides for @p session's networks (with the experiment's optimizers) and the
   /// buffers of @p layout. The session is used by every call below; it may be shared by several
   /// builders (one at a time), each keeping its own weights through load() / build().
+  /// @p siblings: the workers (groups) the master serves, this one included (algos::RuleContext::
+  /// workers of the worker side: EASGD's alpha, GEM's automatic learning rate).
   UpdateBuilder(const algos::Algorithm& algorithm, train::Session& session, const train::ExperimentConfig& e,
-                const dist::PayloadLayout& layout);
+                const dist::PayloadLayout& layout, int siblings);
   ~UpdateBuilder();
 
   algos::WorkerMode mode() const { return m_mode; }
@@ -43,16 +45,19 @@ class UpdateBuilder {
 
   /// The payload from the session's model: per network the accumulated gradients (gradient
   /// payloads) or the weights (minus the pulled weights for delta payloads), then the BN state;
-  /// also records the model's weights for merge(). Returns the payload buffer (host).
+  /// also records the model's weights for merge() and the state's decay since load() (for the
+  /// header, dist::Header::state_decay). Returns the payload buffer (host).
   std::span<float> build();
+  /// Per network, the decay of the BN state since it was loaded from a reply (as of build()).
+  const std::array<double, 2>& state_decay() const { return m_state_decay; }
   /// The rule's transform before sending; @p master_now: the master's current weights (both
   /// networks) for pull-then-push rules, empty otherwise.
   std::array<algos::RuleStats, 2> before_send(std::span<const float> master_now);
   /// The worker's weights after the master's @p reply (both networks' weights and the state), by
   /// the rule's merge; the result is in reply_buffer() (weights; the reply's state stays).
   void merge(std::span<const float> reply);
-  /// Load reply_buffer() into the session's model (weights and state) and remember the weights
-  /// as the pulled ones.
+  /// Load reply_buffer() into the session's model (weights and state), remember the weights as
+  /// the pulled ones, and start the state's decay afresh.
   void load();
 
   std::span<float> payload() { return m_payload; }
@@ -69,6 +74,7 @@ class UpdateBuilder {
   std::array<std::unique_ptr<algos::WorkerRule>, 2> m_rules;
   std::array<ParameterSet, 2> m_acc;  ///< gradient mode: accumulated gradients per network
   std::vector<float> m_payload, m_reply, m_local, m_pulled;
+  std::array<double, 2> m_state_decay{1.0, 1.0};
 };
 
 }  // namespace mpigan::worker

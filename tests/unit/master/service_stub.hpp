@@ -55,8 +55,8 @@ struct ServiceStub {
     service = std::make_unique<master::UpdateService>(
         *alg, nets, options, [this](int c) { return std::span<float>(slots[static_cast<std::size_t>(c)]); });
     for (int i = 0; i < nworkers; ++i) {
-      workers.push_back({alg->make_worker({*be, layout, opt, 1, "generator"}),
-                         alg->make_worker({*be, layout, opt, 1, "discriminator"})});
+      workers.push_back({alg->make_worker({*be, layout, opt, nworkers, "generator"}),
+                         alg->make_worker({*be, layout, opt, nworkers, "discriminator"})});
       // Every worker is given the initial weights first, as the master does at start.
       service->pull(i, slots[static_cast<std::size_t>(i)]);
     }
@@ -90,9 +90,9 @@ struct ServiceStub {
   }
   /// Submit a raw payload from child @p w (the master side only).
   master::Decision submit(int w, std::span<const float> p, std::int64_t pulled, bool reply = true, bool stable = false,
-                          std::int64_t samples = 1) {
+                          std::int64_t samples = 1, std::array<double, 2> state_decay = {1.0, 1.0}) {
     std::span<float> r = reply ? std::span<float>(slots[static_cast<std::size_t>(w)]) : std::span<float>();
-    return service->submit({w, pulled, samples, sumsq(p), p, stable}, r);
+    return service->submit({w, pulled, samples, sumsq(p), p, stable, state_decay}, r);
   }
 
   /// A whole exchange of worker @p w as a group leader does it (push-pull, or pull-push for

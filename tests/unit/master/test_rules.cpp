@@ -163,8 +163,10 @@ TEST_CASE("easgd: the worker gets the old centre; both move by alpha towards eac
   check_vec("centre", s.weights(), {1.0, 2.0});
   check_vec("worker", local, {1.0, 2.0});
   Stub d("algorithm: {name: easgd}", {0.0f}, 3);  // default alpha = 0.9 / workers = 0.3
-  d.exchange(0, {1.0f}, {1.0f}, 0);
+  const auto moved = d.exchange(0, {1.0f}, {1.0f}, 0);
   check_vec("default alpha 0.9/N", d.weights(), {0.3});
+  // The worker's alpha is the master's (the paper's symmetric elastic force), not 0.9.
+  check_vec("the worker moves by the same alpha", moved, {0.7});
 }
 
 TEST_CASE("gem (proposal: sgd): pi = clamp((kappa |m| - |cvm|) / (|Delta| + eps), 0, 5), update = pi Delta") {
@@ -247,10 +249,18 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
   const double pi = (std::abs(0.9 * a + b) - std::abs(a)) / std::abs(b);
   CHECK(pi == doctest::Approx(0.878).epsilon(0.01));
   check_vec("second step", t.weights(), {a + pi * b}, 1e-6);
-  // The defaults: rmsprop proposals at 1e-3 / 5 (docs/algorithms.md).
+  // The defaults: rmsprop proposals at lr 1e-3 / (N + 4) for N workers (docs/algorithms.md).
   CHECK(Stub("algorithm: {name: gem}", {0.0f}, 1)
             .alg->describe()
-            .starts_with("gem: rmsprop proposals (rho 0.9, eps 1e-07), lr 0.0002,"));
+            .starts_with("gem: rmsprop proposals (rho 0.9, eps 1e-07), lr auto (1e-3 / (N + 4) for N workers),"));
+  for (int workers : {1, 6, 16}) {
+    CAPTURE(workers);
+    // First exchange, g = 2: v = 0.1 g^2, Delta = -lr g / sqrt(v) = -lr sqrt(10); pi = kappa = 2.
+    Stub a("algorithm: {name: gem, warmup: 0}", {0.0f}, workers);
+    a.exchange(0, {2.0f}, {0.0f}, 0);
+    const double lr = 1e-3 / (workers + 4);
+    check_vec("theta", a.weights(), {-2 * lr * 2 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
+  }
   // rmsprop's options are refused with sgd proposals.
   CHECK_THROWS_WITH(Stub("algorithm: {name: gem, proposal: sgd, rho: 0.5}", {0.0f}, 1),
                     doctest::Contains("rho and rms_epsilon belong to proposal: rmsprop"));

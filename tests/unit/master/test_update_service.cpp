@@ -5,6 +5,7 @@
 
 #include "mpigan/train/checkpoint.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -42,14 +43,117 @@ TEST_CASE("a non-finite BatchNorm state alone rejects the update, and never reac
   Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), {}, 3);
   CHECK(s.submit(0, s.payload({0.0f}, kNaN), 0).outcome == Outcome::rejected_nonfinite);
   CHECK(s.submit(1, s.payload({0.0f}, 4.0f), 0).outcome == Outcome::applied);
-  // Only child 1 reported a (finite) state: the canonical state is its state.
+  // Only child 1 reported a (finite) state, from the state it was sent: its state is the canonical one.
   for (float v : s.service->state()) CHECK(v == 4.0f);
-  CHECK(s.submit(0, s.payload({0.0f}, 2.0f), 0).outcome == Outcome::applied);
-  for (float v : s.service->state()) CHECK(v == 3.0f);  // mean of the latest of each child
+  // Child 0 was sent 0 before child 1's report: merged as s_w + a (s - s_p) = 3 + 0.5 (4 - 0).
+  CHECK(s.submit(0, s.payload({0.0f}, 3.0f), 0, true, false, 1, {0.5, 0.5}).outcome == Outcome::applied);
+  for (float v : s.service->state()) CHECK(v == 5.0f);
   // The reply carries it.
   std::vector<float> r(s.pl().total());
   s.service->pull(1, r);
-  for (float v : s.pl().all_state(std::span<const float>(r))) CHECK(v == 3.0f);
+  for (float v : s.pl().all_state(std::span<const float>(r))) CHECK(v == 5.0f);
+}
+
+namespace {
+/// Workers' BatchNorm-like running statistics: each child k steps of s <- m s + (1 - m) b from the
+/// state it was last sent (its reply slot), reported with decay m^k; the reference is one
+/// process's moving average over the same batches, in the order the service merged them.
+struct StatsDriver {
+  Stub& s;
+  double m;
+  std::vector<double> reference;  ///< per state element (both networks)
+  std::uint64_t next_batch = 0;
+
+  StatsDriver(Stub& stub, double momentum)
+      : s(stub), m(momentum), reference(stub.pl().g_state + stub.pl().d_state, 0.0) {}
+
+  static double batch_value(std::uint64_t b, std::size_t i) {
+    return std::sin(0.7 * static_cast<double>(b) + 1.3 * static_cast<double>(i)) * 2.0 + 3.0;
+  }
+  /// Child @p w computes @p k steps; returns its payload and decay.
+  std::vector<float> work(int w, int k, std::vector<std::uint64_t>& batches, std::array<double, 2>& decay) {
+    auto st = s.pl().all_state(std::span<const float>(s.slots[static_cast<std::size_t>(w)]));
+    std::vector<double> local(st.begin(), st.end());
+    for (int j = 0; j < k; ++j) {
+      const std::uint64_t b = next_batch++;
+      batches.push_back(b);
+      for (std::size_t i = 0; i < local.size(); ++i) local[i] = m * local[i] + (1.0 - m) * batch_value(b, i);
+    }
+    std::vector<float> p = s.payload({0.0f});
+    auto out = s.pl().all_state(std::span<float>(p));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(local[i]);
+    decay = {std::pow(m, k), std::pow(m, k)};
+    return p;
+  }
+  void merged(const std::vector<std::uint64_t>& batches) {
+    for (std::uint64_t b : batches)
+      for (std::size_t i = 0; i < reference.size(); ++i)
+        reference[i] = m * reference[i] + (1.0 - m) * batch_value(b, i);
+  }
+  void check(const char* what) const {
+    const auto st = s.service->state();
+    std::vector<double> got(st.begin(), st.end());
+    test::check_close(what, got, reference, {1e-5, 1e-5});
+  }
+};
+}  // namespace
+
+TEST_CASE("BatchNorm statistics of N asynchronous workers are one process's moving average over their batches") {
+  // The mean of the children's latest states (before) moved the statistics one step per round of
+  // N updates; merged with each report's decay they follow every batch, whatever the staleness.
+  for (int workers : {1, 4, 16}) {
+    CAPTURE(workers);
+    Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, workers, Stub::sgd(0.1), {}, 3);
+    StatsDriver drv(s, 0.9);
+    for (int e = 0; e < 6 * workers; ++e) {
+      const int w = (e * 7 + e / workers) % workers;  // every order of arrival, stale and fresh
+      const int k = 1 + e % 3;                        // local steps (sync_every) or passes per update
+      std::vector<std::uint64_t> batches;
+      std::array<double, 2> decay{};
+      const auto p = drv.work(w, k, batches, decay);
+      REQUIRE(s.submit(w, p, s.version(), true, false, 1, decay).outcome == Outcome::applied);
+      drv.merged(batches);
+      s.service->fill_state(w, s.slots[static_cast<std::size_t>(w)]);
+      drv.check("canonical state");
+    }
+  }
+  SUBCASE("one worker: its state is taken bit for bit") {
+    Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 1, Stub::sgd(0.1), {}, 2);
+    for (float v : {0.123456789f, 7.5f, -1e-7f}) {
+      REQUIRE(s.submit(0, s.payload({0.0f}, v), s.version(), true, false, 1, {0.99, 0.99}).outcome == Outcome::applied);
+      for (float x : s.service->state()) CHECK(x == v);
+      s.service->fill_state(0, s.slots[0]);
+    }
+  }
+}
+
+TEST_CASE("sync: a round's BatchNorm statistics are merged in child order, whatever the arrival order") {
+  auto run = [](const std::vector<int>& order) {
+    Stub s("algorithm: {name: sync, warmup: 0}", {1.0f}, 3, Stub::sgd(0.1), {}, 2);
+    StatsDriver drv(s, 0.99);
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::vector<std::uint64_t>> batches(3);
+      Decision d;
+      for (int w : order) {
+        std::array<double, 2> decay{};
+        drv.next_batch = static_cast<std::uint64_t>(10 * round + 3 * w);  // child w's batches, whatever the order
+        const auto p = drv.work(w, 2, batches[static_cast<std::size_t>(w)], decay);
+        d = s.submit(w, p, s.version(), true, false, 1, decay);
+        REQUIRE(d.outcome == Outcome::held);
+      }
+      REQUIRE(d.round.size() == 3);
+      for (const auto& b : batches) drv.merged(b);  // child order
+      for (int k : d.round) s.service->round_reply(k, s.slots[static_cast<std::size_t>(k)], false);
+      drv.check("canonical state after the round");
+    }
+    const auto st = s.service->state();
+    return std::vector<float>(st.begin(), st.end());
+  };
+  const auto a = run({0, 1, 2});
+  for (const auto& order : {std::vector<int>{2, 0, 1}, std::vector<int>{1, 2, 0}}) {
+    const auto b = run(order);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("max_nonfinite non-finite updates in a row end training as diverged; a finite one in between resets") {

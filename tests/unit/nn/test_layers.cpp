@@ -149,6 +149,32 @@ TEST_CASE("BatchNorm3d gradients in the train phase, and running statistics") {
   // Inference uses the running statistics: y = (x - m)/sqrt(v + eps) with gamma 1, beta 0.
   const Tensor y = be->to_host(net.forward(x, {Phase::infer, true, 0, 0})[0]);
   CHECK(y.data()[0] == doctest::Approx((1 - 0.4) / std::sqrt(1.4 + 1e-3)).epsilon(1e-5));
+
+  // The decay of the state: momentum^k after k updates of the statistics, not counting passes
+  // without update_stats or in the infer phase; what is left of the state at the reset.
+  CHECK(net.state_decay() == doctest::Approx(0.9));
+  net.reset_state_decay();
+  CHECK(net.state_decay() == 1.0);
+  const std::vector<float> s0(st, st + net.state().size());
+  net.forward(x, {Phase::train, true, 0, 0});
+  net.forward(x, {Phase::train, false, 0, 0});
+  net.forward(x, {Phase::train, true, 0, 0});
+  CHECK(net.state_decay() == doctest::Approx(0.81));
+  // moving = decay * moving_then + (1 - decay) * batch (the same batch twice).
+  CHECK(st[segs[0].offset + 1] == doctest::Approx(0.81 * s0[segs[0].offset + 1] + 0.19 * 25));
+  CHECK(st[segs[1].offset + 1] == doctest::Approx(0.81 * s0[segs[1].offset + 1] + 0.19 * 125));
+
+  // Layers of different momenta in one network: no single decay, a clear error.
+  Network mixed("mixed");
+  std::vector<std::unique_ptr<Layer>> two;
+  two.push_back(std::make_unique<BatchNorm3d>("bn_a", 2, 0.9f, 1e-3f));
+  two.push_back(std::make_unique<BatchNorm3d>("bn_b", 2, 0.5f, 1e-3f));
+  mixed.add_node("out", "input", std::move(two), true);
+  mixed.build(*be, {2, 1, 1, 2});
+  mixed.initialize(rng);
+  CHECK(mixed.state_decay() == 1.0);
+  mixed.forward(x, {Phase::train, true, 0, 0});
+  CHECK_THROWS_WITH_AS(mixed.state_decay(), doctest::Contains("layer 'bn_b' by"), Error);
 }
 
 TEST_CASE("activation, dropout, pooling, upsampling and reshape gradients") {
