@@ -38,6 +38,7 @@
 #include "mpigan/train/checkpoint.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 namespace mpigan::algos {
@@ -54,7 +55,8 @@ struct GemParams {
   /// worker's default divided by (N + 4) / 5.
   float lr_for(int workers) const {
     if (lr > 0) return lr;
-    return (rmsprop ? 1e-3f : 5e-4f) / static_cast<float>(std::max(1, workers) + 4);
+    // In double, then rounded once: one worker gets exactly the former default's float.
+    return static_cast<float>((rmsprop ? 1e-3 : 5e-4) / (std::max(1, workers) + 4));
   }
 };
 
@@ -196,7 +198,16 @@ class Gem final : public Algorithm {
 std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   GemParams p;
   p.rmsprop = c.get_choice("proposal", "rmsprop", {"rmsprop", "sgd"}) == "rmsprop";
-  if (c.get_string("lr", "auto") != "auto") p.lr = static_cast<float>(c.get_real("lr", 0.0, 0.0, 100.0, true));
+  if (const std::string lr = c.get_string("lr", "auto"); lr != "auto") {
+    double x = 0;
+    const auto [end, ec] = std::from_chars(lr.data(), lr.data() + lr.size(), x);
+    if (ec != std::errc() || end != lr.data() + lr.size() || !(x > 0 && x <= 100))
+      c.problem("lr", fmt::format("'{}': expected a learning rate in (0, 100], or 'auto' (1e-3 / (N + 4) for N "
+                                  "workers with rmsprop proposals, 5e-4 / (N + 4) with sgd)",
+                                  lr));
+    else
+      p.lr = static_cast<float>(x);
+  }
   p.rho = static_cast<float>(c.get_real("rho", 0.9, 0.0, 0.999999));
   p.rms_epsilon = static_cast<float>(c.get_real("rms_epsilon", 1e-7, 0.0, 1.0, true));
   if (!p.rmsprop && (c.has("rho") || c.has("rms_epsilon")))

@@ -4,7 +4,7 @@ of samples (docs/sandbox.md).
 
     /usr/bin/python3 scripts/sandbox_scan.py EXPERIMENT.yaml OUT_DIR [--rules sync,downpour,...]
         --batch B [--workers 1,4,16,64] [--samples S] [--compute constant:0.25] [--set KEY=VALUE ...]
-        [--mpigan PATH] [--reuse | --table-only]
+        [--mpigan PATH] [--baseline LABEL=RUN_DIR ...] [--reuse | --table-only]
 
 Runs `mpigan sandbox EXPERIMENT --workers N --set algorithm.name=RULE --set
 training.max_updates=U` for every pair (run directories OUT_DIR/RULE-N), with U = S / batch
@@ -14,7 +14,9 @@ OUT_DIR/scan.csv (rule, workers, updates, samples, simulated seconds, samples/s,
 staleness, max/min updates per worker, rejected updates, last validation D and G losses, the last
 physics figure of merit and sampling-fraction error when the experiment scores physics, whether the
 generator is dead (every shower empty), diverged), OUT_DIR/scan.md (the same
-as a Markdown table) and OUT_DIR/scan.png (validation G loss, or the figure of merit, against N).
+as a Markdown table), OUT_DIR/table.md (one row per rule, one column per N: the figure of merit, the
+sampling-fraction error and the validation D loss, as docs/sandbox.md shows them) and
+OUT_DIR/scan.png (validation G loss, or the figure of merit, against N).
 A run that diverged or whose losses are not finite is marked so; nothing is averaged over it.
 """
 
@@ -55,6 +57,8 @@ def main():
     ap.add_argument("--compute", default="constant:0.25")
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--mpigan", default=os.path.join(HERE, "..", "build", "apps", "mpigan"))
+    ap.add_argument("--baseline", action="append", default=[], metavar="LABEL=RUN_DIR",
+                    help="draw a finished run's figures as a dashed line (e.g. the untrained generator)")
     ap.add_argument("--reuse", action="store_true",
                     help="keep the runs that finished (OUT/RULE-N/sandbox.json exists): only tabulate and plot them")
     ap.add_argument("--table-only", action="store_true",
@@ -88,6 +92,7 @@ def main():
             fom = last_row(metrics, "physics", "fpd_hlf")
             sf = last_row(metrics, "physics", "sf_mre")
             sf_err = last_row(metrics, "physics", "sf_mre_error")
+            empty = last_row(metrics, "physics", "empty_showers")
             physics = summary.get("physics") or {}
             # A dead generator (every shower empty): the sandbox says so; runs scored before it did
             # show its exact signature, every sampling fraction 0 (MRE 1, no spread).
@@ -109,6 +114,7 @@ def main():
                 "val_d": "" if d is None else f"{d:.4g}", "val_g": "" if g is None else f"{g:.4g}",
                 "fpd_hlf": "" if fom is None else f"{fom:.4g}",
                 "sf_mre_pct": "" if sf is None else f"{100 * sf:.0f}",
+                "empty_showers": "" if empty is None else f"{empty:.0f}",
                 "dead": "yes" if dead else "no", "diverged": "yes" if diverged else "no"})
             print(f"  {rule} N={n}: D {rows[-1]['val_d']} G {rows[-1]['val_g']} diverged {rows[-1]['diverged']}",
                   flush=True)
@@ -121,6 +127,7 @@ def main():
         f.write("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys) + "\n")
         for r in rows:
             f.write("| " + " | ".join(str(r[k]) for k in keys) + " |\n")
+    write_compact(a, rows)
     use_fom = any(r["fpd_hlf"] for r in rows)
     key, label = ("fpd_hlf", "fpd_hlf (lower is better)") if use_fom else ("val_g", "validation G loss")
     # With physics, a second panel: the sampling-fraction error, which fpd_hlf does not weigh much
@@ -138,16 +145,48 @@ def main():
                 if r["rule"] == rule and r.get("dead") == "yes" and r[k]:
                     ax.annotate("dead", (r["workers"], float(r[k])), fontsize=7, xytext=(4, 4),
                                 textcoords="offset points")
+        for i, spec in enumerate(a.baseline):
+            label, _, run = spec.partition("=")
+            metrics = os.path.join(run, "metrics.csv")
+            column = {"sf_mre_pct": "sf_mre", "fpd_hlf": "fpd_hlf", "val_g": "g_loss"}[k]
+            v = last_row(metrics, "validation" if k == "val_g" else "physics", column)
+            if v is None:
+                raise SystemExit(f"--baseline {spec}: no '{column}' in {metrics}")
+            ax.axhline(100 * v if k == "sf_mre_pct" else v, color=f"C{7 + i}", ls="--", lw=1, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("virtual workers N")
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    axes[0][-1].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"{os.path.basename(a.experiment)}: {a.samples} samples, batch {batch}")
     fig.tight_layout()
     fig.savefig(os.path.join(a.out, "scan.png"), dpi=120)
     print(f"wrote {a.out}/scan.csv, scan.md, scan.png")
+
+
+def compact_cell(r):
+    """One run as docs/sandbox.md's tables show it: figure of merit, sampling-fraction error, D."""
+    if r["diverged"] == "yes":
+        return "**diverged**"
+    if not r["fpd_hlf"]:
+        return f"D {r['val_d']}, G {r['val_g']}"
+    cell = f"{float(r['fpd_hlf']):.2g}".replace("e+0", "e") + f", SF {r['sf_mre_pct']} %, D {float(r['val_d']):.3g}"
+    if r["dead"] == "yes":
+        return cell + " **dead**"
+    if r.get("empty_showers") not in ("", "0", None):
+        cell += f", {r['empty_showers']} empty"
+    return cell
+
+
+def write_compact(a, rows):
+    ns = sorted({r["workers"] for r in rows})
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write("| rule | " + " | ".join(f"N = {n}" for n in ns) + " |\n|---|" + "---|" * len(ns) + "\n")
+        for rule in a.rules.split(","):
+            cells = {r["workers"]: compact_cell(r) for r in rows if r["rule"] == rule}
+            if cells:
+                f.write(f"| {rule} | " + " | ".join(cells.get(n, "not run") for n in ns) + " |\n")
 
 
 if __name__ == "__main__":

@@ -261,6 +261,12 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
     const double lr = 1e-3 / (workers + 4);
     check_vec("theta", a.weights(), {-2 * lr * 2 / (std::sqrt(0.4) + 1e-7)}, 1e-6);
   }
+  // A learning rate that is neither a number nor auto, or out of range: named with what is expected.
+  for (const char* bad : {"autoo", "0", "-1e-3", "1e3"}) {
+    const std::string want = fmt::format("algorithm.lr: '{}': expected a learning rate in (0, 100], or 'auto'", bad);
+    CHECK_THROWS_WITH(Stub(fmt::format("algorithm: {{name: gem, lr: {}}}", bad), {0.0f}, 1),
+                      doctest::Contains(want.c_str()));
+  }
   // rmsprop's options are refused with sgd proposals.
   CHECK_THROWS_WITH(Stub("algorithm: {name: gem, proposal: sgd, rho: 0.5}", {0.0f}, 1),
                     doctest::Contains("rho and rms_epsilon belong to proposal: rmsprop"));
