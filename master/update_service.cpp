@@ -51,6 +51,7 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
       m_reply_slot(std::move(reply_slot)),
       m_synchronous(algorithm.synchronous()),
       m_fuse_first(options.fuse_first_reply),
+      m_pull_push(!options.tree_top && algorithm.exchange() == algos::Exchange::pull_push),
       m_max_nonfinite(options.max_nonfinite) {
   MPIGAN_CHECK(options.children >= 1, "an update service needs at least one child, got {}", options.children);
   const char* names[2] = {"generator", "discriminator"};
@@ -68,7 +69,7 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     const auto& st = networks.state[dist::index(n)];
     std::copy(st.begin(), st.end(), m_layout.in_state(n, state()).begin());
   }
-  for (auto& c : m_children) c.sent = m_state;
+  for (auto& c : m_children) c.sent = c.computed_from = m_state;
 }
 
 std::int64_t UpdateService::nonfinite_limit() const {
@@ -78,6 +79,13 @@ std::int64_t UpdateService::nonfinite_limit() const {
 
 void UpdateService::pull(int child, std::span<float> out) {
   for (Net n : kNets) m_nets[dist::index(n)].rule->pull(child, m_layout.block(n, out));
+  if (m_pull_push) {
+    // The update that follows this pull was computed from the state of the previous one; the
+    // child continues from this one after it.
+    ChildState& c = m_children[static_cast<std::size_t>(child)];
+    std::swap(c.computed_from, c.sent);
+    c.computed_from_version = c.sent_version;
+  }
   fill_state(child, out);
 }
 
@@ -102,13 +110,16 @@ void UpdateService::set_state(std::span<const float> state) {
 }
 
 void UpdateService::merge_state(ChildState& c, std::span<const float> reported, const std::array<double, 2>& decay) {
-  // Nothing merged since the child was sent its state: its report is the moving average itself.
-  const bool fresh = c.sent_version == m_state_version;
+  // The state the child's statistics started from: the one last sent, or for a pull-then-push
+  // exchange the one sent before its latest pull.
+  const std::vector<float>& from = m_pull_push ? c.computed_from : c.sent;
+  // Nothing merged since: its report is the moving average itself.
+  const bool fresh = (m_pull_push ? c.computed_from_version : c.sent_version) == m_state_version;
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
     const auto s = m_layout.in_state(n, state());
     const auto w = m_layout.in_state(n, reported);
-    const auto p = m_layout.in_state(n, std::span<const float>(c.sent));
+    const auto p = m_layout.in_state(n, std::span<const float>(from));
     if (fresh) {
       std::copy(w.begin(), w.end(), s.begin());
     } else {

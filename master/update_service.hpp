@@ -153,7 +153,10 @@ class UpdateService {
     bool done = false;
     std::vector<float> sent;        ///< the BN state it was last sent
     std::int64_t sent_version = 0;  ///< m_state_version when it was sent
-    std::vector<float> report;      ///< a held update's state, merged when the round closes
+    /// Pull-then-push rules: the state sent before the latest pull (the next update's start).
+    std::vector<float> computed_from;
+    std::int64_t computed_from_version = 0;
+    std::vector<float> report;  ///< a held update's state, merged when the round closes
     std::array<double, 2> report_decay{1.0, 1.0};
   };
   bool round_ready() const;
@@ -170,6 +173,7 @@ class UpdateService {
   std::vector<int> m_held;  ///< held children, in arrival order
   ReplySlot m_reply_slot;
   bool m_synchronous = false, m_fuse_first = true;
+  bool m_pull_push = false;  ///< updates follow a pull (GEM): merged against the state before it
   std::int64_t m_max_nonfinite = 0;
   std::int64_t m_version = 0, m_samples = 0, m_applied = 0, m_rejected = 0, m_nonfinite_run = 0;
 };

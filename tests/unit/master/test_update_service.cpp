@@ -70,9 +70,12 @@ struct StatsDriver {
   static double batch_value(std::uint64_t b, std::size_t i) {
     return std::sin(0.7 * static_cast<double>(b) + 1.3 * static_cast<double>(i)) * 2.0 + 3.0;
   }
-  /// Child @p w computes @p k steps; returns its payload and decay.
+  /// Child @p w computes @p k steps from the state it was last sent; returns its payload and decay.
   std::vector<float> work(int w, int k, std::vector<std::uint64_t>& batches, std::array<double, 2>& decay) {
-    auto st = s.pl().all_state(std::span<const float>(s.slots[static_cast<std::size_t>(w)]));
+    return work_from(s.pl().all_state(std::span<const float>(s.slots[static_cast<std::size_t>(w)])), k, batches, decay);
+  }
+  std::vector<float> work_from(std::span<const float> st, int k, std::vector<std::uint64_t>& batches,
+                               std::array<double, 2>& decay) {
     std::vector<double> local(st.begin(), st.end());
     for (int j = 0; j < k; ++j) {
       const std::uint64_t b = next_batch++;
@@ -123,6 +126,35 @@ TEST_CASE("BatchNorm statistics of N asynchronous workers are one process's movi
       REQUIRE(s.submit(0, s.payload({0.0f}, v), s.version(), true, false, 1, {0.99, 0.99}).outcome == Outcome::applied);
       for (float x : s.service->state()) CHECK(x == v);
       s.service->fill_state(0, s.slots[0]);
+    }
+  }
+}
+
+TEST_CASE("gem (pull then push): the statistics merge against the state the update started from") {
+  // The worker's update follows its pull, but its statistics started from the state of the pull
+  // before (what it continued from): merged against the latest pull, they would lose what others
+  // added in between.
+  for (int workers : {1, 3, 8}) {
+    CAPTURE(workers);
+    Stub s("algorithm: {name: gem, warmup: 0}", {1.0f}, workers, Stub::sgd(0.1), {}, 2);
+    StatsDriver drv(s, 0.9);
+    std::vector<std::vector<float>> own;  // the state each worker continues from
+    for (const auto& slot : s.slots) {
+      const auto st = s.pl().all_state(std::span<const float>(slot));
+      own.emplace_back(st.begin(), st.end());
+    }
+    std::vector<float> now(s.pl().total());
+    for (int e = 0; e < 5 * workers; ++e) {
+      const int w = (e * 5 + e / workers) % workers;
+      std::vector<std::uint64_t> batches;
+      std::array<double, 2> decay{};
+      const auto p = drv.work_from(own[static_cast<std::size_t>(w)], 1 + e % 2, batches, decay);
+      s.service->pull(w, now);
+      REQUIRE(s.submit(w, p, s.version(), false, false, 1, decay).outcome == Outcome::applied);
+      drv.merged(batches);
+      drv.check("canonical state");
+      const auto st = s.pl().all_state(std::span<const float>(now));
+      own[static_cast<std::size_t>(w)].assign(st.begin(), st.end());
     }
   }
 }
