@@ -18,9 +18,9 @@
 // the state s_w it reached from the state s_p it was last sent, with the decay a left of s_p in
 // it (dist::Header::state_decay: s_w = a s_p + what its own batches added); the service merges
 // s <- s_w + a (s - s_p), which is s_w itself when nothing was merged since the child was sent
-// s_p (for pull-then-push rules, s_p is the state sent before the child's latest pull). Asynchronous updates merge as they are applied, a round's in child order when it closes;
-// rejected updates not at all. (A mean of the children's latest states, as before, moved the
-// statistics one step per round of N updates: N times too slowly.)
+// s_p (for pull-then-push rules, s_p is the state sent before the child's latest pull). Asynchronous updates merge as
+// they are applied, a round's in child order when it closes; rejected updates not at all. (A mean of the children's
+// latest states, as before, moved the statistics one step per round of N updates: N times too slowly.)
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
