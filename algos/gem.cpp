@@ -20,14 +20,13 @@
 //    1e-3; the proxy kappa |m| ~ 20 lr bounds each worker's share of the central variable's
 //    movement, so with a fixed lr N workers moved it ~N times as far per cycle, and at N = 16 the
 //    3DGAN's generator lost its energy scale (sampling fraction 98 % off; 41 % with 1e-3 / 20,
-//    docs/sandbox.md). On the quickstart with 3 virtual
-//    workers, 40 updates: validation D 12, fpd_hlf 3.7e4 (downpour: D 55, fpd_hlf 5.0e4; these
-//    proposals at lr 1e-3: D 657, fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5), all
-//    measured before the fix of the first update's stale copy below; N = 1..64 after it in
-//    docs/sandbox.md.
+//    docs/sandbox.md). On the quickstart with 3 virtual workers, 40 updates, at 2e-4: validation
+//    D 12, fpd_hlf 3.7e4 (downpour: D 55, fpd_hlf 5.0e4; these proposals at lr 1e-3: D 657,
+//    fpd_hlf 1.3e5; sgd proposals: D 2.3e5, fpd_hlf 1.6e5), all measured before the fix of the
+//    first update's stale copy below; N = 1..64 after it in docs/sandbox.md.
 //  - sgd: Delta = -lr g, the paper's; default lr (auto) 5e-4 / (N + 4), 1e-4 for one worker, rather
-//    than the paper's 0.01 (the 3DGAN's
-//    weighted losses, MAPE terms scaled by 100, give gradient norms of ~10^3). On 3dgan-25 the
+//    than the paper's 0.01 (the 3DGAN's weighted losses, MAPE terms scaled by 100, give gradient
+//    norms of ~10^3). On 3dgan-25 the
 //    generator's gradient norm grows by orders of magnitude within tens of updates and the
 //    proposals follow it: the generator is wrecked (docs/algorithms.md).
 #include "mpigan/algos/optimizer_apply.hpp"
@@ -45,7 +44,7 @@ namespace mpigan::algos {
 namespace {
 
 struct GemParams {
-  float lr = 0.0f;  ///< 0: auto, lr_auto(workers)
+  float lr = 0.0f;  ///< 0: auto (lr_for)
   float momentum = 0.9f, kappa = 2.0f, lo = 0.0f, hi = 5.0f, epsilon = 1e-12f;
   double clip_norm = 0.0;  ///< > 0: gradients longer than this are rescaled to it
   bool rmsprop = true;     ///< proposal: rmsprop (else sgd)

@@ -84,7 +84,6 @@ void UpdateService::pull(int child, std::span<float> out) {
     // child continues from this one after it.
     ChildState& c = m_children[static_cast<std::size_t>(child)];
     std::swap(c.computed_from, c.sent);
-    c.computed_from_version = c.sent_version;
   }
   fill_state(child, out);
 }
@@ -93,7 +92,6 @@ void UpdateService::fill_state(int child, std::span<float> reply) {
   std::copy(m_state.begin(), m_state.end(), m_layout.all_state(reply).begin());
   ChildState& c = m_children[static_cast<std::size_t>(child)];
   c.sent.assign(m_state.begin(), m_state.end());
-  c.sent_version = m_state_version;
 }
 
 std::array<double, 2> UpdateService::report_state(std::span<float> out) const {
@@ -105,30 +103,23 @@ void UpdateService::set_state(std::span<const float> state) {
   MPIGAN_CHECK(state.size() == m_state.size(), "BatchNorm state of {} values; the model has {}", state.size(),
                m_state.size());
   std::copy(state.begin(), state.end(), m_state.begin());
-  ++m_state_version;
   m_state_decay = {1.0, 1.0};
 }
 
 void UpdateService::merge_state(ChildState& c, std::span<const float> reported, const std::array<double, 2>& decay) {
   // The state the child's statistics started from: the one last sent, or for a pull-then-push
   // exchange the one sent before its latest pull.
+  // When nothing was merged since, s - s_p is exactly 0 and the child's report is taken bit for bit.
   const std::vector<float>& from = m_pull_push ? c.computed_from : c.sent;
-  // Nothing merged since: its report is the moving average itself.
-  const bool fresh = (m_pull_push ? c.computed_from_version : c.sent_version) == m_state_version;
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
     const auto s = m_layout.in_state(n, state());
     const auto w = m_layout.in_state(n, reported);
     const auto p = m_layout.in_state(n, std::span<const float>(from));
-    if (fresh) {
-      std::copy(w.begin(), w.end(), s.begin());
-    } else {
-      for (std::size_t i = 0; i < s.size(); ++i)
-        s[i] = static_cast<float>(w[i] + decay[k] * (static_cast<double>(s[i]) - p[i]));
-    }
+    for (std::size_t i = 0; i < s.size(); ++i)
+      s[i] = static_cast<float>(w[i] + decay[k] * (static_cast<double>(s[i]) - p[i]));
     m_state_decay[k] *= decay[k];
   }
-  ++m_state_version;
 }
 
 void UpdateService::round_reply(int child, std::span<float> reply, bool weights_written) {

@@ -151,11 +151,9 @@ class UpdateService {
   };
   struct ChildState {
     bool done = false;
-    std::vector<float> sent;        ///< the BN state it was last sent
-    std::int64_t sent_version = 0;  ///< m_state_version when it was sent
+    std::vector<float> sent;  ///< the BN state it was last sent
     /// Pull-then-push rules: the state sent before the latest pull (the next update's start).
     std::vector<float> computed_from;
-    std::int64_t computed_from_version = 0;
     std::vector<float> report;  ///< a held update's state, merged when the round closes
     std::array<double, 2> report_decay{1.0, 1.0};
   };
@@ -167,7 +165,6 @@ class UpdateService {
   dist::PayloadLayout m_layout;
   std::array<NetSlot, 2> m_nets;
   std::vector<float> m_state;
-  std::int64_t m_state_version = 0;               ///< merges and set_state() calls so far
   std::array<double, 2> m_state_decay{1.0, 1.0};  ///< decay since set_state() (report_state)
   std::vector<ChildState> m_children;
   std::vector<int> m_held;  ///< held children, in arrival order

@@ -42,6 +42,7 @@ def main():
         metrics = os.path.join(run, "metrics.csv")
         if not os.path.exists(metrics):
             raise SystemExit(f"{label}: no {metrics}")
+        last = {}
         for ax, (kind, column, title, scale) in zip(axes, panels):
             pts = series(metrics, kind, column)
             if not pts:
@@ -49,7 +50,7 @@ def main():
             line, = ax.plot([p[0] for p in pts], [scale * p[1] for p in pts], marker="o", ms=3, label=label)
             empty = [p for p in pts if float(p[2].get("empty_showers") or 0) > 0]
             ax.scatter([p[0] for p in empty], [scale * p[1] for p in empty], marker="x", s=40, color=line.get_color())
-        last = {c: series(metrics, k, c)[-1] for k, c, _, _ in panels}
+            last[column] = pts[-1]
         print(f"{label}: {last['d_loss'][0]} samples, D {last['d_loss'][1]:.3g}, fpd_hlf {last['fpd_hlf'][1]:.3g}, "
               f"SF {100 * last['sf_mre'][1]:.0f} %")
     for ax, (_, _, title, _) in zip(axes, panels):
