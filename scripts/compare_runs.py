@@ -30,8 +30,11 @@ def series(path, kind, column):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     if len(sys.argv) < 3 or any("=" not in a for a in sys.argv[2:]):
-        raise SystemExit(__doc__)
+        raise SystemExit(f"expected OUT.png and at least one LABEL=RUN_DIR, got {sys.argv[1:]}\n{__doc__}")
     out = sys.argv[1]
     runs = [a.rsplit("=", 1) for a in sys.argv[2:]]  # the label may hold "=", the path not
     panels = [("validation", "d_loss", "validation D loss", 1.0),
