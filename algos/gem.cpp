@@ -37,7 +37,6 @@
 #include "mpigan/train/checkpoint.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 namespace mpigan::algos {
@@ -197,16 +196,9 @@ class Gem final : public Algorithm {
 std::unique_ptr<Algorithm> make_gem(ConfigNode& c) {
   GemParams p;
   p.rmsprop = c.get_choice("proposal", "rmsprop", {"rmsprop", "sgd"}) == "rmsprop";
-  if (const std::string lr = c.get_string("lr", "auto"); lr != "auto") {
-    double x = 0;
-    const auto [end, ec] = std::from_chars(lr.data(), lr.data() + lr.size(), x);
-    if (ec != std::errc() || end != lr.data() + lr.size() || !(x > 0 && x <= 100))
-      c.problem("lr", fmt::format("'{}': expected a learning rate in (0, 100], or 'auto' (1e-3 / (N + 4) for N "
-                                  "workers with rmsprop proposals, 5e-4 / (N + 4) with sgd)",
-                                  lr));
-    else
-      p.lr = static_cast<float>(x);
-  }
+  if (const auto lr = c.get_real_or("lr", "auto", "a learning rate", 0.0, 100.0, true,
+                                    "1e-3 / (N + 4) for N workers with rmsprop proposals, 5e-4 / (N + 4) with sgd"))
+    p.lr = static_cast<float>(*lr);
   p.rho = static_cast<float>(c.get_real("rho", 0.9, 0.0, 0.999999));
   p.rms_epsilon = static_cast<float>(c.get_real("rms_epsilon", 1e-7, 0.0, 1.0, true));
   if (!p.rmsprop && (c.has("rho") || c.has("rms_epsilon")))

@@ -4,20 +4,14 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 namespace mpigan::algos {
 
 Warmup Warmup::parse(ConfigNode& c) {
   Warmup w;
-  const std::string v = c.get_string("warmup", "workers");
-  if (v == "workers") return w;
-  std::int64_t n = -1;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 0)
-    c.problem("warmup", fmt::format("'{}': expected a number of versions >= 0 (0: none) or 'workers'", v));
-  else
-    w.versions = n;
+  if (const auto n = c.get_int_or("warmup", "workers", "a number of versions", 0, std::int64_t{1} << 40,
+                                  "as many versions as workers; 0: none"))
+    w.versions = *n;
   return w;
 }
 

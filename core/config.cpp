@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 namespace mpigan {
 
@@ -29,6 +30,34 @@ std::string show(const YAML::Node& n) {
   for (auto& c : s)
     if (c == '\n') c = ' ';
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+/// ">= 0" or "in [1, 8]" for an integer range.
+std::string int_range(std::int64_t min, std::int64_t max) {
+  return max == std::numeric_limits<std::int64_t>::max() ? fmt::format(">= {}", min)
+                                                         : fmt::format("in [{}, {}]", min, max);
+}
+
+/// "> 0", ">= 0" or "in (0, 100]" for a real range.
+std::string real_range(double min, double max, bool min_exclusive) {
+  if (std::isinf(max)) return fmt::format("{} {}", min_exclusive ? ">" : ">=", min);
+  return fmt::format("in {}{}, {}]", min_exclusive ? "(" : "[", min, max);
+}
+
+/// A whole scalar as a number of type T, or nullopt.
+template <class T>
+std::optional<T> parse_number(const std::string& s) {
+  if constexpr (std::is_integral_v<T>) {
+    T x = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return x;
+  } else {
+    char* end = nullptr;
+    const double x = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(x)) return std::nullopt;
+    return x;
+  }
 }
 
 void apply_override(ConfigDocument::State& st, const std::string& item) {
@@ -232,43 +261,57 @@ std::vector<ConfigNode> ConfigNode::sections(const std::string& key) {
 std::int64_t ConfigNode::get_int(const std::string& key, std::int64_t fallback, std::int64_t min, std::int64_t max) {
   auto v = lookup(key);
   if (!v) return fallback;
-  std::int64_t x = 0;
-  const std::string s = v->IsScalar() ? v->Scalar() : "";
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-  if (!v->IsScalar() || ec != std::errc() || end != s.data() + s.size()) {
+  const auto x = v->IsScalar() ? parse_number<std::int64_t>(v->Scalar()) : std::nullopt;
+  if (!x) {
     problem(key, fmt::format("expected an integer, got {}", show(*v)));
     return fallback;
   }
-  if (x < min || x > max) {
-    const std::string range = max == std::numeric_limits<std::int64_t>::max() ? fmt::format(">= {}", min)
-                                                                              : fmt::format("in [{}, {}]", min, max);
-    problem(key, fmt::format("value {} is out of range: expected an integer {}", x, range));
+  if (*x < min || *x > max) {
+    problem(key, fmt::format("value {} is out of range: expected an integer {}", *x, int_range(min, max)));
     return fallback;
   }
-  return x;
+  return *x;
 }
 
 double ConfigNode::get_real(const std::string& key, double fallback, double min, double max, bool min_exclusive) {
   auto v = lookup(key);
   if (!v) return fallback;
-  const std::string s = v->IsScalar() ? v->Scalar() : "";
-  char* end = nullptr;
-  const double x = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
-  if (!v->IsScalar() || s.empty() || end != s.c_str() + s.size() || !std::isfinite(x)) {
+  const auto x = v->IsScalar() ? parse_number<double>(v->Scalar()) : std::nullopt;
+  if (!x) {
     problem(key, fmt::format("expected a finite number, got {}", show(*v)));
     return fallback;
   }
-  const bool below = min_exclusive ? x <= min : x < min;
-  if (below || x > max) {
-    std::string range;
-    if (std::isinf(max))
-      range = fmt::format("{} {}", min_exclusive ? ">" : ">=", min);
-    else
-      range = fmt::format("in {}{}, {}]", min_exclusive ? "(" : "[", min, max);
-    problem(key, fmt::format("value {} is out of range: expected a number {}", s, range));
+  const bool below = min_exclusive ? *x <= min : *x < min;
+  if (below || *x > max) {
+    problem(key, fmt::format("value {} is out of range: expected a number {}", v->Scalar(),
+                             real_range(min, max, min_exclusive)));
     return fallback;
   }
-  return x;
+  return *x;
+}
+
+std::optional<double> ConfigNode::get_real_or(const std::string& key, const std::string& keyword,
+                                              const std::string& what, double min, double max, bool min_exclusive,
+                                              const std::string& means) {
+  auto v = lookup(key);
+  if (!v || (v->IsScalar() && v->Scalar() == keyword)) return std::nullopt;
+  const auto x = v->IsScalar() ? parse_number<double>(v->Scalar()) : std::nullopt;
+  if (x && !(min_exclusive ? *x <= min : *x < min) && *x <= max) return x;
+  problem(key, fmt::format("{}: expected {} {}, or '{}'{}", show(*v), what, real_range(min, max, min_exclusive),
+                           keyword, means.empty() ? "" : " (" + means + ")"));
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> ConfigNode::get_int_or(const std::string& key, const std::string& keyword,
+                                                   const std::string& what, std::int64_t min, std::int64_t max,
+                                                   const std::string& means) {
+  auto v = lookup(key);
+  if (!v || (v->IsScalar() && v->Scalar() == keyword)) return std::nullopt;
+  const auto x = v->IsScalar() ? parse_number<std::int64_t>(v->Scalar()) : std::nullopt;
+  if (x && *x >= min && *x <= max) return x;
+  problem(key, fmt::format("{}: expected {} {}, or '{}'{}", show(*v), what, int_range(min, max), keyword,
+                           means.empty() ? "" : " (" + means + ")"));
+  return std::nullopt;
 }
 
 bool ConfigNode::get_bool(const std::string& key, bool fallback) {

@@ -70,6 +70,14 @@ class ConfigNode {
   bool get_bool(const std::string& key, bool fallback);
   std::string get_string(const std::string& key, const std::string& fallback);
   std::string get_choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
+  /// A number, or a keyword standing for a value the caller works out ('auto', 'workers'): nullopt
+  /// when the key is absent or holds @p keyword. Anything else is a problem naming both, e.g.
+  /// "'x': expected a learning rate in (0, 100], or 'auto' (1e-3 / (N + 4))", @p what being the
+  /// noun ("a learning rate") and @p means what the keyword stands for (may be empty).
+  std::optional<double> get_real_or(const std::string& key, const std::string& keyword, const std::string& what,
+                                    double min, double max, bool min_exclusive = false, const std::string& means = "");
+  std::optional<std::int64_t> get_int_or(const std::string& key, const std::string& keyword, const std::string& what,
+                                         std::int64_t min, std::int64_t max, const std::string& means = "");
   /// A string or a list of strings.
   std::vector<std::string> get_strings(const std::string& key, const std::vector<std::string>& fallback);
   /// A list of exactly @p count reals (count 0: any length).

@@ -110,6 +110,7 @@ void Server::send_stop(std::size_t i, bool not_applied) {
   }
   dist::send_header(m_t.links, h, m_children[i].rank, dist::kTagReply, m_ctx.channels.to_child(i));
   m_children[i].stopped = true;
+  m_service.child_gone(static_cast<int>(i));
 }
 
 std::int32_t Server::flags_for(std::size_t i) {
@@ -249,11 +250,7 @@ void Server::serve_pull(std::size_t i) {
 // ---------------------------------------------------------------- bounded staleness (max_lead)
 bool Server::too_far_ahead(std::size_t i) const {
   const std::int64_t bound = m_ctx.d.dist.topology.max_lead;
-  if (bound <= 0) return false;
-  std::int64_t least = m_children[i].applied;
-  for (const Child& c : m_children)
-    if (!c.done && !c.stopped) least = std::min(least, c.applied);
-  return m_children[i].applied - least > bound;
+  return bound > 0 && m_service.lead(static_cast<int>(i)) > bound;
 }
 
 void Server::defer(std::size_t i, bool pull) {
@@ -261,7 +258,8 @@ void Server::defer(std::size_t i, bool pull) {
   c.deferred = true;
   c.deferred_pull = pull;
   ++m_deferred;
-  spdlog::debug("child {} (rank {}) is {} updates ahead: its reply waits", i, c.rank, c.applied);
+  spdlog::debug("child {} (rank {}) is {} updates ahead: its reply waits", i, c.rank,
+                m_service.lead(static_cast<int>(i)));
 }
 
 void Server::release_deferred() {
@@ -334,7 +332,6 @@ void Server::serve_update(std::size_t i, bool reply) {
     case Outcome::applied:
       break;
   }
-  ++c.applied;
   after_version();
   if (!reply) return;
   if (m_stopping) {

@@ -27,7 +27,6 @@ struct Child {
   /// Its reply is deferred (topology.max_lead): it is too far ahead; pull: what it sent was a pull
   /// (pull-then-push), answered and followed by its update on release; else its update was applied.
   bool deferred = false, deferred_pull = false;
-  std::int64_t applied = 0;   ///< its updates applied (asynchronous rules)
   Header header;              ///< the request being served (the receive buffer)
   Header last;                ///< a copy of the last request served (header is reused by the receive)
   std::int64_t flagged = -1;  ///< the last checkpoint it was asked to write its part of

@@ -45,6 +45,7 @@ void Server::stop_for_hung(std::size_t i, double now) {
   if (!m_top || m_t.masters > 1) fail_hung(i, now);
   Child& c = m_children[i];
   c.stopped = true;  // never answered again; its receive is cancelled after serving
+  m_service.child_gone(static_cast<int>(i));
   m_hung = {i, now};
   const auto v = m_service.version();
   spdlog::error("rank {} (child {}) has sent nothing for {:.0f} s: ending the job with a checkpoint of version {}",

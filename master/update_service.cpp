@@ -174,6 +174,7 @@ Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
     return d;
   }
   ++m_applied;
+  ++c.applied;
   merge_state(c, st, u.state_decay);
   ++m_version;
   return d;
@@ -183,6 +184,14 @@ Decision UpdateService::child_done(int child) {
   m_children[static_cast<std::size_t>(child)].done = true;
   if (m_synchronous && round_ready()) return close_round();
   return {};
+}
+
+std::int64_t UpdateService::lead(int child) const {
+  const std::int64_t mine = m_children[static_cast<std::size_t>(child)].applied;
+  std::int64_t least = mine;
+  for (const auto& c : m_children)
+    if (!c.done && !c.gone) least = std::min(least, c.applied);
+  return mine - least;
 }
 
 bool UpdateService::round_ready() const {

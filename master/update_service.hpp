@@ -105,6 +105,12 @@ class UpdateService {
   /// Child @p child's data is exhausted: it no longer counts towards rounds. Returns a Decision
   /// with a non-empty round when its absence completed one.
   Decision child_done(int child);
+  /// Child @p child is no longer answered (stopped, hung): it no longer holds back the others'
+  /// lead.
+  void child_gone(int child) { m_children[static_cast<std::size_t>(child)].gone = true; }
+  /// How many more updates of @p child were applied than of the least-served child still training
+  /// (neither done nor gone): topology.max_lead bounds it, for the real master and the sandbox.
+  std::int64_t lead(int child) const;
   /// The reply to a child of a closed round (its weights unless already written, and the state).
   void round_reply(int child, std::span<float> reply, bool weights_written);
   /// The canonical BN state into the state blocks of @p child's reply (remembered: the child's
@@ -150,8 +156,9 @@ class UpdateService {
     std::unique_ptr<algos::MasterRule> rule;
   };
   struct ChildState {
-    bool done = false;
-    std::vector<float> sent;  ///< the BN state it was last sent
+    bool done = false, gone = false;
+    std::int64_t applied = 0;  ///< its updates applied (asynchronous rules)
+    std::vector<float> sent;   ///< the BN state it was last sent
     /// Pull-then-push rules: the state sent before the latest pull (the next update's start).
     std::vector<float> computed_from;
     std::vector<float> report;  ///< a held update's state, merged when the round closes

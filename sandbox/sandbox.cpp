@@ -38,7 +38,6 @@ struct VirtualWorker {
   std::array<std::unique_ptr<nn::Optimizer>, 2> opt;  ///< local rules: its own optimizers
   std::unique_ptr<data::BatchSource> data;
   std::int64_t version = 0, steps = 0, exchanges = 0, served = 0;
-  std::int64_t applied = 0;  ///< its updates applied
   bool exhausted = false, done = false;
   /// topology.max_lead: its reply (or, pull-then-push, its pull) waits for the others to catch up.
   bool deferred = false, deferred_pull = false;
@@ -261,7 +260,6 @@ class Sandbox {
       case Outcome::applied:
         break;
     }
-    ++w.applied;
     after_version();
     if (!reply || m_stopping) return;
     if (too_far_ahead(w)) {
@@ -272,15 +270,10 @@ class Sandbox {
     reply_to(w);
   }
 
-  /// topology.max_lead: more than max_lead updates applied beyond the least-served worker still
-  /// training (master/server.cpp decides the same way).
+  /// topology.max_lead, decided as the real master does (UpdateService::lead).
   bool too_far_ahead(const VirtualWorker& w) const {
     const std::int64_t bound = m_d.dist.topology.max_lead;
-    if (bound <= 0) return false;
-    std::int64_t least = w.applied;
-    for (const auto& o : m_workers)
-      if (!o.done) least = std::min(least, o.applied);
-    return w.applied - least > bound;
+    return bound > 0 && m_service.lead(w.id) > bound;
   }
 
   void release_deferred() {

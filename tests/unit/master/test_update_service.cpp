@@ -235,6 +235,22 @@ TEST_CASE("sync: a child whose data ended no longer counts; its absence may clos
   CHECK(a.service->child_done(0).round.empty());
 }
 
+TEST_CASE(
+    "a child's lead (topology.max_lead) counts its applied updates beyond the least-served child still training") {
+  Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 3);
+  for (int k = 0; k < 3; ++k) s.submit(0, s.payload({1.0f}), k);
+  s.submit(1, s.payload({1.0f}), 3);
+  s.submit(1, s.payload({kNaN}), 4);  // rejected: not counted
+  CHECK(s.service->lead(0) == 3);     // child 2 has none applied
+  CHECK(s.service->lead(1) == 1);
+  CHECK(s.service->lead(2) == 0);
+  s.service->child_done(2);  // its data ended: child 1 is now the least served
+  CHECK(s.service->lead(0) == 2);
+  CHECK(s.service->lead(1) == 0);
+  s.service->child_gone(1);  // no longer answered (hung): child 0 leads no one
+  CHECK(s.service->lead(0) == 0);
+}
+
 TEST_CASE("samples count the applied and held updates, not the rejected ones") {
   Stub s("algorithm: {name: sync, warmup: 0}", {1.0f}, 2);
   s.submit(0, s.payload({1.0f}), 0, true, false, 16);

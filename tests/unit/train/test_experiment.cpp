@@ -124,3 +124,32 @@ TEST_CASE("duplicate keys, an empty --set value, several documents and an empty 
   CHECK(contains(r, "exp.yaml: data.train"));
   CHECK_FALSE(contains(r, "(--set)"));
 }
+
+TEST_CASE(
+    "a number or a keyword: the keyword and an absent key give nullopt, a number its value, anything else a problem") {
+  ConfigDocument doc =
+      ConfigDocument::parse("a: {lr: auto, w: 12, x: 3e-4, bad: fast, low: 0, big: 2.5, list: [1]}\n", "k.yaml");
+  ConfigNode a = doc.root().section("a");
+  CHECK_FALSE(a.get_real_or("lr", "auto", "a learning rate", 0.0, 1.0, true).has_value());
+  CHECK_FALSE(a.get_real_or("absent", "auto", "a learning rate", 0.0, 1.0, true).has_value());
+  CHECK(a.get_real_or("x", "auto", "a learning rate", 0.0, 1.0, true) == 3e-4);
+  CHECK(a.get_int_or("w", "workers", "a number of versions", 0, 100) == 12);
+  CHECK(doc.ok());
+  CHECK_FALSE(a.get_real_or("bad", "auto", "a learning rate", 0.0, 1.0, true, "1e-3 / N").has_value());
+  CHECK_FALSE(a.get_real_or("low", "auto", "a learning rate", 0.0, 1.0, true).has_value());
+  CHECK_FALSE(a.get_int_or("big", "workers", "a number of versions", 0, 100).has_value());
+  CHECK_FALSE(
+      a.get_int_or("list", "workers", "a number of versions", 0, std::numeric_limits<std::int64_t>::max()).has_value());
+  std::vector<std::string> p;
+  try {
+    doc.finish();
+  } catch (const ConfigError& e) {
+    p = e.problems();
+  }
+  INFO(fmt::format("{}", fmt::join(p, "\n")));
+  REQUIRE(p.size() == 4);
+  CHECK(contains(p, "a.bad: 'fast': expected a learning rate in (0, 1], or 'auto' (1e-3 / N)"));
+  CHECK(contains(p, "a.low: '0': expected a learning rate in (0, 1], or 'auto'"));
+  CHECK(contains(p, "a.big: '2.5': expected a number of versions in [0, 100], or 'workers'"));
+  CHECK(contains(p, "a.list: [1]: expected a number of versions >= 0, or 'workers'"));
+}
