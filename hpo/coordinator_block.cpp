@@ -41,28 +41,13 @@ std::string recv_string(const Comm& c, int source, int tag, int* from) {
   return s;
 }
 
-namespace {
-
-/// Waits for a nonblocking collective without spinning.
-void wait_sleeping(MPI_Request& r) {
-  int done = 0;
-  while (true) {
-    MPIGAN_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(kPoll);
-  }
-}
-
-}  // namespace
-
 std::string bcast_string(const Comm& c, std::string s, int root) {
-  long long n = static_cast<long long>(s.size());
-  MPI_Request r;
-  MPIGAN_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, c.get(), &r));
-  wait_sleeping(r);
+  // The other ranks may wait for the root for minutes (a trial's training): they sleep up to kPoll.
+  const Idle idle{.max_sleep_s = std::chrono::duration<double>(kPoll).count()};
+  auto n = static_cast<std::int64_t>(s.size());
+  c.broadcast_bytes(&n, sizeof n, root, idle);
   s.resize(static_cast<std::size_t>(n));
-  MPIGAN_MPI_CHECK(MPI_Ibcast(s.data(), static_cast<int>(n), MPI_CHAR, root, c.get(), &r));
-  wait_sleeping(r);
+  c.broadcast_bytes(s.data(), s.size(), root, idle);
   return s;
 }
 

@@ -85,13 +85,13 @@ namespace {
 /// 1 024), while its blocking ones run its collective algorithms.
 template <class Blocking, class NonBlocking>
 void collective([[maybe_unused]] Blocking&& blocking, [[maybe_unused]] NonBlocking&& nonblocking,
-                [[maybe_unused]] double spin_s = 0.0) {
+                [[maybe_unused]] double spin_s = 0.0, [[maybe_unused]] const Idle& idle = {}) {
 #ifdef MPIGAN_SMPI
   MPIGAN_MPI_CHECK(blocking());
 #else
   MPI_Request req;
   MPIGAN_MPI_CHECK(nonblocking(&req));
-  wait_quietly(req, spin_s);
+  wait_quietly(req, spin_s, idle);
 #endif
 }
 }  // namespace
@@ -107,10 +107,10 @@ void Comm::broadcast(std::span<float> data, int root) const {
              kTransferSpinSeconds);
 }
 
-void Comm::broadcast_bytes(void* data, std::size_t bytes, int root) const {
+void Comm::broadcast_bytes(void* data, std::size_t bytes, int root, const Idle& idle) const {
   const int n = static_cast<int>(bytes);
   collective([&] { return MPI_Bcast(data, n, MPI_BYTE, root, m_comm); },
-             [&](MPI_Request* r) { return MPI_Ibcast(data, n, MPI_BYTE, root, m_comm, r); });
+             [&](MPI_Request* r) { return MPI_Ibcast(data, n, MPI_BYTE, root, m_comm, r); }, 0.0, idle);
 }
 
 namespace {

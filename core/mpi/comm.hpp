@@ -83,7 +83,8 @@ class Comm {
 
   void barrier() const;
   void broadcast(std::span<float> data, int root) const;
-  void broadcast_bytes(void* data, std::size_t bytes, int root) const;
+  /// @p idle: how to wait (a rank that may wait minutes for the root can sleep longer).
+  void broadcast_bytes(void* data, std::size_t bytes, int root, const Idle& idle = {}) const;
   /// In-place sum over the communicator.
   void allreduce_sum(std::span<float> data) const;
   void allreduce_sum(std::span<double> data) const;
