@@ -24,6 +24,7 @@ struct GenerateArgs {
   std::int64_t events = 0, batch = 128;
   std::uint64_t seed = 1;
   int threads = 0;
+  int recalibrate = 0;
 };
 
 void run_generate(const GenerateArgs& a) {
@@ -36,6 +37,7 @@ void run_generate(const GenerateArgs& a) {
   o.seed = a.seed;
   o.backend = a.backend;
   o.threads = a.threads;
+  o.recalibrate_batches = a.recalibrate;
   MPIGAN_CHECK(a.energy.empty() != a.like.empty(), "generate: give exactly one of --energy A:B and --like FILE.h5");
   if (!a.energy.empty()) o.energy = data::sim::parse_range(a.energy, "--energy");
   if (!a.angle.empty()) {
@@ -67,6 +69,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")->capture_default_str();
   cmd->add_option("--backend", a->backend, "cpu, cuda or reference (default: the experiment's)");
   cmd->add_option("--threads", a->threads, "CPU threads (default: the experiment's)");
+  cmd->add_option("--recalibrate-bn", a->recalibrate,
+                  "first re-estimate the generator's BatchNorm statistics for its weights over this many batches "
+                  "(0: the checkpoint's)")
+      ->check(CLI::Range(0, 100000));
   cmd->callback([a] { run_generate(*a); });
 }
 

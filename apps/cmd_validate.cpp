@@ -25,6 +25,7 @@ struct ValidateArgs {
   std::string source, generated, reference, out = "validation";
   std::int64_t events = 0;
   std::uint64_t seed = 1;
+  int recalibrate = 0;
   bool plots = true;
   bool classifier = false;
 };
@@ -38,6 +39,9 @@ void run_validate(const ValidateArgs& a) {
   MPIGAN_CHECK(!a.reference.empty(), "validate: --reference Y.h5 (Monte Carlo showers) is required");
   MPIGAN_CHECK(a.source.empty() != a.generated.empty(),
                "validate: give either --generated X.h5 or a run directory / checkpoint to generate from");
+  MPIGAN_CHECK(a.recalibrate == 0 || !a.source.empty(),
+               "validate: --recalibrate-bn re-estimates a generator's statistics: give a run directory or checkpoint "
+               "to generate from, not --generated");
   std::filesystem::create_directories(a.out);
   std::string generated = a.generated;
   if (!a.source.empty()) {
@@ -46,6 +50,7 @@ void run_validate(const ValidateArgs& a) {
     o.like = a.reference;
     o.events = a.events;
     o.seed = a.seed;
+    o.recalibrate_batches = a.recalibrate;
     o.out = a.out + "/generated.h5";
     const auto g = train::generate_showers(m, o);
     std::printf("generated %lld showers at the reference's energies with %s (%.1f showers/s)\n",
@@ -86,6 +91,9 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "report directory")->capture_default_str();
   cmd->add_option("--events", a->events, "use at most this many events of each file (0 = all)");
   cmd->add_option("--seed", a->seed, "seed of the generation (with a run directory)")->capture_default_str();
+  cmd->add_option("--recalibrate-bn", a->recalibrate,
+                  "first re-estimate the generator's BatchNorm statistics for its weights over this many batches")
+      ->check(CLI::Range(0, 100000));
   cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
   cmd->add_flag("--classifier", a->classifier,
                 "also train the classifier test (an MLP telling generated from reference showers; its AUC)");

@@ -253,6 +253,12 @@ Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_
   return m_backend.to_host(out);
 }
 
+void GanStep::recalibrate_generator_state(const Tensor& energy, const Tensor& angle, int batches, std::uint64_t seed) {
+  Rng rng(seed, hash_string("recalibrate"));
+  m_model.generator.recalibrate_state(
+      batches, [&](int) { return to_device(generator_input(energy, angle, rng)); }, seed);
+}
+
 std::vector<Tensor> GanStep::discriminate(const Tensor& images, nn::Phase phase) {
   const nn::ForwardContext ctx{phase, false, m_seed, 0};
   const auto& out = m_model.discriminator.forward(to_device(images), ctx);

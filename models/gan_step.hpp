@@ -65,6 +65,11 @@ class GanStep {
   /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
   Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);
 
+  /// Re-estimate the generator's BatchNorm statistics for its weights as they are
+  /// (nn::Network::recalibrate_state) over @p batches passes on the conditions energy (N,1) (and
+  /// angle), fresh latent noise each pass.
+  void recalibrate_generator_state(const Tensor& energy, const Tensor& angle, int batches, std::uint64_t seed);
+
   /// Discriminator outputs for @p images as host (N,1) tensors in head order. Phase::infer uses
   /// the BatchNorm running statistics; Phase::train normalises with the batch's own statistics,
   /// as D sees its all-real and all-fake batches during training (running statistics and weights

@@ -126,6 +126,29 @@ void Network::reset_state_decay() {
     for (auto& l : n.layers) l->reset_state_decay();
 }
 
+void Network::recalibrate_state(int passes, const std::function<Tensor(int)>& input, std::uint64_t seed) {
+  MPIGAN_CHECK(passes > 0, "network '{}': recalibrating its statistics over {} passes; expected at least 1", m_name,
+               passes);
+  if (m_state.size() == 0) return;
+  Backend& be = backend();
+  Tensor flat = m_state.flat();
+  const Tensor zeros = Tensor::zeros(flat.shape());
+  std::vector<double> sum(m_state.size(), 0.0);
+  for (int k = 0; k < passes; ++k) {
+    // From zero, one train-phase pass leaves (1 - momentum) x each batch statistic.
+    be.from_host(zeros, flat);
+    reset_state_decay();
+    forward(input(k), ForwardContext{Phase::train, true, seed, static_cast<std::uint64_t>(k)});
+    const double kept = 1.0 - state_decay();
+    const Tensor h = be.to_host(flat);
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += h.data()[i] / kept;
+  }
+  Tensor mean = Tensor::empty(flat.shape());
+  for (std::size_t i = 0; i < sum.size(); ++i) mean.data()[i] = static_cast<float>(sum[i] / passes);
+  be.from_host(mean, flat);
+  reset_state_decay();
+}
+
 std::vector<std::string> Network::output_names() const {
   std::vector<std::string> names;
   for (const auto& n : m_nodes)

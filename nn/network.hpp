@@ -17,6 +17,7 @@
 #include "mpigan/core/rng.hpp"
 #include "mpigan/nn/layer.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,12 @@ class Network {
   /// for a network without state.
   double state_decay() const;
   void reset_state_decay();
+
+  /// Re-estimate the running statistics (BatchNorm) for the weights as they are: each statistic
+  /// becomes the mean of its batch values over @p passes train-phase forward passes of the inputs
+  /// input(0), input(1), ... (the "bn_update" of stochastic weight averaging). For weights whose
+  /// statistics lag them, e.g. an asynchronous master's, which follow weights up to N updates old.
+  void recalibrate_state(int passes, const std::function<Tensor(int)>& input, std::uint64_t seed);
 
   std::vector<std::string> output_names() const;
   Backend& backend() const;

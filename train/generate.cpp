@@ -145,6 +145,18 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   MPIGAN_CHECK(n > 0, "generate: no events to generate");
 
   const data::Preprocess& pre = e.data.preprocess;
+  if (o.recalibrate_batches > 0) {
+    // Conditions spread over all the events to generate, one batch of them, fresh noise per pass.
+    const std::int64_t k = std::min(o.batch, n);
+    Tensor energy = Tensor::empty({k, 1}), angle;
+    if (angle_model) angle = Tensor::empty({k, 1});
+    for (std::int64_t i = 0; i < k; ++i) {
+      const auto j = static_cast<std::size_t>(i * n / k);
+      energy.data()[i] = c.energy[j] * pre.energy_scale;
+      if (angle_model) angle.data()[i] = c.angle[j];
+    }
+    s.step->recalibrate_generator_state(energy, angle, o.recalibrate_batches, o.seed);
+  }
   const data::Geometry geometry = e.data.geometry;
   const data::Units file_units = geometry == data::Geometry::ecal51 ? data::Units::gev_x50 : data::Units::gev;
   // The model's image extents (the geometry's, or the tiny-8 sandbox's 8^3).

@@ -43,6 +43,9 @@ struct GenerateOptions {
   std::uint64_t seed = 1;
   std::string backend;  ///< empty: the experiment's
   int threads = 0;      ///< 0: the experiment's
+  /// > 0: first re-estimate the generator's BatchNorm statistics for its weights over this many
+  /// batches of the conditions (GanStep::recalibrate_generator_state); 0: the checkpoint's.
+  int recalibrate_batches = 0;
 };
 
 struct GenerateSummary {

@@ -177,6 +177,63 @@ TEST_CASE("BatchNorm3d gradients in the train phase, and running statistics") {
   CHECK_THROWS_WITH_AS(mixed.state_decay(), doctest::Contains("layer 'bn_b' by"), Error);
 }
 
+TEST_CASE("recalibrate_state: running statistics become the mean of the batch statistics for the weights as they are") {
+  auto be = make_backend("cpu");
+  Rng rng(3);
+  // One BatchNorm: the passes x and 2 x. Channel 0 holds 1, 3, 5, 7 (mean 4, biased var 5), channel
+  // 1 holds 10..40 (25, 125); doubled: 8, 20 and 50, 500. Means of the two passes: 6, 12.5; 37.5, 312.5.
+  Network bn("bn");
+  std::vector<std::unique_ptr<Layer>> v;
+  v.push_back(std::make_unique<BatchNorm3d>("bn", 2, 0.99f, 1e-3f));
+  bn.add_node("out", "input", std::move(v), true);
+  bn.build(*be, {2, 1, 1, 2});
+  bn.initialize(rng);
+  const Tensor x = Tensor::from({2, 2, 1, 1, 2}, std::vector<float>{1, 3, 10, 20, 5, 7, 30, 40});
+  Tensor x2 = Tensor::empty(x.shape());
+  for (std::int64_t i = 0; i < x.numel(); ++i) x2.data()[i] = 2 * x.data()[i];
+  bn.forward(x, {Phase::train, true, 0, 0});  // a state and a decay from before: both forgotten
+  bn.recalibrate_state(
+      2, [&](int k) { return k == 0 ? x : x2; }, 1);
+  const float* st = bn.state().data();
+  const auto& segs = bn.state().segments();
+  CHECK(st[segs[0].offset + 0] == doctest::Approx(6.0).epsilon(1e-5));
+  CHECK(st[segs[0].offset + 1] == doctest::Approx(37.5).epsilon(1e-5));
+  CHECK(st[segs[1].offset + 0] == doctest::Approx(12.5).epsilon(1e-5));
+  CHECK(st[segs[1].offset + 1] == doctest::Approx(312.5).epsilon(1e-5));
+  CHECK(bn.state_decay() == 1.0);
+
+  // Two BatchNorms behind convolutions: recalibrated on one batch z, the inference output is the
+  // train-phase output of z (Keras normalises a batch with its biased variance, the statistic the
+  // running variance follows), whatever the statistics were.
+  Network net("deep");
+  std::vector<std::unique_ptr<Layer>> w;
+  w.push_back(std::make_unique<Conv3d>("c1", Conv3d::same(2, 3, {3, 3, 3})));
+  w.push_back(std::make_unique<BatchNorm3d>("bn1", 3, 0.99f, 1e-3f));
+  w.push_back(std::make_unique<Activation>("a1", Activation::leaky_relu(0.3f)));
+  w.push_back(std::make_unique<Conv3d>("c2", Conv3d::same(3, 2, {3, 3, 3})));
+  w.push_back(std::make_unique<BatchNorm3d>("bn2", 2, 0.99f, 1e-3f));
+  net.add_node("out", "input", std::move(w), true);
+  net.build(*be, {2, 4, 4, 4});
+  net.initialize(rng);
+  Tensor z = Tensor::empty({5, 2, 4, 4, 4});
+  for (std::int64_t i = 0; i < z.numel(); ++i) z.data()[i] = static_cast<float>(rng.uniform(-1.0, 3.0));
+  const Tensor train = be->to_host(net.forward(z, {Phase::train, false, 0, 0})[0]);
+  const Tensor before = be->to_host(net.forward(z, {Phase::infer, false, 0, 0})[0]);
+  net.recalibrate_state(
+      3, [&](int) { return z; }, 1);
+  const Tensor after = be->to_host(net.forward(z, {Phase::infer, false, 0, 0})[0]);
+  double off_before = 0, off_after = 0;
+  for (std::int64_t i = 0; i < z.numel(); ++i) {
+    off_before = std::max(off_before, static_cast<double>(std::abs(before.data()[i] - train.data()[i])));
+    off_after = std::max(off_after, static_cast<double>(std::abs(after.data()[i] - train.data()[i])));
+  }
+  CHECK(off_before > 0.1);  // the initial statistics (0, 1) are not z's
+  CHECK(off_after < 1e-4);
+  CHECK_THROWS_WITH_AS(net.recalibrate_state(
+                           0, [&](int) { return z; }, 1),
+                       doctest::Contains("expected at least 1"), Error);
+}
+
 TEST_CASE("activation, dropout, pooling, upsampling and reshape gradients") {
   for (const EltwiseDesc d : {Activation::relu(), Activation::leaky_relu(0.3f), Activation::sigmoid()}) {
     Harness h(std::make_unique<Activation>("act", d), {2, 4, 3, 3, 3}, 5, -2.0f, 2.0f);

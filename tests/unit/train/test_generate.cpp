@@ -93,6 +93,28 @@ logging: {level: warn}
   std::vector<double> got(ecal.begin(), ecal.begin() + 16 * 512), ref(want.data(), want.data() + 16 * 512);
   test::check_close("first batch of showers", got, ref, {1e-6, 1e-6});
 
+  // --recalibrate-bn: the generator's statistics re-estimated first, on one batch of the
+  // conditions spread over all 40 (events i * 40 / 16), then the same showers from them.
+  GenerateOptions rc = o;
+  rc.seed = 9;
+  rc.recalibrate_batches = 4;
+  rc.out = dir + "/r.h5";
+  generate_showers(m, rc);
+  Tensor spread = Tensor::empty({16, 1});
+  for (int i = 0; i < 16; ++i)
+    spread.data()[i] =
+        static_cast<float>(energy[static_cast<std::size_t>(i * 40 / 16)]) * m.experiment.data.preprocess.energy_scale;
+  s.step->recalibrate_generator_state(spread, Tensor(), 4, 9);
+  const Tensor want_rc =
+      data::postprocess_images(s.step->generate(cond, Tensor(), 9), m.experiment.data.preprocess, data::Units::gev);
+  const auto ecal_rc = data::h5::File::open_read(dir + "/r.h5").read_all("ECAL");
+  std::vector<double> got_rc(ecal_rc.begin(), ecal_rc.begin() + 16 * 512),
+      ref_rc(want_rc.data(), want_rc.data() + 16 * 512);
+  test::check_close("first batch, recalibrated", got_rc, ref_rc, {1e-6, 1e-6});
+  double moved = 0;  // and the statistics did change the showers
+  for (std::size_t i = 0; i < got.size(); ++i) moved = std::max(moved, std::abs(got_rc[i] - got[i]));
+  CHECK(moved > 1e-4);
+
   // Errors name what is wrong.
   CHECK_THROWS_WITH_AS(locate_trained(dir + "/nothing"), doctest::Contains("does not exist"), Error);
   fs::create_directories(dir + "/empty");
