@@ -16,7 +16,9 @@ physics figure of merit and sampling-fraction error when the experiment scores p
 generator is dead (every shower empty), diverged), OUT_DIR/scan.md (the same
 as a Markdown table), OUT_DIR/table.md (one row per rule, one column per N: the figure of merit, the
 sampling-fraction error and the validation D loss, as docs/sandbox.md shows them) and
-OUT_DIR/scan.png (validation G loss, or the figure of merit, against N).
+OUT_DIR/scan.png (validation G loss, or the figure of merit, against N). With --recalibrated
+REFERENCE.h5 each final generator is also scored with its BatchNorm statistics re-estimated for its
+weights (an asynchronous master's statistics lag its weights; docs/physics.md).
 A run that diverged or whose losses are not finite is marked so; nothing is averaged over it.
 """
 
@@ -59,6 +61,10 @@ def main():
     ap.add_argument("--mpigan", default=os.path.join(HERE, "..", "build", "apps", "mpigan"))
     ap.add_argument("--baseline", action="append", default=[], metavar="LABEL=RUN_DIR",
                     help="draw a finished run's figures as a dashed line (e.g. the untrained generator)")
+    ap.add_argument("--recalibrated", metavar="REFERENCE.h5",
+                    help="also score each run's final generator with its BatchNorm statistics re-estimated for its "
+                         "weights (`mpigan validate RUN --reference REFERENCE.h5 --recalibrate-bn 8`, 400 events, "
+                         "into RUN/recalibrated): columns fpd_recal and sf_recal_pct")
     ap.add_argument("--reuse", action="store_true",
                     help="keep the runs that finished (OUT/RULE-N/sandbox.json exists): only tabulate and plot them")
     ap.add_argument("--table-only", action="store_true",
@@ -100,6 +106,9 @@ def main():
                 dead = bool(physics["dead"])
             else:
                 dead = sf == 1.0 and sf_err == 0.0
+            fpd_recal = sf_recal = None
+            if a.recalibrated and os.path.exists(os.path.join(run, "sandbox.json")):
+                fpd_recal, sf_recal = recalibrated_score(a, run)
             per = summary.get("updates_per_worker", [])
             finite = all(v is not None and math.isfinite(v) for v in (d, g))
             diverged = rc != 0 or bool(summary.get("failure")) or not finite
@@ -115,7 +124,9 @@ def main():
                 "fpd_hlf": "" if fom is None else f"{fom:.4g}",
                 "sf_mre_pct": "" if sf is None else f"{100 * sf:.0f}",
                 "empty_showers": "" if empty is None else f"{empty:.0f}",
-                "dead": "yes" if dead else "no", "diverged": "yes" if diverged else "no"})
+                "dead": "yes" if dead else "no", "diverged": "yes" if diverged else "no",
+                **({"fpd_recal": "" if fpd_recal is None else f"{fpd_recal:.4g}",
+                    "sf_recal_pct": "" if sf_recal is None else f"{100 * sf_recal:.0f}"} if a.recalibrated else {})})
             print(f"  {rule} N={n}: D {rows[-1]['val_d']} G {rows[-1]['val_g']} diverged {rows[-1]['diverged']}",
                   flush=True)
     with open(os.path.join(a.out, "scan.csv"), "w", newline="") as f:
@@ -165,6 +176,21 @@ def main():
     print(f"wrote {a.out}/scan.csv, scan.md, scan.png")
 
 
+def recalibrated_score(a, run):
+    """fpd_hlf and the sampling-fraction MRE of RUN's final generator, statistics re-estimated."""
+    out = os.path.join(run, "recalibrated")
+    report = os.path.join(out, "report.json")
+    if not os.path.exists(report):
+        cmd = [a.mpigan, "validate", run, "--reference", a.recalibrated, "--events", "400", "--recalibrate-bn", "8",
+               "--no-plots", "--out", out]
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode != 0:
+            return None, None
+    with open(report) as f:
+        r = json.load(f)
+    return r["figure_of_merit"]["value"], r["sampling_fraction"]["mre"]
+
+
 def compact_cell(r):
     """One run as docs/sandbox.md's tables show it: figure of merit, sampling-fraction error, D."""
     if r["diverged"] == "yes":
@@ -176,6 +202,8 @@ def compact_cell(r):
         return cell + " **dead**"
     if r.get("empty_showers") not in ("", "0", None):
         cell += f", {r['empty_showers']} empty"
+    if r.get("sf_recal_pct"):
+        cell += f" (recalibrated: SF {r['sf_recal_pct']} %)"
     return cell
 
 
