@@ -140,6 +140,8 @@ void Network::recalibrate_state(int passes, const std::function<Tensor(int)>& in
     reset_state_decay();
     forward(input(k), ForwardContext{Phase::train, true, seed, static_cast<std::uint64_t>(k)});
     const double kept = 1.0 - state_decay();
+    MPIGAN_CHECK(kept > 0, "network '{}': its statistics have momentum 1 (they never move): nothing to recalibrate",
+                 m_name);
     const Tensor h = be.to_host(flat);
     for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += h.data()[i] / kept;
   }
