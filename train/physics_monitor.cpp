@@ -56,7 +56,15 @@ std::string PhysicsOutcome::summary() const {
     s += "WARNING: the generator is dead: every shower it makes is empty (its output ReLU is off everywhere, and "
          "with zero gradients there training cannot bring it back). Steps too large for the generator killed it: "
          "a lower learning rate, or another update rule at this number of workers (docs/algorithms.md).\n";
-  else if (ruined())
+  if (!last->diverged && !last->dead() && last->events > 0 &&
+      static_cast<double>(last->empty) >= kEmptyWarnFraction * static_cast<double>(last->events))
+    s += fmt::format(
+        "WARNING: {} of the generator's {} showers ({:.0f} %) are empty: its output is off everywhere for part of "
+        "its conditions, the start of a dead generator (Monte Carlo showers are never empty). Watch the "
+        "empty_showers column of metrics.csv; a lower learning rate or another update rule at this number of "
+        "workers (docs/algorithms.md).\n",
+        last->empty, last->events, 100.0 * static_cast<double>(last->empty) / static_cast<double>(last->events));
+  if (!last->diverged && !last->dead() && ruined())
     s += fmt::format(
         "WARNING: {} = {:.3g} is off the scale (>= {:g}; Monte Carlo against itself scores below 1, a 10 % error in "
         "energy scale or shower width about 10): the generator does not make showers like the Monte Carlo. Look at "

@@ -53,6 +53,9 @@ struct PhysicsScore {
 /// a 10 % error in the energy scale or the shower width about 10, a shower one layer too deep 36
 /// (docs/physics.md); 100 is far beyond any usable generator (an untrained one scores 1e4-1e5).
 inline constexpr double kFomOffScale = 100.0;
+/// A live generator with at least this fraction of empty showers is dying for part of its
+/// conditions: the summary warns (Monte Carlo showers are never empty).
+inline constexpr double kEmptyWarnFraction = 0.1;
 
 /// What a run's physics validation came to, for its closing summary.
 struct PhysicsOutcome {

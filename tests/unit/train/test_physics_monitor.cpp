@@ -196,6 +196,19 @@ TEST_CASE("physics validation: a dead generator (every shower empty) is named, a
   CHECK(out.summary().find("WARNING: the generator is dead") != std::string::npos);
   const auto row = physics_row(metrics_columns(t.s.model->discriminator.output_names()), 0, 1.0, sc);
   CHECK(row.back() == "48");  // metrics.csv's empty_showers column
+
+  // Part of the showers empty: alive, but the summary says it is dying, from 10 % of them on.
+  PhysicsScore some = alive;
+  some.fom = 0.5;
+  some.empty = 4;
+  PhysicsOutcome few{some, std::nullopt, "", 0};
+  CHECK(few.summary().find("WARNING") == std::string::npos);  // 4 of 48: below 10 %
+  few.last->empty = 5;
+  CHECK_FALSE(few.ruined());
+  CHECK(few.summary().find("WARNING: 5 of the generator's 48 showers (10 %) are empty") != std::string::npos);
+  few.last->fom = 1e4;  // and off the scale too: both warnings
+  CHECK(few.summary().find("off the scale") != std::string::npos);
+  CHECK(few.summary().find("are empty") != std::string::npos);
 }
 
 TEST_CASE("physics validation: early stopping on the figure of merit, and its configuration errors") {
