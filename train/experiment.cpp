@@ -245,6 +245,8 @@ void parse_run_sections(ConfigNode& root, ExperimentConfig& e) {
     s.every = ph.get_int("every", 0, 0);
     s.events = ph.get_int("events", s.events, 10, 1 << 24);
     s.batch = ph.get_int("batch", s.batch, 1, 1 << 16);
+    s.recalibrate_bn = ph.get_int_or("recalibrate_bn", "auto", "a number of batches", 0, 10000,
+                                     "8 for a distributed run with an asynchronous rule, else 0");
     ph.reject_unknown();
   }
   if (e.early_stopping.enabled && e.early_stopping.metric == "fpd_hlf" && !e.physics.enabled)
@@ -339,6 +341,10 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
     ph["every"] = e.physics.every;
     ph["events"] = e.physics.events;
     ph["batch"] = e.physics.batch;
+    if (e.physics.recalibrate_bn)
+      ph["recalibrate_bn"] = *e.physics.recalibrate_bn;
+    else
+      ph["recalibrate_bn"] = "auto";
   }
   r["checkpoint"]["every"] = e.checkpoint_every;
   r["checkpoint"]["keep"] = e.checkpoint_keep;

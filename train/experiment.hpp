@@ -71,6 +71,11 @@ struct PhysicsValidationSpec {
   std::int64_t every = 0;  ///< steps (master versions); 0 = with each loss validation
   std::int64_t events = 2000;
   std::int64_t batch = 64;  ///< generation batch
+  /// Passes re-estimating the generator's BatchNorm statistics for its weights before each score
+  /// (nn::Network::recalibrate_state); nullopt: auto, 8 for a distributed run with an asynchronous
+  /// rule (its canonical statistics were gathered on other weights: stale ones, or EASGD's
+  /// workers'), 0 otherwise.
+  std::optional<std::int64_t> recalibrate_bn;
 };
 
 struct ExperimentConfig {

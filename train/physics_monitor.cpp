@@ -33,8 +33,9 @@ std::string PhysicsScore::describe() const {
   const std::string empties = empty > 0 ? fmt::format(", {} of {} showers empty", empty, events) : std::string();
   return fmt::format(
       "{} {:.3g} +- {:.2g}, sampling-fraction MRE {:.2f} % +- {:.2f}, 3DGAN metric {:.3g}, KPD {:.3g} "
-      "({} events{}, {:.1f} s)",
+      "({} events{}{}, {:.1f} s)",
       physics::kFigureOfMeritName, fom, fom_error, 100 * sf_mre, 100 * sf_mre_error, gan3d, kpd, events, empties,
+      recalibrated > 0 ? fmt::format(", BatchNorm statistics re-estimated over {} batches", recalibrated) : "",
       seconds);
 }
 
@@ -174,6 +175,20 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
   return r;
 }
 
+void PhysicsMonitor::recalibrate(Session& session, std::int64_t batches) const {
+  const auto n = static_cast<std::int64_t>(m_conditions.energy.size());
+  const std::int64_t k = std::min(m_e.physics.batch, n);
+  const bool with_angle = !m_conditions.angle.empty();
+  Tensor energy = Tensor::empty({k, 1}), angle;
+  if (with_angle) angle = Tensor::empty({k, 1});
+  for (std::int64_t i = 0; i < k; ++i) {
+    const auto j = static_cast<std::size_t>(i * n / k);
+    energy.data()[i] = m_conditions.energy[j] * m_e.data.preprocess.energy_scale;
+    if (with_angle) angle.data()[i] = m_conditions.angle[j];
+  }
+  session.step->recalibrate_generator_state(energy, angle, static_cast<int>(batches), kPhysicsSeed);
+}
+
 bool PhysicsMonitor::keep_if_best(const PhysicsScore& s, Session& session) {
   if (s.diverged || !std::isfinite(s.fom) || (m_best && s.fom >= *m_best) || m_best_path.empty()) return false;
   m_best = s.fom;
@@ -198,19 +213,22 @@ AsyncPhysicsMonitor::~AsyncPhysicsMonitor() {
 }
 
 bool AsyncPhysicsMonitor::start(std::vector<float> weights, std::vector<float> state, std::int64_t step,
-                                std::int64_t samples) {
+                                std::int64_t samples, std::int64_t recalibrate_bn) {
   if (m_thread.joinable()) {
     ++m_skipped;
     return false;
   }
   m_done = false;
-  m_thread = std::thread([this, w = std::move(weights), st = std::move(state), step, samples] {
+  m_thread = std::thread([this, w = std::move(weights), st = std::move(state), step, samples, recalibrate_bn] {
     try {
       if (!m_session) m_session = std::make_unique<Session>(Session::create(m_e, kPhysicsSeed));
       auto& g = m_session->model->generator;
       copy_from_host(*m_session->backend, w, g.weights());
       copy_from_host(*m_session->backend, st, g.state());
+      if (recalibrate_bn > 0 && std::all_of(w.begin(), w.end(), [](float x) { return std::isfinite(x); }))
+        m_monitor.recalibrate(*m_session, recalibrate_bn);
       m_result = m_monitor.score(*m_session, step, samples);
+      m_result->recalibrated = recalibrate_bn;
       m_monitor.keep_if_best(*m_result, *m_session);
     } catch (...) {
       m_error = std::current_exception();

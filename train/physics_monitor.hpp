@@ -43,8 +43,9 @@ struct PhysicsScore {
   /// ReLU is off for every cell; its gradients are zero there, so training cannot bring it back).
   std::int64_t empty = 0;
   bool dead() const { return events > 0 && empty == events; }
-  double seconds = 0;  ///< generation and comparison
-  bool best = false;   ///< the best so far: kept as checkpoints/best.h5
+  double seconds = 0;             ///< generation and comparison
+  std::int64_t recalibrated = 0;  ///< passes re-estimating the BatchNorm statistics first (0: none)
+  bool best = false;              ///< the best so far: kept as checkpoints/best.h5
   /// "fpd_hlf 0.68 +- 0.14, SF MRE 0.7 %, ...", "diverged" or "dead".
   std::string describe() const;
 };
@@ -87,6 +88,9 @@ class PhysicsMonitor {
   /// `diverged`, figures +inf (a NaN generator behind a ReLU can emit zeros, so both are checked).
   PhysicsScore score(Session& session, std::int64_t at_step, std::int64_t samples) const;
   std::int64_t reference_events() const { return m_ref.events; }
+  /// Re-estimate the BatchNorm statistics of @p session's generator for its weights over
+  /// @p batches passes of one generation batch of the reference's conditions (spread over them).
+  void recalibrate(Session& session, std::int64_t batches) const;
 
   /// When @p s beats the best figure of merit so far, writes the generator of @p session (weights
   /// and BatchNorm state, in the single-process checkpoint form, with the score and the step) to
@@ -113,7 +117,10 @@ class AsyncPhysicsMonitor {
 
   /// Starts scoring the generator with these host weights and BatchNorm state, unless a score is
   /// still running (then false, and the request is counted in skipped()).
-  bool start(std::vector<float> weights, std::vector<float> state, std::int64_t step, std::int64_t samples);
+  /// @p recalibrate_bn > 0: the statistics are first re-estimated for the weights (recalibrate());
+  /// best.h5 then keeps the re-estimated ones, so that it generates what was scored.
+  bool start(std::vector<float> weights, std::vector<float> state, std::int64_t step, std::int64_t samples,
+             std::int64_t recalibrate_bn = 0);
   /// The score that finished since the last call, if any (never blocks). Rethrows its error.
   std::optional<PhysicsScore> poll();
   /// Waits for the running score, if any, and returns it.

@@ -224,8 +224,22 @@ class SingleProcessRun {
   void validate_physics() {
     if (!m_physics || m_physics_at == m_step) return;
     m_physics_at = m_step;
+    // One process trains on the statistics it scores: re-estimated only when asked (auto: 0), and
+    // put back after the score (best.h5 keeps the re-estimated ones it was scored with).
+    const std::int64_t recalibrate = m_e.physics.recalibrate_bn.value_or(0);
+    auto& g_state = m_s.model->generator.state();
+    std::vector<float> kept(recalibrate > 0 ? g_state.size() : 0);
+    if (recalibrate > 0) {
+      copy_to_host(*m_s.backend, g_state, kept);
+      m_physics->recalibrate(m_s, recalibrate);
+    }
     PhysicsScore& sc = m_summary.physics.last.emplace(m_physics->score(m_s, m_step, m_samples));
+    sc.recalibrated = recalibrate;
     sc.best = m_physics->keep_if_best(sc, m_s);
+    if (recalibrate > 0) {
+      copy_from_host(*m_s.backend, kept, g_state);
+      m_s.model->generator.reset_state_decay();
+    }
     m_metrics.row(physics_row(m_metrics.columns(), m_loader.position().epoch, seconds_since(m_t_start), sc));
     m_metrics.flush();
     spdlog::info("physics at step {}: {}{}", m_step, sc.describe(),

@@ -211,6 +211,67 @@ TEST_CASE("physics validation: a dead generator (every shower empty) is named, a
   CHECK(few.summary().find("are empty") != std::string::npos);
 }
 
+TEST_CASE("physics validation with recalibrate_bn: scored on re-estimated statistics, training untouched") {
+  const std::string dir = temp_dir("physics-recal");
+  const ExperimentConfig plain = experiment(dir);
+  CHECK_FALSE(plain.physics.recalibrate_bn.has_value());  // auto
+  CHECK(plain.resolved["validation"]["physics"]["recalibrate_bn"].as<std::string>() == "auto");
+  const ExperimentConfig& e = plain;
+  ExperimentConfig recal = e;
+  recal.physics.recalibrate_bn = 3;
+  const auto a = run_single_process(plain, {dir + "/plain", ""});
+  const auto b = run_single_process(recal, {dir + "/recal", ""});
+  // One process trains on its own statistics: put back after each score, the training is the same
+  // to the bit; the scores are not.
+  const CheckpointReader ra(a.last_checkpoint), rb(b.last_checkpoint);
+  for (const char* k :
+       {"model/generator/weights/values", "model/generator/state/values", "model/discriminator/weights/values"}) {
+    CAPTURE(k);
+    CHECK(ra.floats(k) == rb.floats(k));
+  }
+  REQUIRE(b.physics.last.has_value());
+  CHECK(b.physics.last->recalibrated == 3);
+  CHECK(b.physics.last->describe().find("re-estimated over 3 batches") != std::string::npos);
+  CHECK(b.physics.last->fom != a.physics.last->fom);
+  // best.h5 keeps the statistics it was scored with: scored as it is, the same figure.
+  const CheckpointReader best(dir + "/recal/checkpoints/best.h5");
+  Session s = Session::create(e, 1);
+  load_parameters(best, "model/generator/weights", s.model->generator.weights(), *s.backend);
+  load_parameters(best, "model/generator/state", s.model->generator.state(), *s.backend);
+  DataPlan plan = DataPlan::open(e, false);
+  PhysicsMonitor monitor(e, plan, "");
+  CHECK(monitor.score(s, 0, 0).fom == doctest::Approx(*b.physics.best).epsilon(1e-6));
+
+  // The distributed master's monitor: the statistics handed over are re-estimated before the score.
+  AsyncPhysicsMonitor async(e, plan, dir + "/async-best.h5");
+  std::vector<float> w(s.model->generator.weights().size()), st(s.model->generator.state().size());
+  copy_to_host(*s.backend, s.model->generator.weights(), w);
+  std::vector<float> zero_state(st.size(), 0.0f);  // statistics that belong to no weights at all
+  REQUIRE(async.start(w, zero_state, 5, 80, 3));
+  const auto scored = async.wait();
+  REQUIRE(scored.has_value());
+  CHECK(scored->recalibrated == 3);
+  monitor.recalibrate(s, 3);  // the same re-estimate, on the same weights: the same figure
+  CHECK(monitor.score(s, 0, 0).fom == doctest::Approx(scored->fom).epsilon(1e-6));
+  const auto kept = CheckpointReader(dir + "/async-best.h5").floats("model/generator/state/values");
+  CHECK(std::any_of(kept.begin(), kept.end(), [](double x) { return x != 0.0; }));
+
+  // Its configuration: a number of batches or auto.
+  const auto with = [&](const std::string& v) {
+    std::string text = kExperiment;
+    text.replace(text.find("physics: {every: 4,"), 19, "physics: {recalibrate_bn: " + v + ", every: 4,");
+    std::ofstream(dir + "/r.yaml") << text;
+    return ExperimentConfig::load(dir + "/r.yaml");
+  };
+  CHECK(with("4").physics.recalibrate_bn == 4);
+  CHECK(with("4").resolved["validation"]["physics"]["recalibrate_bn"].as<int>() == 4);
+  CHECK_FALSE(with("auto").physics.recalibrate_bn.has_value());
+  CHECK_THROWS_WITH_AS(with("-1"),
+                       doctest::Contains("validation.physics.recalibrate_bn: '-1': expected a number of "
+                                         "batches in [0, 10000], or 'auto'"),
+                       ConfigError);
+}
+
 TEST_CASE("physics validation: early stopping on the figure of merit, and its configuration errors") {
   const std::string dir = temp_dir("physics-early");
   // Any finite figure reaches a threshold of 1e30: the run stops at its first physics validation.
