@@ -183,7 +183,7 @@ void Progress::request_physics(const UpdateService& service) {
   const auto st = layout.in_state(Net::generator, service.state());
   // auto: an asynchronous rule's canonical statistics were gathered on other weights (stale
   // ones, or EASGD's workers'): re-estimated for the canonical generator before it is scored.
-  const std::int64_t recalibrate = m_ctx.experiment.physics.recalibrate_bn.value_or(service.synchronous() ? 0 : 8);
+  const std::int64_t recalibrate = m_ctx.experiment.physics.recalibrate_passes(!service.synchronous());
   if (m_physics->start({w.begin(), w.end()}, {st.begin(), st.end()}, service.version(), service.samples(), recalibrate))
     m_physics_at = service.version();
 }

@@ -76,6 +76,9 @@ struct PhysicsValidationSpec {
   /// rule (its canonical statistics were gathered on other weights: stale ones, or EASGD's
   /// workers'), 0 otherwise.
   std::optional<std::int64_t> recalibrate_bn;
+  /// The passes for a generator whose statistics were gathered on other weights (@p borrowed:
+  /// an asynchronous master's) or on its own: recalibrate_bn, or auto's 8 or 0.
+  std::int64_t recalibrate_passes(bool borrowed) const { return recalibrate_bn.value_or(borrowed ? 8 : 0); }
 };
 
 struct ExperimentConfig {

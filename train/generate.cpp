@@ -129,6 +129,22 @@ double generate_batches(models::GanStep& step, const data::Preprocess& pre, cons
   return seconds;
 }
 
+void recalibrate_generator(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
+                           std::int64_t batch, std::int64_t passes, std::uint64_t seed) {
+  const auto n = static_cast<std::int64_t>(c.energy.size());
+  MPIGAN_CHECK(n > 0 && batch > 0, "recalibrating the generator: {} conditions, batch {}", n, batch);
+  const std::int64_t k = std::min(batch, n);
+  const bool with_angle = !c.angle.empty();
+  Tensor energy = Tensor::empty({k, 1}), angle;
+  if (with_angle) angle = Tensor::empty({k, 1});
+  for (std::int64_t i = 0; i < k; ++i) {
+    const auto j = static_cast<std::size_t>(i * n / k);
+    energy.data()[i] = c.energy[j] * pre.energy_scale;
+    if (with_angle) angle.data()[i] = c.angle[j];
+  }
+  step.recalibrate_generator_state(energy, angle, static_cast<int>(passes), seed);
+}
+
 GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
@@ -145,18 +161,7 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   MPIGAN_CHECK(n > 0, "generate: no events to generate");
 
   const data::Preprocess& pre = e.data.preprocess;
-  if (o.recalibrate_batches > 0) {
-    // Conditions spread over all the events to generate, one batch of them, fresh noise per pass.
-    const std::int64_t k = std::min(o.batch, n);
-    Tensor energy = Tensor::empty({k, 1}), angle;
-    if (angle_model) angle = Tensor::empty({k, 1});
-    for (std::int64_t i = 0; i < k; ++i) {
-      const auto j = static_cast<std::size_t>(i * n / k);
-      energy.data()[i] = c.energy[j] * pre.energy_scale;
-      if (angle_model) angle.data()[i] = c.angle[j];
-    }
-    s.step->recalibrate_generator_state(energy, angle, o.recalibrate_batches, o.seed);
-  }
+  if (o.recalibrate_batches > 0) recalibrate_generator(*s.step, pre, c, o.batch, o.recalibrate_batches, o.seed);
   const data::Geometry geometry = e.data.geometry;
   const data::Units file_units = geometry == data::Geometry::ecal51 ? data::Units::gev_x50 : data::Units::gev;
   // The model's image extents (the geometry's, or the tiny-8 sandbox's 8^3).

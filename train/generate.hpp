@@ -69,6 +69,11 @@ double generate_batches(models::GanStep& step, const data::Preprocess& pre, cons
                         std::int64_t batch, std::uint64_t seed, data::Units units,
                         const std::function<void(std::int64_t, const Tensor&)>& sink);
 
+/// Re-estimate @p step's generator statistics for its weights (GanStep::recalibrate_generator_state)
+/// over @p passes passes of one batch of @p batch conditions spread over all of @p c.
+void recalibrate_generator(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
+                           std::int64_t batch, std::int64_t passes, std::uint64_t seed);
+
 /// Generates and writes @p o.out. Throws ConfigError for bad options, DataError for bad files.
 GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o);
 

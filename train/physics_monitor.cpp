@@ -176,17 +176,7 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
 }
 
 void PhysicsMonitor::recalibrate(Session& session, std::int64_t batches) const {
-  const auto n = static_cast<std::int64_t>(m_conditions.energy.size());
-  const std::int64_t k = std::min(m_e.physics.batch, n);
-  const bool with_angle = !m_conditions.angle.empty();
-  Tensor energy = Tensor::empty({k, 1}), angle;
-  if (with_angle) angle = Tensor::empty({k, 1});
-  for (std::int64_t i = 0; i < k; ++i) {
-    const auto j = static_cast<std::size_t>(i * n / k);
-    energy.data()[i] = m_conditions.energy[j] * m_e.data.preprocess.energy_scale;
-    if (with_angle) angle.data()[i] = m_conditions.angle[j];
-  }
-  session.step->recalibrate_generator_state(energy, angle, static_cast<int>(batches), kPhysicsSeed);
+  recalibrate_generator(*session.step, m_e.data.preprocess, m_conditions, m_e.physics.batch, batches, kPhysicsSeed);
 }
 
 bool PhysicsMonitor::keep_if_best(const PhysicsScore& s, Session& session) {
@@ -225,8 +215,8 @@ bool AsyncPhysicsMonitor::start(std::vector<float> weights, std::vector<float> s
       auto& g = m_session->model->generator;
       copy_from_host(*m_session->backend, w, g.weights());
       copy_from_host(*m_session->backend, st, g.state());
-      if (recalibrate_bn > 0 && std::all_of(w.begin(), w.end(), [](float x) { return std::isfinite(x); }))
-        m_monitor.recalibrate(*m_session, recalibrate_bn);
+      // Non-finite weights give non-finite statistics: score() finds either and says diverged.
+      if (recalibrate_bn > 0) m_monitor.recalibrate(*m_session, recalibrate_bn);
       m_result = m_monitor.score(*m_session, step, samples);
       m_result->recalibrated = recalibrate_bn;
       m_monitor.keep_if_best(*m_result, *m_session);

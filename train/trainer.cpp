@@ -226,7 +226,7 @@ class SingleProcessRun {
     m_physics_at = m_step;
     // One process trains on the statistics it scores: re-estimated only when asked (auto: 0), and
     // put back after the score (best.h5 keeps the re-estimated ones it was scored with).
-    const std::int64_t recalibrate = m_e.physics.recalibrate_bn.value_or(0);
+    const std::int64_t recalibrate = m_e.physics.recalibrate_passes(false);
     auto& g_state = m_s.model->generator.state();
     std::vector<float> kept(recalibrate > 0 ? g_state.size() : 0);
     if (recalibrate > 0) {
