@@ -166,6 +166,34 @@ void apply_fold(const DatasetSpec& spec, std::vector<Dataset::Part>& train, std:
   val = std::move(held);
 }
 
+/// data.validation_fraction of the training files (split: files, the last ones) or of each file's
+/// events (split: events, the last ones of each) moved to validation.
+void split_validation(const DatasetSpec& spec, std::vector<Dataset::Part>& train_parts,
+                      std::vector<Dataset::Part>& val_parts) {
+  if (spec.split == SplitMode::files) {
+    const auto nfiles = static_cast<std::int64_t>(train_parts.size());
+    const auto nval = std::max<std::int64_t>(1, std::llround(spec.validation_fraction * static_cast<double>(nfiles)));
+    if (nval >= nfiles) {
+      MPIGAN_THROW(ConfigError,
+                   "data: validation_fraction {} by files leaves no training file ({} files); use split: events or "
+                   "more files",
+                   spec.validation_fraction, nfiles);
+    }
+    val_parts.assign(train_parts.end() - nval, train_parts.end());
+    train_parts.resize(static_cast<std::size_t>(nfiles - nval));
+  } else {
+    for (auto& part : train_parts) {
+      const std::int64_t n = part.end - part.begin;
+      const std::int64_t nval = std::llround(spec.validation_fraction * static_cast<double>(n));
+      if (nval == 0) continue;
+      Dataset::Part v = part;
+      v.begin = part.end - nval;
+      part.end = v.begin;
+      val_parts.push_back(v);
+    }
+  }
+}
+
 }  // namespace
 
 Datasets open_datasets(const DatasetSpec& spec) {
@@ -218,30 +246,7 @@ Datasets open_datasets(const DatasetSpec& spec) {
   open_parts(train_paths, train_parts);
   open_parts(val_paths, val_parts);
 
-  if (val_parts.empty() && spec.validation_fraction > 0.0) {
-    if (spec.split == SplitMode::files) {
-      const auto nfiles = static_cast<std::int64_t>(train_parts.size());
-      const auto nval = std::max<std::int64_t>(1, std::llround(spec.validation_fraction * static_cast<double>(nfiles)));
-      if (nval >= nfiles) {
-        MPIGAN_THROW(ConfigError,
-                     "data: validation_fraction {} by files leaves no training file ({} files); use split: events or "
-                     "more files",
-                     spec.validation_fraction, nfiles);
-      }
-      val_parts.assign(train_parts.end() - nval, train_parts.end());
-      train_parts.resize(static_cast<std::size_t>(nfiles - nval));
-    } else {
-      for (auto& part : train_parts) {
-        const std::int64_t n = part.end - part.begin;
-        const std::int64_t nval = std::llround(spec.validation_fraction * static_cast<double>(n));
-        if (nval == 0) continue;
-        Dataset::Part v = part;
-        v.begin = part.end - nval;
-        part.end = v.begin;
-        val_parts.push_back(v);
-      }
-    }
-  }
+  if (val_parts.empty() && spec.validation_fraction > 0.0) split_validation(spec, train_parts, val_parts);
   if (spec.folds >= 2) apply_fold(spec, train_parts, val_parts);
   Datasets out;
   out.train = std::make_shared<Dataset>("train", train_parts, spec.geometry, spec.preprocess, spec.scan_threads,

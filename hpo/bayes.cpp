@@ -193,6 +193,171 @@ BayesOptimizer::TrainingSet BayesOptimizer::training_set(std::span<const Observa
   return ts;
 }
 
+namespace {
+
+/// The model of one suggestion: hyper-parameters from the observed trials only, then the pending
+/// ones added with their lie under those hyper-parameters. @p observed_scale: the targets' scale
+/// of the observed trials alone (the acquisitions' xi and certainty are in its units).
+GaussianProcess fit_model(const BayesOptions& o, const BayesOptimizer::TrainingSet& ts, bool pending, Rng& rng,
+                          double& observed_scale) {
+  GaussianProcess gp(o.gp);
+  gp.fit(ts.X.topRows(ts.observed), ts.y.head(ts.observed), rng, true);
+  observed_scale = gp.y_scale();
+  if (pending) {
+    const GpHyper hyper = gp.hyper();
+    gp = GaussianProcess(o.gp);
+    gp.set_hyper(hyper);
+    gp.fit(ts.X, ts.y, rng, false);
+  }
+  return gp;
+}
+
+/// The numeric coordinates of the encoding (the local searches move only these).
+std::vector<Eigen::Index> numeric_coordinates(const SearchSpace& space) {
+  std::vector<Eigen::Index> numeric;
+  Eigen::Index j = 0;
+  for (const Dimension& d : space.dims()) {
+    if (d.numeric())
+      numeric.push_back(j++);
+    else
+      j += static_cast<Eigen::Index>(d.choices.size());
+  }
+  return numeric;
+}
+
+/// One suggestion's search space in the model: random candidates (valid points, so their scores
+/// need no decoding) with their posterior, and local-search starts near the best finished trials
+/// (the same for every acquisition). nominate() gives one acquisition's best new point.
+class Search {
+ public:
+  Search(const SearchSpace& space, const BayesOptions& o, const GaussianProcess& gp, const AcqContext& ctx,
+         const std::vector<Eigen::VectorXd>& known)
+      : m_space(space), m_o(o), m_gp(gp), m_ctx(ctx), m_known(known), m_numeric(numeric_coordinates(space)) {}
+
+  void draw_candidates(Rng& rng) {
+    const Eigen::Index M = m_o.n_candidates;
+    m_points.resize(static_cast<std::size_t>(M));
+    m_C.resize(M, static_cast<Eigen::Index>(m_space.encoded_size()));
+    for (Eigen::Index i = 0; i < M; ++i) {
+      m_points[static_cast<std::size_t>(i)] = m_space.sample(rng);
+      m_C.row(i) = m_space.encode(m_points[static_cast<std::size_t>(i)]).transpose();
+    }
+    Eigen::VectorXd var;
+    m_gp.predict(m_C, m_mu, var);
+    m_sigma = var.cwiseSqrt();
+  }
+
+  void add_trial_starts(const BayesOptimizer::TrainingSet& ts, std::span<const Observation> done, Rng& rng) {
+    std::vector<Eigen::Index> order;
+    for (Eigen::Index i = 0; i < ts.observed; ++i)
+      if (!done[static_cast<std::size_t>(i)].failed) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return ts.y[a] < ts.y[b]; });
+    for (std::size_t s = 0; s < order.size() && s < static_cast<std::size_t>(kTrialStarts) && !m_numeric.empty(); ++s) {
+      Eigen::VectorXd u = ts.X.row(order[s]).transpose();
+      for (const Eigen::Index j : m_numeric)
+        u[j] = std::clamp(u[j] + kTrialStartJitter * rng.normal_double(), 0.0, 1.0);
+      m_trial_starts.push_back(std::move(u));
+    }
+  }
+
+  /// Local searches from the member's best candidates and the trial starts, then every end point
+  /// and candidate ranked by the acquisition at its decoded (valid) point; the best not yet a trial.
+  std::optional<Nominee> nominate(Acquisition a) const {
+    const Eigen::Index M = m_C.rows();
+    Eigen::VectorXd cand_score(M);
+    for (Eigen::Index i = 0; i < M; ++i) cand_score[i] = score(a, m_mu[i], m_sigma[i], m_ctx).value;
+    std::vector<Eigen::Index> order(static_cast<std::size_t>(M));
+    std::iota(order.begin(), order.end(), Eigen::Index{0});
+    std::sort(order.begin(), order.end(), [&](Eigen::Index x, Eigen::Index y) {
+      return cand_score[x] > cand_score[y] || (cand_score[x] == cand_score[y] && x < y);
+    });
+    const std::vector<Nominee> pool = local_searches(a, order);
+    // Merge: the local end points in front of any candidate they beat.
+    std::size_t p = 0;
+    for (const Eigen::Index i : order) {
+      while (p < pool.size() && pool[p].value >= cand_score[i]) {
+        if (!is_known(m_space.encode(pool[p].point), m_known)) return pool[p];
+        ++p;
+      }
+      if (!is_known(m_C.row(i).transpose(), m_known))
+        return Nominee{m_points[static_cast<std::size_t>(i)], cand_score[i], m_mu[i]};
+    }
+    for (; p < pool.size(); ++p)
+      if (!is_known(m_space.encode(pool[p].point), m_known)) return pool[p];
+    return std::nullopt;
+  }
+
+ private:
+  /// The end points of the local searches, best first (none without numeric coordinates).
+  std::vector<Nominee> local_searches(Acquisition a, const std::vector<Eigen::Index>& order) const {
+    const auto nn = static_cast<Eigen::Index>(m_numeric.size());
+    std::vector<Nominee> pool;
+    if (nn == 0) return pool;
+    std::vector<Eigen::VectorXd> starts;
+    for (Eigen::Index s = 0; s < std::min<Eigen::Index>(m_o.n_local_starts, m_C.rows()); ++s)
+      starts.push_back(m_C.row(order[static_cast<std::size_t>(s)]).transpose());
+    starts.insert(starts.end(), m_trial_starts.begin(), m_trial_starts.end());
+    for (const Eigen::VectorXd& start : starts) {
+      Eigen::VectorXd u = start;
+      const BoxObjective f = [&](const Eigen::VectorXd& z, Eigen::VectorXd& grad) {
+        for (Eigen::Index k = 0; k < nn; ++k) u[m_numeric[static_cast<std::size_t>(k)]] = z[k];
+        const PredictionGrad pg = m_gp.predict_with_gradient(u);
+        const Score sc = score(a, pg.mean, pg.std, m_ctx);
+        for (Eigen::Index k = 0; k < nn; ++k) {
+          const Eigen::Index j = m_numeric[static_cast<std::size_t>(k)];
+          grad[k] = sc.d_mu * pg.d_mean[j] + sc.d_sigma * pg.d_std[j];
+        }
+        return sc.value;
+      };
+      Eigen::VectorXd z(nn);
+      for (Eigen::Index k = 0; k < nn; ++k) z[k] = start[m_numeric[static_cast<std::size_t>(k)]];
+      maximise_in_box(f, z, Eigen::VectorXd::Zero(nn), Eigen::VectorXd::Ones(nn), m_o.local_max_evals);
+      for (Eigen::Index k = 0; k < nn; ++k) u[m_numeric[static_cast<std::size_t>(k)]] = z[k];
+      // Scored again where it lands: decoding rounds integers (and clamps).
+      Nominee nom;
+      nom.point = m_space.decode(u);
+      const Prediction pr = m_gp.predict(m_space.encode(nom.point));
+      nom.mean = pr.mean;
+      nom.value = score(a, pr.mean, std::sqrt(pr.variance), m_ctx).value;
+      pool.push_back(std::move(nom));
+    }
+    std::stable_sort(pool.begin(), pool.end(), [](const Nominee& x, const Nominee& y) { return x.value > y.value; });
+    return pool;
+  }
+
+  const SearchSpace& m_space;
+  const BayesOptions& m_o;
+  const GaussianProcess& m_gp;
+  const AcqContext& m_ctx;
+  const std::vector<Eigen::VectorXd>& m_known;
+  const std::vector<Eigen::Index> m_numeric;
+  std::vector<Point> m_points;  ///< the random candidates
+  Eigen::MatrixXd m_C;          ///< and their encodings, one per row
+  Eigen::VectorXd m_mu, m_sigma;
+  std::vector<Eigen::VectorXd> m_trial_starts;
+};
+
+/// The hedge portfolio's pick among its members' nominees: drawn with weights exp(-eta * gain) on
+/// the posterior means (Hoffman et al. 2011).
+const Point& hedge_pick(const std::vector<Nominee>& noms, double eta, double y_scale, Rng& rng) {
+  double mu_min = noms[0].mean;
+  for (const Nominee& n : noms) mu_min = std::min(mu_min, n.mean);
+  std::vector<double> weight;
+  double total = 0;
+  for (const Nominee& n : noms) {
+    weight.push_back(std::exp(-eta * (n.mean - mu_min) / y_scale));  // gains <= 0: no overflow
+    total += weight.back();
+  }
+  double draw = rng.uniform_double() * total;
+  for (std::size_t i = 0; i < noms.size(); ++i) {
+    if (draw < weight[i]) return noms[i].point;
+    draw -= weight[i];
+  }
+  return noms.back().point;
+}
+
+}  // namespace
+
 Point BayesOptimizer::suggest(std::span<const Observation> done, std::span<const Point> pending, Rng& rng) {
   const BayesOptions& o = m_options;
   std::size_t finished = 0;
@@ -212,145 +377,28 @@ Point BayesOptimizer::suggest(std::span<const Observation> done, std::span<const
 
   const TrainingSet ts = training_set(done, pending);  // validates every point
   for (Eigen::Index i = 0; i < ts.X.rows(); ++i) known.push_back(ts.X.row(i).transpose());
-
-  // The model: hyper-parameters from the observed trials only, then the pending ones added with
-  // their lie under those hyper-parameters.
-  GaussianProcess gp(o.gp);
-  gp.fit(ts.X.topRows(ts.observed), ts.y.head(ts.observed), rng, true);
+  double observed_scale = 1;
+  const GaussianProcess gp = fit_model(o, ts, !pending.empty(), rng, observed_scale);
   AcqContext ctx;
-  ctx.xi_abs = o.xi * gp.y_scale();
+  ctx.xi_abs = o.xi * observed_scale;
   ctx.kappa = o.kappa;
-  ctx.sigma_tiny = 1e-9 * gp.y_scale();
+  ctx.sigma_tiny = 1e-9 * observed_scale;
   ctx.y_best = std::numeric_limits<double>::infinity();
   for (const Observation& ob : done)
     if (!ob.failed) ctx.y_best = std::min(ctx.y_best, ob.y);
-  if (!pending.empty()) {
-    const GpHyper hyper = gp.hyper();
-    gp = GaussianProcess(o.gp);
-    gp.set_hyper(hyper);
-    gp.fit(ts.X, ts.y, rng, false);
-  }
 
-  // Random candidates (valid points, so their scores need no decoding) and their posterior.
-  const auto D = static_cast<Eigen::Index>(m_space.encoded_size());
-  const Eigen::Index M = o.n_candidates;
-  std::vector<Point> cand_points(static_cast<std::size_t>(M));
-  Eigen::MatrixXd C(M, D);
-  for (Eigen::Index i = 0; i < M; ++i) {
-    cand_points[static_cast<std::size_t>(i)] = m_space.sample(rng);
-    C.row(i) = m_space.encode(cand_points[static_cast<std::size_t>(i)]).transpose();
-  }
-  Eigen::VectorXd cand_mu, cand_var;
-  gp.predict(C, cand_mu, cand_var);
-  const Eigen::VectorXd cand_sigma = cand_var.cwiseSqrt();
-
-  // The numeric coordinates of the encoding (the local searches move only these).
-  std::vector<Eigen::Index> numeric;
-  {
-    Eigen::Index j = 0;
-    for (const Dimension& d : m_space.dims()) {
-      if (d.numeric())
-        numeric.push_back(j++);
-      else
-        j += static_cast<Eigen::Index>(d.choices.size());
-    }
-  }
-  const auto nn = static_cast<Eigen::Index>(numeric.size());
-
-  // Local-search starts near the best finished trials (the same for every member).
-  std::vector<Eigen::VectorXd> trial_starts;
-  {
-    std::vector<Eigen::Index> order;
-    for (Eigen::Index i = 0; i < ts.observed; ++i)
-      if (!done[static_cast<std::size_t>(i)].failed) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return ts.y[a] < ts.y[b]; });
-    for (std::size_t s = 0; s < order.size() && s < static_cast<std::size_t>(kTrialStarts) && nn > 0; ++s) {
-      Eigen::VectorXd u = ts.X.row(order[s]).transpose();
-      for (const Eigen::Index j : numeric) u[j] = std::clamp(u[j] + kTrialStartJitter * rng.normal_double(), 0.0, 1.0);
-      trial_starts.push_back(std::move(u));
-    }
-  }
-
-  // One member's best new point: local searches from its best candidates and the trial starts, then
-  // every end point and candidate ranked by the acquisition at its decoded (valid) point.
-  auto nominate = [&](Acquisition a) -> std::optional<Nominee> {
-    Eigen::VectorXd cand_score(M);
-    for (Eigen::Index i = 0; i < M; ++i) cand_score[i] = score(a, cand_mu[i], cand_sigma[i], ctx).value;
-    std::vector<Eigen::Index> order(static_cast<std::size_t>(M));
-    std::iota(order.begin(), order.end(), Eigen::Index{0});
-    std::sort(order.begin(), order.end(), [&](Eigen::Index x, Eigen::Index y) {
-      return cand_score[x] > cand_score[y] || (cand_score[x] == cand_score[y] && x < y);
-    });
-
-    std::vector<Nominee> pool;
-    if (nn > 0) {
-      std::vector<Eigen::VectorXd> starts;
-      for (Eigen::Index s = 0; s < std::min<Eigen::Index>(o.n_local_starts, M); ++s)
-        starts.push_back(C.row(order[static_cast<std::size_t>(s)]).transpose());
-      starts.insert(starts.end(), trial_starts.begin(), trial_starts.end());
-      for (const Eigen::VectorXd& start : starts) {
-        Eigen::VectorXd u = start;
-        const BoxObjective f = [&](const Eigen::VectorXd& z, Eigen::VectorXd& grad) {
-          for (Eigen::Index k = 0; k < nn; ++k) u[numeric[static_cast<std::size_t>(k)]] = z[k];
-          const PredictionGrad pg = gp.predict_with_gradient(u);
-          const Score sc = score(a, pg.mean, pg.std, ctx);
-          for (Eigen::Index k = 0; k < nn; ++k) {
-            const Eigen::Index j = numeric[static_cast<std::size_t>(k)];
-            grad[k] = sc.d_mu * pg.d_mean[j] + sc.d_sigma * pg.d_std[j];
-          }
-          return sc.value;
-        };
-        Eigen::VectorXd z(nn);
-        for (Eigen::Index k = 0; k < nn; ++k) z[k] = start[numeric[static_cast<std::size_t>(k)]];
-        maximise_in_box(f, z, Eigen::VectorXd::Zero(nn), Eigen::VectorXd::Ones(nn), o.local_max_evals);
-        for (Eigen::Index k = 0; k < nn; ++k) u[numeric[static_cast<std::size_t>(k)]] = z[k];
-        // Scored again where it lands: decoding rounds integers (and clamps).
-        Nominee nom;
-        nom.point = m_space.decode(u);
-        const Prediction pr = gp.predict(m_space.encode(nom.point));
-        nom.mean = pr.mean;
-        nom.value = score(a, pr.mean, std::sqrt(pr.variance), ctx).value;
-        pool.push_back(std::move(nom));
-      }
-      std::stable_sort(pool.begin(), pool.end(), [](const Nominee& x, const Nominee& y) { return x.value > y.value; });
-    }
-    // Merge: the local end points in front of any candidate they beat.
-    std::size_t p = 0;
-    for (const Eigen::Index i : order) {
-      while (p < pool.size() && pool[p].value >= cand_score[i]) {
-        if (!is_known(m_space.encode(pool[p].point), known)) return pool[p];
-        ++p;
-      }
-      if (!is_known(C.row(i).transpose(), known))
-        return Nominee{cand_points[static_cast<std::size_t>(i)], cand_score[i], cand_mu[i]};
-    }
-    for (; p < pool.size(); ++p)
-      if (!is_known(m_space.encode(pool[p].point), known)) return pool[p];
-    return std::nullopt;
-  };
-
+  Search search(m_space, o, gp, ctx, known);
+  search.draw_candidates(rng);
+  search.add_trial_starts(ts, done, rng);
   if (o.acquisition != Acquisition::hedge) {
-    const std::optional<Nominee> nom = nominate(o.acquisition);
+    const std::optional<Nominee> nom = search.nominate(o.acquisition);
     return nom ? nom->point : random_new();
   }
   std::vector<Nominee> noms;
   for (Acquisition a : {Acquisition::ei, Acquisition::lcb, Acquisition::pi})
-    if (std::optional<Nominee> nom = nominate(a)) noms.push_back(std::move(*nom));
+    if (std::optional<Nominee> nom = search.nominate(a)) noms.push_back(std::move(*nom));
   if (noms.empty()) return random_new();
-  double mu_min = noms[0].mean;
-  for (const Nominee& n : noms) mu_min = std::min(mu_min, n.mean);
-  std::vector<double> weight;
-  double total = 0;
-  for (const Nominee& n : noms) {
-    weight.push_back(std::exp(-o.hedge_eta * (n.mean - mu_min) / gp.y_scale()));  // gains <= 0: no overflow
-    total += weight.back();
-  }
-  double draw = rng.uniform_double() * total;
-  for (std::size_t i = 0; i < noms.size(); ++i) {
-    if (draw < weight[i]) return noms[i].point;
-    draw -= weight[i];
-  }
-  return noms.back().point;
+  return hedge_pick(noms, o.hedge_eta, gp.y_scale(), rng);
 }
 
 }  // namespace mpigan::hpo

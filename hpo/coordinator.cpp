@@ -109,6 +109,97 @@ void write_header(const OptimizeOptions& o, const Layout& l, const StudyConfig& 
 }  // namespace
 }  // namespace detail
 
+namespace detail {
+namespace {
+
+/// Rank 0's base experiment (the --set overrides, no trial's), loaded once when first needed.
+class BaseExperiment {
+ public:
+  explicit BaseExperiment(const OptimizeOptions& o) : m_o(o) {}
+  const train::ExperimentConfig& get() {
+    if (!m_e) m_e = train::ExperimentConfig::load(m_o.experiment, m_o.set, {"topology", "algorithm"});
+    return *m_e;
+  }
+
+ private:
+  const OptimizeOptions& m_o;
+  std::optional<train::ExperimentConfig> m_e;
+};
+
+/// Rank 0's checks of the search, the layout and the experiment, every problem at once: the study
+/// (with the command line's folds, trials and algorithm) into @p study, the folds into @p l; the
+/// search directory returned. Throws ConfigError.
+std::string check_search(const OptimizeOptions& o, Layout& l, StudyConfig& study, BaseExperiment& experiment) {
+  ConfigDocument doc = ConfigDocument::load(o.experiment, o.set);
+  int folds_for_check = o.folds.value_or(1);
+  if (!o.folds && doc.yaml()["search"] && doc.yaml()["search"]["folds"]) {
+    try {
+      folds_for_check = std::max(1, doc.yaml()["search"]["folds"].as<int>());
+    } catch (const YAML::Exception&) {
+      // parse_study reports it
+    }
+  }
+  study = parse_study(doc, [&](const std::vector<std::string>& ov) {
+    return check_experiment(o, ov, std::max(1, l.block_size / std::max(1, folds_for_check)));
+  });
+  if (o.folds) study.folds = *o.folds;
+  if (o.trials) study.trials = *o.trials;
+  if (!o.algorithm.empty()) study.algorithm = o.algorithm;
+  l.folds = study.folds;
+  if (l.block_size < 1)
+    doc.problem(fmt::format("--block-size {} must be at least 1", l.block_size));
+  else if (l.block_size % l.folds != 0)
+    doc.problem(
+        fmt::format("--block-size {} must be a multiple of the folds ({}): each fold trains on block-size / "
+                    "folds ranks",
+                    l.block_size, l.folds));
+  if (l.ranks < 1 + l.block_size)
+    doc.problem(fmt::format("{} rank(s): a search needs 1 coordinator + at least one block of {} (mpiexec -n {})",
+                            l.ranks, l.block_size, 1 + l.block_size));
+  // A sub-job of one rank checks the base experiment by loading it as a trial does (kept for later).
+  std::string base;
+  if (l.block_size % l.folds == 0 && l.block_size / l.folds > 1) {
+    base = check_experiment(o, {}, l.block_size / l.folds);
+  } else if (l.block_size % l.folds == 0) {
+    try {
+      experiment.get();
+    } catch (const ConfigError& e) {
+      base = e.what();
+    }
+  }
+  if (!base.empty()) doc.problem("the experiment itself: " + base);
+  if (study.early_stopping.kind != PrunerKind::none) {
+    const train::ExperimentConfig& e = experiment.get();
+    if (e.validate_every == 0 && study.objective.source().first == "validation")
+      doc.problem("search.early_stopping needs validation.every > 0: a trial is judged at its validations");
+  }
+  doc.finish();
+  return check_search_dir(o, l, study, experiment.get());
+}
+
+/// Rank 0's folds (into @p l) and objective, sent to every rank: the blocks judge their trials by it.
+Objective share_objective(const Comm& world, Layout& l, const StudyConfig& study) {
+  const json shape = json::parse(bcast_string(world,
+                                              world.rank() == 0 ? json{{"folds", l.folds},
+                                                                       {"objective", study.objective.metric},
+                                                                       {"minimize", study.objective.minimize},
+                                                                       {"at", static_cast<int>(study.objective.at)},
+                                                                       {"last", study.objective.last}}
+                                                                      .dump()
+                                                                : std::string(),
+                                              0));
+  l.folds = shape.at("folds").get<int>();
+  Objective objective;
+  objective.metric = shape.at("objective").get<std::string>();
+  objective.minimize = shape.at("minimize").get<bool>();
+  objective.at = static_cast<Objective::At>(shape.at("at").get<int>());
+  objective.last = shape.at("last").get<int>();
+  return objective;
+}
+
+}  // namespace
+}  // namespace detail
+
 OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const dist::Roles& roles) {
   detail::Layout l;
   l.ranks = world.size();
@@ -118,60 +209,10 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
   // Rank 0 validates the search and the experiment (every problem at once); the others wait.
   std::string problems, search_dir;
   StudyConfig study;
-  // Rank 0's base experiment (the --set overrides, no trial's), loaded once when first needed.
-  std::optional<train::ExperimentConfig> base_experiment;
-  const auto experiment = [&]() -> const train::ExperimentConfig& {
-    if (!base_experiment)
-      base_experiment = train::ExperimentConfig::load(o.experiment, o.set, {"topology", "algorithm"});
-    return *base_experiment;
-  };
+  detail::BaseExperiment experiment(o);
   if (rank == 0) {
     try {
-      ConfigDocument doc = ConfigDocument::load(o.experiment, o.set);
-      int folds_for_check = o.folds.value_or(1);
-      if (!o.folds && doc.yaml()["search"] && doc.yaml()["search"]["folds"]) {
-        try {
-          folds_for_check = std::max(1, doc.yaml()["search"]["folds"].as<int>());
-        } catch (const YAML::Exception&) {
-          // parse_study reports it
-        }
-      }
-      study = parse_study(doc, [&](const std::vector<std::string>& ov) {
-        return detail::check_experiment(o, ov, std::max(1, l.block_size / std::max(1, folds_for_check)));
-      });
-      if (o.folds) study.folds = *o.folds;
-      if (o.trials) study.trials = *o.trials;
-      if (!o.algorithm.empty()) study.algorithm = o.algorithm;
-      l.folds = study.folds;
-      if (l.block_size < 1)
-        doc.problem(fmt::format("--block-size {} must be at least 1", l.block_size));
-      else if (l.block_size % l.folds != 0)
-        doc.problem(
-            fmt::format("--block-size {} must be a multiple of the folds ({}): each fold trains on block-size / "
-                        "folds ranks",
-                        l.block_size, l.folds));
-      if (l.ranks < 1 + l.block_size)
-        doc.problem(fmt::format("{} rank(s): a search needs 1 coordinator + at least one block of {} (mpiexec -n {})",
-                                l.ranks, l.block_size, 1 + l.block_size));
-      // A sub-job of one rank checks the base experiment by loading it as a trial does (kept for later).
-      std::string base;
-      if (l.block_size % l.folds == 0 && l.block_size / l.folds > 1) {
-        base = detail::check_experiment(o, {}, l.block_size / l.folds);
-      } else if (l.block_size % l.folds == 0) {
-        try {
-          experiment();
-        } catch (const ConfigError& e) {
-          base = e.what();
-        }
-      }
-      if (!base.empty()) doc.problem("the experiment itself: " + base);
-      if (study.early_stopping.kind != PrunerKind::none) {
-        const train::ExperimentConfig& e = experiment();
-        if (e.validate_every == 0 && study.objective.source().first == "validation")
-          doc.problem("search.early_stopping needs validation.every > 0: a trial is judged at its validations");
-      }
-      doc.finish();
-      search_dir = detail::check_search_dir(o, l, study, experiment());
+      search_dir = detail::check_search(o, l, study, experiment);
     } catch (const ConfigError& e) {
       problems = e.what();
     }
@@ -181,27 +222,13 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
     if (rank == 0) std::fprintf(stderr, "mpigan: error: %s\n", problems.c_str());
     return {1, "", -1};
   }
-  const json shape = json::parse(detail::bcast_string(world,
-                                                      rank == 0 ? json{{"folds", l.folds},
-                                                                       {"objective", study.objective.metric},
-                                                                       {"minimize", study.objective.minimize},
-                                                                       {"at", static_cast<int>(study.objective.at)},
-                                                                       {"last", study.objective.last}}
-                                                                      .dump()
-                                                                : std::string(),
-                                                      0));
-  l.folds = shape.at("folds").get<int>();
-  Objective objective;
-  objective.metric = shape.at("objective").get<std::string>();
-  objective.minimize = shape.at("minimize").get<bool>();
-  objective.at = static_cast<Objective::At>(shape.at("at").get<int>());
-  objective.last = shape.at("last").get<int>();
+  const Objective objective = detail::share_objective(world, l, study);
   l.blocks = (l.ranks - 1) / l.block_size;
   l.leftover = (l.ranks - 1) % l.block_size;
 
   OptimizeOutcome out;
   if (rank == 0) {
-    const train::ExperimentConfig& e = experiment();  // loaded by the checks above
+    const train::ExperimentConfig& e = experiment.get();  // loaded by the checks above
     init_logging(e.log_level);
     if (!o.resume) detail::write_header(o, l, study, search_dir);
     // The data once, before any block starts: data.simulate must not run in several blocks at once.
