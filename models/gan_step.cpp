@@ -90,6 +90,17 @@ double GanStep::head_losses(const std::vector<Tensor>& outputs, const std::vecto
   return total;
 }
 
+std::vector<Tensor> GanStep::head_targets(const Tensor& labels, const Tensor& energy, const Tensor& ecal,
+                                          const Tensor& angle) const {
+  std::vector<Tensor> t(m_heads.size());
+  for (std::size_t h = 0; h < m_heads.size(); ++h)
+    t[h] = m_head_kind[h] == kFake     ? labels
+           : m_head_kind[h] == kEnergy ? energy
+           : m_head_kind[h] == kEcal   ? ecal
+                                       : angle;
+  return t;
+}
+
 void GanStep::check_grads(Net net, std::uint64_t step, const char* phase) const {
   if (!m_config.check_finite) return;
   nn::Network& n = net == Net::generator ? m_model.generator : m_model.discriminator;
@@ -103,7 +114,7 @@ float GanStep::fake_ecal_target(float x) const {
   return m_config.ecal_linear > 0.0f ? m_config.ecal_linear * x : ecal_fit(x, m_config.ecal_xscale);
 }
 
-// Long on purpose (~95 lines): the reference Keras step in its exact order (generate, D on real,
+// Long on purpose (~90 lines): the reference Keras step in its exact order (generate, D on real,
 // D on fake, G twice through frozen D), read top to bottom against research/3dgan.md 1.3; the RNG
 // draws must stay in this order for bitwise reproducibility.
 StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply) {
@@ -139,15 +150,6 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     for (std::int64_t i = 0; i < n; ++i) t.data()[i] = rng.uniform() < m_config.label_flip ? 1.0f - value : value;
     return t;
   };
-  auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
-    std::vector<Tensor> t(m_heads.size());
-    for (std::size_t h = 0; h < m_heads.size(); ++h)
-      t[h] = m_head_kind[h] == kFake     ? labels
-             : m_head_kind[h] == kEnergy ? energy
-             : m_head_kind[h] == kEcal   ? ecal
-                                         : batch.angle;
-    return t;
-  };
   auto check_loss = [&](double v, Net net, const char* phase) {
     if (m_config.check_finite && !std::isfinite(v))
       MPIGAN_THROW(NumericError, "step {}: the {} loss is not finite ({}) in '{}'", step, to_string(net), v, phase);
@@ -165,7 +167,8 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
     const auto& out = D.forward(real_image, ctx);
-    L.d_real = head_losses(out, targets_for(flipped(1.0f), batch.energy, batch.ecal), L.d_real_heads, diffs);
+    L.d_real =
+        head_losses(out, head_targets(flipped(1.0f), batch.energy, batch.ecal, batch.angle), L.d_real_heads, diffs);
     check_loss(L.d_real, Net::discriminator, "D on real");
     D.zero_grads();
     D.backward(diffs, d_only);
@@ -176,7 +179,8 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 1};
     const auto& out = D.forward(fake, ctx);
-    L.d_fake = head_losses(out, targets_for(flipped(0.0f), fake_energy, fake_ecal), L.d_fake_heads, diffs);
+    L.d_fake =
+        head_losses(out, head_targets(flipped(0.0f), fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
     check_loss(L.d_fake, Net::discriminator, "D on fake");
     D.zero_grads();
     D.backward(diffs, d_only);
@@ -185,7 +189,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   }
   // 4. G through the combined model, D frozen.
   Tensor ones = Tensor::full(col, 1.0f);
-  const auto g_targets = targets_for(ones, fake_energy, fake_ecal);
+  const auto g_targets = head_targets(ones, fake_energy, fake_ecal, batch.angle);
   L.g_heads.assign(m_heads.size(), 0.0);
   for (int pass = 0; pass < m_config.generator_passes; ++pass) {
     const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
@@ -224,24 +228,15 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
       fake_ecal.data()[i] = fake_ecal_target(fake_energy.data()[i]);
     }
   }
-  auto targets_for = [&](const Tensor& labels, const Tensor& energy, const Tensor& ecal) {
-    std::vector<Tensor> t(m_heads.size());
-    for (std::size_t h = 0; h < m_heads.size(); ++h)
-      t[h] = m_head_kind[h] == kFake     ? labels
-             : m_head_kind[h] == kEnergy ? energy
-             : m_head_kind[h] == kEcal   ? ecal
-                                         : batch.angle;
-    return t;
-  };
   const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
   std::vector<Tensor> diffs;
   const Tensor ones = Tensor::full(col, 1.0f), zeros = Tensor::zeros(col);
   L.d_real = head_losses(m_model.discriminator.forward(to_device(batch.image), infer),
-                         targets_for(ones, batch.energy, batch.ecal), L.d_real_heads, diffs);
+                         head_targets(ones, batch.energy, batch.ecal, batch.angle), L.d_real_heads, diffs);
   const Tensor fake = m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0];
   const auto& out = m_model.discriminator.forward(fake, infer);
-  L.d_fake = head_losses(out, targets_for(zeros, fake_energy, fake_ecal), L.d_fake_heads, diffs);
-  L.g = head_losses(out, targets_for(ones, fake_energy, fake_ecal), L.g_heads, diffs);
+  L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
+  L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   return L;
 }
 
