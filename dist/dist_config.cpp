@@ -36,10 +36,10 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
       topo.problem("group_size", fmt::format("{}: virtual workers (virtual_compute) are single ranks; remove "
                                              "group_size or virtual_compute",
                                              d.dist.topology.group_size));
-    if (d.experiment.max_updates == 0)
+    if (d.experiment.max_updates == 0 && d.experiment.max_samples == 0)
       doc.problem(
           "training.max_updates: virtual workers (topology.virtual_compute) read no data, so only "
-          "training.max_updates ends the run: set it");
+          "training.max_updates or training.max_samples ends the run: set one");
     // Nothing is trained: no data is read, and there is nothing to validate or checkpoint.
     d.experiment.validate = false;
     d.experiment.physics.enabled = false;
@@ -48,7 +48,8 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
     d.experiment.resolved["validation"]["physics"]["enabled"] = false;
   }
   for (const auto& p : problems) doc.problem(p);
-  if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.epochs == 0) doc.problem("training: no stopping rule");
+  if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.max_samples == 0 && d.experiment.epochs == 0)
+    doc.problem("training: no stopping rule");
   doc.finish();
   // The resolved view also records what the distributed layers read.
   d.experiment.resolved["training"]["sync_every"] = d.dist.sync_every;

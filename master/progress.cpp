@@ -130,8 +130,11 @@ void Progress::print(std::int64_t version, std::int64_t samples) {
   const double elapsed = m_ctx.now() - m_t0;
   const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0;
   std::string eta = "?";
-  if (e.max_updates > 0 && version > 0) {
-    const double left = elapsed / static_cast<double>(version) * static_cast<double>(e.max_updates - version);
+  double spent = 0;  // the fraction spent of the budget that ends the run first
+  if (e.max_updates > 0) spent = static_cast<double>(version) / static_cast<double>(e.max_updates);
+  if (e.max_samples > 0) spent = std::max(spent, static_cast<double>(samples) / static_cast<double>(e.max_samples));
+  if (spent > 0 && spent < 1) {
+    const double left = elapsed * (1 - spent) / spent;
     eta = fmt::format("{}m{:02d}s", static_cast<long long>(left) / 60, static_cast<long long>(left) % 60);
   }
   const double k = m_logged > 0 ? 1.0 / static_cast<double>(m_logged) : 0.0;

@@ -148,8 +148,8 @@ void Server::after_version() {
     begin_stop(signal_name(stop_signal()) + " received");
     return;
   }
-  if (m_e.max_updates > 0 && v >= m_e.max_updates) {
-    begin_stop("max_updates reached");
+  if (const char* spent = m_e.budget_spent(v, m_service.samples())) {
+    begin_stop(spent);
     return;
   }
   if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0) m_progress.request_physics(m_service);

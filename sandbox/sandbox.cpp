@@ -359,7 +359,7 @@ class Sandbox {
       m_result.master.stopped_by_signal = stop_signal();
       return begin_stop(signal_name(stop_signal()) + " received");
     }
-    if (m_e.max_updates > 0 && v >= m_e.max_updates) return begin_stop("max_updates reached");
+    if (const char* spent = m_e.budget_spent(v, m_service.samples())) return begin_stop(spent);
     bool early = false;
     if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)
       early = m_progress.physics_now(m_service, m_result.master);

@@ -7,9 +7,9 @@ of samples (docs/sandbox.md).
         [--mpigan PATH] [--baseline LABEL=RUN_DIR ...] [--reuse | --table-only]
 
 Runs `mpigan sandbox EXPERIMENT --workers N --set algorithm.name=RULE --set
-training.max_updates=U` for every pair (run directories OUT_DIR/RULE-N), with U = S / batch
-versions for the asynchronous rules (one worker's batch each) and S / (batch N) for sync (a round
-of N batches each), so every run sees S samples; then writes
+training.max_samples=S` for every pair (run directories OUT_DIR/RULE-N): S / batch versions for the
+asynchronous rules (one worker's batch each) and S / (batch N) for sync (a round of N batches each),
+so every run sees S samples; then writes
 OUT_DIR/scan.csv (rule, workers, updates, samples, simulated seconds, samples/s, mean and max
 staleness, max/min updates per worker, rejected updates, last validation D and G losses, the last
 physics figure of merit and sampling-fraction error when the experiment scores physics, whether the
@@ -75,10 +75,11 @@ def main():
     rows = []
     for rule in a.rules.split(","):
         for n in [int(x) for x in a.workers.split(",")]:
-            updates = max(1, a.samples // (batch * (n if rule == "sync" else 1)))
+            per_version = batch * (n if rule == "sync" else 1)
+            updates = -(-a.samples // per_version)  # the version that spends training.max_samples
             run = os.path.join(a.out, f"{rule}-{n}")
             cmd = [a.mpigan, "sandbox", a.experiment, "--workers", str(n), "--compute", a.compute, "--out", run,
-                   "--set", f"algorithm.name={rule}", "--set", f"training.max_updates={updates}",
+                   "--set", f"algorithm.name={rule}", "--set", f"training.max_samples={a.samples}",
                    "--set", f"training.batch={batch}"] + sum((["--set", s] for s in a.set), [])
             if a.table_only and not os.path.exists(os.path.join(run, "sandbox.json")):
                 continue

@@ -205,6 +205,7 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   ConfigNode t = root.section("training");
   e.epochs = t.get_int("epochs", e.epochs, 1, 1000000);
   e.max_updates = t.get_int("max_updates", 0, 0);
+  e.max_samples = t.get_int("max_samples", 0, 0);
   e.batch = t.get_int("batch", e.batch, 1, 1 << 16);
   e.step.label_flip = static_cast<float>(t.get_real("label_flip", 0.05, 0.0, 0.49));
   const bool toy = e.synthetic.enabled;
@@ -321,6 +322,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["optimizer"]["discriminator"] = optimizer_yaml(e.opt_discriminator);
   r["training"]["epochs"] = e.epochs;
   r["training"]["max_updates"] = e.max_updates;
+  r["training"]["max_samples"] = e.max_samples;
   r["training"]["batch"] = e.batch;
   r["training"]["label_flip"] = e.step.label_flip;
   r["training"]["fake_energy"].push_back(e.step.fake_energy_lo);
@@ -381,6 +383,12 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
   e.resolved = resolved_yaml(e, doc, extra_sections);
   return e;
+}
+
+const char* ExperimentConfig::budget_spent(std::int64_t version, std::int64_t samples) const {
+  if (max_updates > 0 && version >= max_updates) return "max_updates reached";
+  if (max_samples > 0 && samples >= max_samples) return "max_samples reached";
+  return nullptr;
 }
 
 ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides,

@@ -10,7 +10,7 @@
 //               simulate{events,energy,angle,events_per_file,seed,dir},
 //               synthetic{events,validation_events,seed} (tiny-8 sandbox: in-memory toy showers)
 //   optimizer:  name, lr, momentum, nesterov, rho, beta1, beta2, epsilon, generator{..}, discriminator{..}
-//   training:   epochs, max_updates, batch, label_flip, fake_energy, generator_passes
+//   training:   epochs, max_updates, max_samples, batch, label_flip, fake_energy, generator_passes
 //   validation: enabled, every, batches, early_stopping{metric,mode,threshold,patience},
 //               physics{enabled,every,events,batch} (the physics figure of merit during training)
 //   checkpoint: every, keep
@@ -98,7 +98,11 @@ struct ExperimentConfig {
   nn::OptimizerConfig opt_discriminator = nn::OptimizerConfig::defaults("rmsprop");
 
   std::int64_t epochs = 1;
-  std::int64_t max_updates = 0;  ///< training steps; 0 = no limit (epochs decide)
+  std::int64_t max_updates = 0;  ///< training steps (distributed: versions); 0 = no limit (epochs decide)
+  /// Samples applied to the canonical weights (a step, or one worker's update, applies a batch; a
+  /// synchronous round N batches); 0 = no limit. The budget at which rules and worker counts are
+  /// compared: max_updates means N times more samples for sync at N workers than for downpour.
+  std::int64_t max_samples = 0;
   std::int64_t batch = 128;
   models::StepConfig step;
 
@@ -121,6 +125,10 @@ struct ExperimentConfig {
   /// Load, parse, validate, finish: throws ConfigError listing every problem.
   static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {},
                                const std::vector<std::string>& extra_sections = {});
+
+  /// Why a run ends after @p version versions holding @p samples samples: "max_updates reached",
+  /// "max_samples reached", or nullptr while neither budget is spent.
+  const char* budget_spent(std::int64_t version, std::int64_t samples) const;
 
   /// The resolved document (overrides applied, defaults filled in), for config.yaml and rank 0's log.
   YAML::Node resolved;

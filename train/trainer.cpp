@@ -124,6 +124,7 @@ class SingleProcessRun {
     m_samples_at_start = m_samples;
     const std::int64_t all = e.epochs * m_loader.batches_per_epoch();
     m_total_steps = e.max_updates > 0 ? std::min(e.max_updates, all) : all;
+    if (e.max_samples > 0) m_total_steps = std::min(m_total_steps, (e.max_samples + e.batch - 1) / e.batch);
     m_summary.run_dir = m_dir;
   }
 

@@ -219,6 +219,20 @@ TEST_CASE("each update rule, 1 master + 3 workers: progress, every worker, fair 
   }
 }
 
+TEST_CASE("training.max_samples ends sync and downpour at the same samples, whatever the versions") {
+  if (!ranks(4)) return;
+  // 3 workers x batch 16: a sync round applies 48 samples, a downpour update 16. 470 samples are
+  // spent at the first version holding at least 470: sync's 10th round (480), downpour's 30th update.
+  for (const auto& [rule, versions] : {std::pair{"sync", 10}, std::pair{"downpour", 30}}) {
+    const std::string dir = run_dir(std::string("max-samples-") + rule);
+    const auto s = run(dir, {std::string("algorithm.name=") + rule, "training.max_samples=470"});
+    if (world_rank() != 0) continue;
+    INFO(rule);
+    CHECK(s.master.version == versions);
+    CHECK(s.master.samples == 480);
+  }
+}
+
 /// The largest lead, in applied updates, of any worker over another while all of them were
 /// training (from the moment each had an update applied).
 int max_lead_in(const std::string& dir, int workers) {

@@ -70,7 +70,10 @@ TEST_CASE("topology.virtual_compute: parsed, and its problems named with what to
   CHECK_THROWS_WITH_AS(experiment(dir, 3, {"topology.virtual_compute=gauss:1", "training.max_updates=10"}),
                        doctest::Contains("virtual_compute"), ConfigError);
   CHECK_THROWS_WITH_AS(experiment(dir, 3, {"topology.virtual_compute=constant:0.1"}),
-                       doctest::Contains("only training.max_updates ends the run"), ConfigError);
+                       doctest::Contains("only training.max_updates or training.max_samples ends the run"),
+                       ConfigError);
+  CHECK(experiment(dir, 3, {"topology.virtual_compute=constant:0.1", "training.max_samples=100"})
+            .dist.virtual_compute.has_value());
   CHECK_THROWS_WITH_AS(
       experiment(dir, 4, {"topology.virtual_compute=constant:0.1", "training.max_updates=10", "topology.group_size=2"}),
       doctest::Contains("virtual workers (virtual_compute) are single ranks"), ConfigError);
@@ -175,6 +178,21 @@ TEST_CASE("sync: rounds of all workers, no staleness; stragglers set the pace") 
   const double expected = 20 * 24 / (20 * (0.2 + 0.1 * (1 + 0.5 + 1.0 / 3)));
   CHECK(r.samples_per_s == doctest::Approx(expected).epsilon(0.25));
   CHECK(r.samples_per_s < 3 * 8 / 0.3);  // slower than asynchronous workers would be
+}
+
+TEST_CASE("training.max_samples: sync and downpour stop at the same samples, at N times fewer versions") {
+  // 3 workers x batch 8: a round applies 24 samples, an update 8; 100 samples are spent at the first
+  // version holding at least 100: sync's 5th round (120), downpour's 13th update (104).
+  const auto sync = run("sandbox-samples-sync", 3, {"algorithm.name=sync", "training.max_samples=100"});
+  CHECK(sync.master.version == 5);
+  CHECK(sync.master.samples == 120);
+  const auto down = run("sandbox-samples-downpour", 3, {"algorithm.name=downpour", "training.max_samples=100"});
+  CHECK(down.master.version == 13);
+  CHECK(down.master.samples == 104);
+  // With both budgets the first one spent ends the run.
+  const auto both =
+      run("sandbox-samples-both", 3, {"algorithm.name=downpour", "training.max_samples=100", "training.max_updates=7"});
+  CHECK(both.master.version == 7);
 }
 
 TEST_CASE("a sandbox run is the same, bit for bit, for the same seeds; another clock seed changes the order") {

@@ -91,9 +91,11 @@ logging: {{level: warn}}
   const auto full = ExperimentConfig::load(dir + "/exp.yaml");
   const auto s1 = run_single_process(full, {dir + "/full", ""});
   CHECK(s1.steps == 6);
-  // Interrupted after 3 steps, then resumed to 6.
-  const auto part = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_updates=3"});
-  run_single_process(part, {dir + "/split", ""});
+  // Interrupted after 3 steps (10 samples at batch 4: the 3rd step spends them), then resumed to 6.
+  const auto part = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=10"});
+  const auto s0 = run_single_process(part, {dir + "/split", ""});
+  CHECK(s0.steps == 3);
+  CHECK(s0.samples == 12);
   // A run killed after its last checkpoint had logged two more steps: the resumed run drops them
   // (it logs those steps again) instead of repeating them.
   std::ofstream(dir + "/split/metrics.csv", std::ios::app) << "step,0,4,16,1,1,9,9,9,9\nstep,0,5,20,1,1,9,9,9,9\n";

@@ -49,6 +49,23 @@ training: {batch: 32, max_updates: 10}
   CHECK(e.output_dir == "runs/t");
   CHECK(e.resolved["training"]["batch"].as<int>() == 32);
   CHECK(e.resolved["optimizer"]["discriminator"]["lr"].as<double>() == doctest::Approx(1e-3));
+  CHECK(e.max_samples == 0);
+  CHECK(e.resolved["training"]["max_samples"].as<int>() == 0);
+}
+
+TEST_CASE("training.max_samples and max_updates: the first budget spent ends the run") {
+  const std::string base = "name: t\nmodel: {name: 3dgan-25}\ndata: {train: \"data/*.h5\"}\n";
+  const auto only_samples = parse(base + "training: {max_samples: 1000}\n");
+  CHECK(only_samples.budget_spent(1000000, 999) == nullptr);
+  CHECK(std::string(only_samples.budget_spent(1, 1000)) == "max_samples reached");
+  const auto both = parse(base + "training: {max_samples: 1000, max_updates: 10}\n");
+  CHECK(both.budget_spent(9, 999) == nullptr);
+  CHECK(std::string(both.budget_spent(10, 160)) == "max_updates reached");
+  CHECK(std::string(both.budget_spent(5, 1024)) == "max_samples reached");
+  const auto neither = parse(base);
+  CHECK(neither.budget_spent(1 << 30, std::int64_t{1} << 40) == nullptr);
+  CHECK_THROWS_WITH_AS(parse(base + "training: {max_samples: -1}\n"), doctest::Contains("training.max_samples"),
+                       ConfigError);
 }
 
 TEST_CASE("every problem is reported at once, with line:column, key path, value and what is allowed") {
