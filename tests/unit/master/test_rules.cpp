@@ -292,6 +292,12 @@ TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that wor
   l.exchange(0, {2.0f, -1.0f}, {}, 0);  // staleness 0: full step
   l.exchange(1, {1.0f, 2.0f}, {}, -1);  // pulled at -1, master at version 1: staleness 2, lr / 2
   check_vec("theta2, lr / 2", l.weights(), {0.8 - 0.09 / 2, 1.1 - 0.22 / 2});
+  // The default, adaptive: lambda = 2 / sqrt(MS), MS = 0.05 g^2 after one update, 0.0975 after two.
+  Stub a("algorithm: {name: dc_asgd, warmup: 0}", {1.0f}, 2);
+  a.exchange(0, {1.0f}, {}, 0);
+  check_vec("adaptive theta1", a.weights(), {0.9});
+  a.exchange(1, {1.0f}, {}, 0);  // computed on theta0: g~ = 1 + (2 / sqrt(0.0975)) (0.9 - 1)
+  check_vec("adaptive theta2", a.weights(), {0.9 - 0.1 * (1 - 2 / std::sqrt(0.0975) * 0.1)}, 1e-5);
 }
 
 TEST_CASE("warm-up: the master optimizer's learning rate ramps over the first versions (default: one per worker)") {
