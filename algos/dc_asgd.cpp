@@ -7,9 +7,10 @@
 // lambda0 defaults to 2 (the paper's for DC-ASGD-a), rho to 0.95 (the paper's). adaptive: false uses
 // a constant lambda = lambda0 (DC-ASGD-c), whose default is 0.04 (the paper's and MXNet's for it).
 // 0.04 under the adaptive scale (until stop 25) made the correction ~1e-5 of the gradient on
-// 3dgan-25 at N = 64: downpour to three digits (docs/algorithms.md). As in downpour, the step's learning rate is scaled
-// by 1 / max(1, tau) (staleness_scale: inverse, the default; none turns it off) and warmed up over the first versions
-// (warmup): the compensation alone left 3dgan-25's generator wrecked at N = 16.
+// 3dgan-25 at N = 64: downpour to three digits (docs/algorithms.md). As in downpour, the step's
+// learning rate is scaled by 1 / max(1, tau) (staleness_scale: inverse, the default; none turns it
+// off) and warmed up over the first versions (warmup): the compensation alone left 3dgan-25's
+// generator wrecked at N = 16.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"

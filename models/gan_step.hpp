@@ -81,11 +81,11 @@ class GanStep {
  private:
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
   float fake_ecal_target(float x) const;
-  /// Loss of D's outputs against targets; fills host gradients; returns the weighted total.
   /// The discriminator heads' targets in head order: the real/fake @p labels, the energy, ECAL sum
   /// and angle regressions.
   std::vector<Tensor> head_targets(const Tensor& labels, const Tensor& energy, const Tensor& ecal,
                                    const Tensor& angle) const;
+  /// Loss of D's outputs against targets; fills host gradients; returns the weighted total.
   double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
   void check_grads(Net net, std::uint64_t step, const char* phase) const;
