@@ -1,6 +1,6 @@
-// `mpigan sandbox EXPERIMENT.yaml --workers N`: one master and N virtual workers in one process,
-// with the real update service, rules and models and a simulated clock (sandbox/sandbox.hpp,
-// docs/sandbox.md).
+// `mpigan sandbox EXPERIMENT.yaml --workers N`: one master (or a tree of topology.masters) and N
+// virtual workers in one process, with the real update service, rules and models and a simulated
+// clock (sandbox/sandbox.hpp, docs/sandbox.md).
 #include "commands.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -25,13 +25,8 @@ struct SandboxArgs {
 };
 
 int run_sandbox_command(const SandboxArgs& a) {
-  // One master and the workers: the topology a real job of workers + 1 ranks would have.
-  const dist::DistExperiment d = dist::load_distributed(a.experiment, a.set, a.workers + 1);
-  MPIGAN_CHECK(
-      d.dist.topology.masters == 1 && d.dist.topology.group_size == 1,
-      "sandbox: {} asks for topology.masters {} and group_size {}; the sandbox runs one master and single-rank "
-      "workers (set topology.masters=1 and topology.group_size=1)",
-      a.experiment, d.dist.topology.masters, d.dist.topology.group_size);
+  // The masters and the workers: the topology a real job of masters + workers ranks would have.
+  const dist::DistExperiment d = dist::load_distributed_workers(a.experiment, a.set, a.workers);
   sandbox::SandboxOptions o;
   o.workers = a.workers;
   o.compute = sandbox::ComputeModel::parse(a.compute);
@@ -48,10 +43,11 @@ int run_sandbox_command(const SandboxArgs& a) {
   const auto& m = r.master;
   const auto [lo, hi] = std::minmax_element(r.updates.begin(), r.updates.end());
   std::printf(
-      "\nSandbox: %lld updates from %d virtual workers: %lld samples in %.1f simulated s (%.2f samples/s); "
+      "\nSandbox: %lld updates from %d virtual workers%s: %lld samples in %.1f simulated s (%.2f samples/s); "
       "%.1f s of real time.\n",
-      static_cast<long long>(m.version), a.workers, static_cast<long long>(m.samples), r.simulated_s, r.samples_per_s,
-      m.wall_s);
+      static_cast<long long>(m.version), a.workers,
+      r.masters > 1 ? fmt::format(" under {} sub-masters", r.masters - 1).c_str() : "",
+      static_cast<long long>(m.samples), r.simulated_s, r.samples_per_s, m.wall_s);
   std::printf("Staleness: mean %.2f, max %lld. Updates per worker: %lld to %lld (max/min %.2f). %lld rejected.\n",
               r.mean_staleness, static_cast<long long>(r.max_staleness), static_cast<long long>(*lo),
               static_cast<long long>(*hi), *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0,

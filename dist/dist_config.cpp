@@ -3,15 +3,22 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <functional>
+
 namespace mpigan::dist {
 
-DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
+namespace {
+
+/// @p ranks_for: the job's ranks, given its topology.
+DistExperiment load(const std::string& path, const std::vector<std::string>& overrides,
+                    const std::function<int(const TopologyConfig&)>& ranks_for) {
   ConfigDocument doc = ConfigDocument::load(path, overrides);
   DistExperiment d;
   d.experiment = train::ExperimentConfig::parse(doc, {"topology", "algorithm"});
   ConfigNode root = doc.root();
   ConfigNode topo = root.section("topology");
   d.dist.topology = TopologyConfig::parse(topo);
+  const int ranks = ranks_for(d.dist.topology);
   ConfigNode alg = root.section("algorithm");
   d.dist.algorithm = algos::make_algorithm(alg);
   ConfigNode training = root.section("training");
@@ -64,6 +71,17 @@ DistExperiment load_distributed(const std::string& path, const std::vector<std::
   if (d.dist.virtual_compute) d.experiment.resolved["topology"]["virtual_compute"] = d.dist.topology.virtual_compute;
   if (d.dist.algorithm) d.experiment.resolved["algorithm"]["rule"] = d.dist.algorithm->describe();
   return d;
+}
+
+}  // namespace
+
+DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
+  return load(path, overrides, [ranks](const TopologyConfig&) { return ranks; });
+}
+
+DistExperiment load_distributed_workers(const std::string& path, const std::vector<std::string>& overrides,
+                                        int workers) {
+  return load(path, overrides, [workers](const TopologyConfig& t) { return t.masters + workers * t.group_size; });
 }
 
 }  // namespace mpigan::dist

@@ -38,5 +38,9 @@ struct DistExperiment {
 /// Load and validate everything (throws ConfigError listing every problem, including the
 /// topology's fit to @p ranks).
 DistExperiment load_distributed(const std::string& path, const std::vector<std::string>& overrides, int ranks);
+/// The same for a job of @p workers worker groups and whatever masters its topology asks for (the
+/// research sandbox's virtual job).
+DistExperiment load_distributed_workers(const std::string& path, const std::vector<std::string>& overrides,
+                                        int workers);
 
 }  // namespace mpigan::dist

@@ -5,8 +5,6 @@
 #include "mpigan/core/log.hpp"
 #include "mpigan/dist/run_files.hpp"
 
-#include <algorithm>
-
 namespace mpigan::master {
 
 using dist::Header;
@@ -21,12 +19,7 @@ const char* net_name(Net n) {
 }  // namespace
 
 ParentLink::ParentLink(dist::RoleContext& ctx, UpdateService& service)
-    : m_ctx(ctx), m_service(service), m_buf(service.layout().total()) {
-  for (Net n : kNets) {
-    const auto w = m_service.weights(n);
-    m_pulled[dist::index(n)].assign(w.begin(), w.end());
-  }
-}
+    : m_ctx(ctx), m_service(service), m_change(service), m_buf(service.layout().total()) {}
 
 ParentLink::Reply ParentLink::receive_initial() {
   const auto& t = m_ctx.t;
@@ -36,28 +29,13 @@ ParentLink::Reply ParentLink::receive_initial() {
   dist::pull_payload(t.links, m_ctx.channels, t.parent, m_buf);
   if (!m_resumed || !m_unapplied) return take_parent_weights(h, m_buf);
   // Resumed with a change the parent never applied: keep it, on top of the parent's weights.
-  const auto& layout = m_service.layout();
-  for (Net n : kNets) {
-    const auto parent = layout.block(n, std::span<const float>(m_buf));
-    auto w = m_service.weights(n);
-    auto& pulled = m_pulled[dist::index(n)];
-    for (std::size_t k = 0; k < w.size(); ++k) w[k] = parent[k] + (w[k] - pulled[k]);
-    pulled.assign(parent.begin(), parent.end());
-  }
-  m_parent_version = h.version;
-  spdlog::info("resumed with its change since version {} of the parent still to push", m_parent_version);
+  m_change.rebase(m_service, m_buf, h.version);
+  spdlog::info("resumed with its change since version {} of the parent still to push", h.version);
   return {};
 }
 
 ParentLink::Reply ParentLink::take_parent_weights(const Header& h, std::span<const float> buf) {
-  const auto& layout = m_service.layout();
-  for (Net n : kNets) {
-    const auto b = layout.block(n, buf);
-    std::copy(b.begin(), b.end(), m_service.weights(n).begin());
-    m_pulled[dist::index(n)].assign(b.begin(), b.end());
-  }
-  m_service.set_state(layout.all_state(buf));
-  m_parent_version = h.version;
+  m_change.adopt(m_service, buf, h.version);
   m_unapplied = false;
   if (!(h.flags & dist::kFlagCheckpoint)) return {};
   // The top master's checkpoint: write this sub-master's part and pass the request on.
@@ -78,22 +56,14 @@ ParentLink::Reply ParentLink::take_stop(const Header& h, bool unapplied) {
 ParentLink::Reply ParentLink::exchange() {
   auto span = m_ctx.trace.span("parent_exchange", "comm");
   const auto& t = m_ctx.t;
-  const auto& layout = m_service.layout();
   std::span<float> buf(m_buf);
-  for (Net n : kNets) {
-    const auto w = m_service.weights(n);
-    const auto& pulled = m_pulled[dist::index(n)];
-    auto out = layout.block(n, buf);
-    for (std::size_t k = 0; k < w.size(); ++k) out[k] = w[k] - pulled[k];
-  }
   Header h;
-  h.state_decay = m_service.report_state(buf);
+  h.state_decay = m_change.build(m_service, buf);
   h.kind = Kind::update;
   h.child = t.child_id;
-  h.version = m_parent_version;
-  h.samples = m_service.samples() - m_samples_at_push;
-  m_samples_at_push = m_service.samples();
-  dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, layout);
+  h.version = m_change.parent_version();
+  h.samples = m_change.push_samples(m_service);
+  dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, m_service.layout());
   const Header r =
       dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, m_ctx.channels.from_parent());
   if (r.kind == Kind::stop) return take_stop(r, (r.flags & dist::kFlagNotApplied) != 0);
@@ -106,7 +76,7 @@ ParentLink::Reply ParentLink::done() {
   Header h;
   h.kind = Kind::done;
   h.child = t.child_id;
-  h.version = m_parent_version;
+  h.version = m_change.parent_version();
   dist::send_header(t.links, h, t.parent, dist::kTagHeader, m_ctx.channels.to_parent());
   const Header r = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
   MPIGAN_CHECK(r.kind == Kind::stop, "expected 'stop' from the master after 'done', got a '{}' message",
@@ -118,8 +88,8 @@ ParentLink::Reply ParentLink::done() {
 void ParentLink::write_part(std::int64_t id) {
   train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank)));
   m_service.save(w);
-  for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_pulled[dist::index(n)]);
-  w.put_int("progress/parent_version", m_parent_version);
+  for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_change.pulled(n));
+  w.put_int("progress/parent_version", m_change.parent_version());
   w.put_int("progress/unapplied", m_unapplied ? 1 : 0);
   w.commit();
 }
@@ -132,9 +102,9 @@ void ParentLink::load_part(std::int64_t id) {
     auto p = r.floats(fmt::format("pulled/{}", net_name(n)));
     MPIGAN_CHECK(p.size() == m_service.weights(n).size(), "checkpoint '{}': pulled/{} has {} values, the model {}",
                  path, net_name(n), p.size(), m_service.weights(n).size());
-    m_pulled[dist::index(n)] = std::move(p);
+    m_change.pulled(n) = std::move(p);
   }
-  m_parent_version = r.get_int("progress/parent_version");
+  m_change.restore(r.get_int("progress/parent_version"));
   m_unapplied = r.get_int("progress/unapplied") != 0;
   m_resumed = true;
   spdlog::info("resumed from {} at version {}", path, m_service.version());

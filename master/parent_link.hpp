@@ -12,6 +12,7 @@
 #pragma once
 
 #include "mpigan/dist/launch.hpp"
+#include "mpigan/master/parent_change.hpp"
 #include "mpigan/master/update_service.hpp"
 
 #include <cstdint>
@@ -44,10 +45,8 @@ class ParentLink {
 
   dist::RoleContext& m_ctx;
   UpdateService& m_service;
-  std::array<std::vector<float>, 2> m_pulled;  ///< per network: the weights of the last pull
-  std::int64_t m_parent_version = 0;
-  std::int64_t m_samples_at_push = 0;
-  bool m_unapplied = false;  ///< the change since m_pulled is not in the parent's weights
+  ParentChange m_change;
+  bool m_unapplied = false;  ///< the change since the last take is not in the parent's weights
   bool m_resumed = false;
   std::vector<float> m_buf;
 };

@@ -1,6 +1,6 @@
-// The research sandbox: one master and N virtual workers in one process, through the real update
-// service (master/update_service.hpp), the real rules of algos/ and the real models, ordered by a
-// discrete-event clock (docs/sandbox.md).
+// The research sandbox: one master (or a tree: a top master and sub-masters) and N virtual workers
+// in one process, through the real update service (master/update_service.hpp), the real rules of
+// algos/ and the real models, ordered by a discrete-event clock (docs/sandbox.md).
 //
 // Each virtual worker keeps what a worker rank keeps — its weights and BatchNorm state, its rule's
 // worker sides and (local rules) its own optimizers, its shard of the data, its step seed — and
@@ -11,8 +11,11 @@
 // rule's master waits for the pulling worker's update, as the real one does). Given the same
 // experiment, N and seed, a run is the same, bit for bit.
 //
-// Virtual worker k is rank k + 1 of a one-master job: the same step seed and data shard, so a
-// synchronous sandbox run reproduces the real job's weights exactly.
+// Virtual worker k is rank M + k of a job with topology.masters = M: the same step seed and data
+// shard, and (M > 1) the same sub-master, 1 + k mod (M - 1); so a synchronous sandbox run
+// reproduces the real job's weights exactly, with or without sub-masters. A sub-master exchanges
+// its change with the top master every topology.submaster_every of its versions, as a real one
+// does (master/parent_change.hpp), and its workers wait meanwhile.
 //
 // It writes what a real run writes: updates.csv (time_s is simulated time), metrics.csv
 // (validation losses and the physics figure of merit at validation.every / physics.every,
@@ -48,9 +51,13 @@ struct SandboxResult {
   double simulated_s = 0;             ///< simulated time at the last update
   double samples_per_s = 0;           ///< simulated throughput
   std::vector<std::int64_t> updates;  ///< updates served per worker
+  /// The workers' updates, applied or held, at their master (the sub-masters' in a tree):
   double mean_staleness = 0;
   std::int64_t max_staleness = 0;
-  std::vector<std::int64_t> staleness_histogram;  ///< of applied and held updates, index = staleness
+  std::vector<std::int64_t> staleness_histogram;  ///< index = staleness
+  int masters = 1;                                ///< topology.masters
+  /// A tree: the sub-masters' changes at the top master, in the top's versions.
+  std::vector<std::int64_t> top_staleness_histogram;
   std::string run_dir;
 };
 

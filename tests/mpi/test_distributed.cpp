@@ -395,6 +395,30 @@ TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own
   }
 }
 
+TEST_CASE("the sandbox reproduces a real synchronous sub-master tree bit for bit") {
+  if (!ranks(5)) return;
+  // rank 0 top master, ranks 1-2 sub-masters with RMSprop state of their own, ranks 3-4 workers;
+  // the sandbox's 2 virtual workers under 2 virtual sub-masters, the same exchanges every 2 rounds.
+  const std::vector<std::string> set{"topology.masters=3", "algorithm.name=sync", "optimizer.name=rmsprop",
+                                     "topology.submaster_every=2", "training.max_updates=10"};
+  const auto real = run(run_dir("tree-sync-real"), set);
+  const auto d = experiment(set);  // collective
+  if (world_rank() != 0) return;
+  sandbox::SandboxOptions o;
+  o.workers = 2;
+  o.out_dir = (job_dir() / "tree-sync-sandbox").string();
+  const auto v = sandbox::run_sandbox(d, o);
+  CHECK(v.masters == 3);
+  CHECK(v.master.version == 10);
+  CHECK(real.master.version == 10);
+  check_same_weights(real.master.last_checkpoint, v.master.last_checkpoint);
+  // Each sub-master served 20 rounds of its one worker; the top 10 rounds of both sub-masters.
+  REQUIRE(v.staleness_histogram.size() == 1);
+  CHECK(v.staleness_histogram[0] == 40);
+  REQUIRE(v.top_staleness_histogram.size() == 1);
+  CHECK(v.top_staleness_histogram[0] == 20);
+}
+
 TEST_CASE("worker_wait: auto spins only when the node's workers and their threads fit its CPUs") {
   CHECK(dist::worker_spins("spin", 8, 4, 2));
   CHECK_FALSE(dist::worker_spins("sleep", 1, 1, 64));

@@ -1,7 +1,8 @@
 // The research sandbox (sandbox/): its clock models against their definitions, its event order
 // against hand-computed staleness and throughput, determinism for a seed, every rule on tiny-8,
-// bounded staleness (topology.max_lead).
-// That a synchronous sandbox run equals a real MPI job bit for bit is checked in tests/mpi.
+// bounded staleness (topology.max_lead), trees of sub-masters.
+// That a synchronous sandbox run equals a real MPI job bit for bit, flat or under sub-masters, is
+// checked in tests/mpi.
 #include "mpigan/sandbox/sandbox.hpp"
 #include "mpigan/train/checkpoint.hpp"
 
@@ -35,7 +36,7 @@ logging: {level: warn, every: 1000}
 dist::DistExperiment experiment(const std::string& dir, int workers, const std::vector<std::string>& set) {
   const std::string path = dir + "/exp.yaml";
   std::ofstream(path) << kExperiment;
-  return dist::load_distributed(path, set, workers + 1);
+  return dist::load_distributed_workers(path, set, workers);
 }
 
 SandboxResult run(const std::string& name, int workers, const std::vector<std::string>& set, SandboxOptions o = {}) {
@@ -275,5 +276,70 @@ TEST_CASE("topology.max_lead in the sandbox: no worker runs more than max_lead +
     CHECK(bounded.master.failure.empty());
     // Waiting costs throughput: the bounded run takes longer in simulated time.
     CHECK(bounded.simulated_s > free_run.simulated_s);
+  }
+}
+
+TEST_CASE("sub-masters: each serves its share of the workers; staleness counts its own versions") {
+  // 8 workers under 2 sub-masters (topology.masters 3): worker k goes to sub-master 1 + k mod 2,
+  // so each serves 4. Constant compute, downpour: at its sub-master a worker's update is 3 versions
+  // stale (its 3 siblings' updates came between its pull and its push; the first round 0, 1, 2);
+  // at the top each sub-master's change is 1 version stale (the other's came in between).
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("constant:0.25");
+  o.master_s = 1e-4;
+  const auto r =
+      run("sandbox-tree", 8, {"algorithm.name=downpour", "topology.masters=3", "training.max_updates=80"}, o);
+  CHECK(r.masters == 3);
+  CHECK(r.master.version == 80);  // the top's versions: one per sub-master exchange
+  CHECK(r.master.samples == 80 * 8);
+  REQUIRE(r.staleness_histogram.size() == 4);
+  CHECK(r.staleness_histogram[0] == 2);  // each sub-master's first update
+  CHECK(r.staleness_histogram[1] == 2);
+  CHECK(r.staleness_histogram[2] == 2);
+  CHECK(r.staleness_histogram[3] == 74);
+  REQUIRE(r.top_staleness_histogram.size() == 2);
+  CHECK(r.top_staleness_histogram[0] == 1);
+  CHECK(r.top_staleness_histogram[1] == 79);
+  for (auto u : r.updates) CHECK(u == 10);
+  const std::string summary = slurp(r.run_dir + "/sandbox.json");
+  CHECK(summary.find("\"masters\": 3") != std::string::npos);
+  CHECK(summary.find("\"top_staleness_histogram\"") != std::string::npos);
+
+  // Exchanging every 4 sub-master versions: the top sees a quarter of the versions, each of 4
+  // updates (32 samples), and the run ends at the top's 20th.
+  const auto every4 = run(
+      "sandbox-tree-every4", 8,
+      {"algorithm.name=downpour", "topology.masters=3", "topology.submaster_every=4", "training.max_updates=20"}, o);
+  CHECK(every4.master.version == 20);
+  CHECK(every4.master.samples == 20 * 4 * 8);
+
+  // Synchronous: rounds of each sub-master's 4 workers, averaged over both sub-masters at the top;
+  // no staleness anywhere, 64 samples per top version.
+  const auto sync =
+      run("sandbox-tree-sync", 8, {"algorithm.name=sync", "topology.masters=3", "training.max_updates=6"}, o);
+  CHECK(sync.master.version == 6);
+  CHECK(sync.master.samples == 6 * 64);
+  REQUIRE(sync.staleness_histogram.size() == 1);
+  CHECK(sync.staleness_histogram[0] == 48);
+  REQUIRE(sync.top_staleness_histogram.size() == 1);
+  CHECK(sync.top_staleness_histogram[0] == 12);
+}
+
+TEST_CASE("sub-masters: every rule trains tiny-8 under a tree; too few workers is an error that says so") {
+  for (const char* rule : {"sync", "downpour", "easgd", "gem", "dc_asgd"}) {
+    CAPTURE(rule);
+    const auto r = run(std::string("sandbox-tree-") + rule, 6,
+                       {std::string("algorithm.name=") + rule, "topology.masters=4", "training.max_updates=20"});
+    CHECK(r.master.failure.empty());
+    CHECK(r.master.version == 20);
+    for (float x : final_weights(r)) REQUIRE(std::isfinite(x));
+    for (auto u : r.updates) CHECK(u > 0);
+  }
+  const std::string dir = test::temp_dir("sandbox-tree-few");
+  try {
+    experiment(dir, 2, {"topology.masters=4"});
+    FAIL("2 workers for 3 sub-masters were accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("exp.yaml: topology: 2 worker groups for 3 sub-masters") != std::string::npos);
   }
 }

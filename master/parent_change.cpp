@@ -1,0 +1,57 @@
+// A sub-master's change against its parent (parent_change.hpp).
+#include "mpigan/master/parent_change.hpp"
+
+#include <algorithm>
+
+namespace mpigan::master {
+
+using dist::kNets;
+
+ParentChange::ParentChange(const UpdateService& service) {
+  for (auto n : kNets) {
+    const auto w = service.weights(n);
+    m_pulled[dist::index(n)].assign(w.begin(), w.end());
+  }
+}
+
+std::array<double, 2> ParentChange::build(const UpdateService& service, std::span<float> out) const {
+  const auto& layout = service.layout();
+  for (auto n : kNets) {
+    const auto w = service.weights(n);
+    const auto& pulled = m_pulled[dist::index(n)];
+    auto block = layout.block(n, out);
+    for (std::size_t k = 0; k < w.size(); ++k) block[k] = w[k] - pulled[k];
+  }
+  return service.report_state(out);
+}
+
+std::int64_t ParentChange::push_samples(const UpdateService& service) {
+  const std::int64_t s = service.samples() - m_samples_at_push;
+  m_samples_at_push = service.samples();
+  return s;
+}
+
+void ParentChange::adopt(UpdateService& service, std::span<const float> parent, std::int64_t version) {
+  const auto& layout = service.layout();
+  for (auto n : kNets) {
+    const auto b = layout.block(n, parent);
+    std::copy(b.begin(), b.end(), service.weights(n).begin());
+    m_pulled[dist::index(n)].assign(b.begin(), b.end());
+  }
+  service.set_state(layout.all_state(parent));
+  m_parent_version = version;
+}
+
+void ParentChange::rebase(UpdateService& service, std::span<const float> parent, std::int64_t version) {
+  const auto& layout = service.layout();
+  for (auto n : kNets) {
+    const auto p = layout.block(n, parent);
+    auto w = service.weights(n);
+    auto& pulled = m_pulled[dist::index(n)];
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = p[k] + (w[k] - pulled[k]);
+    pulled.assign(p.begin(), p.end());
+  }
+  m_parent_version = version;
+}
+
+}  // namespace mpigan::master

@@ -1,0 +1,43 @@
+// A sub-master's bookkeeping against its parent, without the transport: the weights it last took
+// from the parent, the parent's version then, the samples it has pushed. The parent link
+// (parent_link.hpp) sends what it builds over MPI; the research sandbox's virtual sub-masters
+// hand it to the top master's update service directly.
+#pragma once
+
+#include "mpigan/master/update_service.hpp"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mpigan::master {
+
+class ParentChange {
+ public:
+  explicit ParentChange(const UpdateService& service);
+
+  /// The update for the parent into @p out: per network the change of the weights since the last
+  /// take, and the canonical BN state. Returns the state's decays (dist::Header::state_decay).
+  std::array<double, 2> build(const UpdateService& service, std::span<float> out) const;
+  /// The samples applied since the last push, now counted as pushed.
+  std::int64_t push_samples(const UpdateService& service);
+  /// Take the parent's weights and BN state of its version @p version (@p parent: a whole payload).
+  void adopt(UpdateService& service, std::span<const float> parent, std::int64_t version);
+  /// Keep the change since the last take, rebased onto the parent's weights (a resumed sub-master
+  /// whose change the parent never applied).
+  void rebase(UpdateService& service, std::span<const float> parent, std::int64_t version);
+
+  std::int64_t parent_version() const { return m_parent_version; }
+  /// Per network, the weights of the last take (a checkpoint part saves and restores them).
+  std::vector<float>& pulled(models::Net n) { return m_pulled[dist::index(n)]; }
+  const std::vector<float>& pulled(models::Net n) const { return m_pulled[dist::index(n)]; }
+  void restore(std::int64_t parent_version) { m_parent_version = parent_version; }
+
+ private:
+  std::array<std::vector<float>, 2> m_pulled;
+  std::int64_t m_parent_version = 0;
+  std::int64_t m_samples_at_push = 0;
+};
+
+}  // namespace mpigan::master
