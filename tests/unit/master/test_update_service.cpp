@@ -1,8 +1,10 @@
 // The master's update service without MPI: verdicts, rounds, rejections, divergence, the
-// canonical BatchNorm state, children whose data ended, the tree rule, and checkpoints.
+// canonical BatchNorm state, children whose data ended, the tree rule, a sub-master's change
+// against its parent, and checkpoints.
 #include "service_stub.hpp"
 #include "test_utils.hpp"
 
+#include "mpigan/master/parent_change.hpp"
 #include "mpigan/train/checkpoint.hpp"
 
 #include <cmath>
@@ -274,6 +276,38 @@ TEST_CASE("the tree's top master adds sub-masters' changes, or averages them in 
   const Decision d = s.submit(0, s.payload({0.0f, 2.0f}), 0);
   CHECK(d.round == std::vector<int>{1, 0});
   CHECK(s.weights() == std::vector<float>{1.5f, 3.0f});
+}
+
+TEST_CASE("a sub-master's change: its weights less the parent's last ones; adopted, or rebased on a resume") {
+  // A sub-master (sgd 0.1, downpour without warm-up) over one worker, 2 weights, 1 state float.
+  Stub sub("algorithm: {name: downpour, warmup: 0}", {1.0f, 2.0f}, 1, Stub::sgd(0.1), {}, 1);
+  master::ParentChange change(*sub.service);
+  sub.submit(0, sub.payload({1.0f, -2.0f}, 0.5f), 0);  // w -= 0.1 g: {0.9, 2.2}; state 0.5
+  std::vector<float> up(sub.pl().total());
+  const auto decay = change.build(*sub.service, up);
+  const auto g = sub.pl().block(models::Net::generator, std::span<const float>(up));
+  CHECK(g[0] == doctest::Approx(-0.1f));
+  CHECK(g[1] == doctest::Approx(0.2f));
+  CHECK(sub.pl().all_state(std::span<const float>(up))[0] == 0.5f);  // the canonical state goes up too
+  CHECK(decay[0] == 1.0);
+  CHECK(change.push_samples(*sub.service) == 1);
+  CHECK(change.push_samples(*sub.service) == 0);  // nothing new since
+  // The parent answers with its weights {5, 6}, state 3, at its version 7: the sub-master takes them.
+  std::vector<float> parent = sub.payload({5.0f, 6.0f}, 3.0f);
+  change.adopt(*sub.service, parent, 7);
+  CHECK(sub.weights() == std::vector<float>{5.0f, 6.0f});
+  CHECK(sub.service->state()[0] == 3.0f);
+  CHECK(change.parent_version() == 7);
+  change.build(*sub.service, up);
+  CHECK(sub.pl().block(models::Net::generator, std::span<const float>(up))[0] == 0.0f);  // no change of its own
+  // Another update, then (as on a resume) the parent's weights {10, 10}: the change is kept on top.
+  sub.submit(0, sub.payload({-1.0f, 1.0f}), 0);  // {5.1, 5.9}
+  change.rebase(*sub.service, sub.payload({10.0f, 10.0f}), 9);
+  const auto w = sub.weights();
+  CHECK(w[0] == doctest::Approx(10.1f));
+  CHECK(w[1] == doctest::Approx(9.9f));
+  CHECK(change.pulled(models::Net::generator)[0] == 10.0f);
+  CHECK(change.parent_version() == 9);
 }
 
 TEST_CASE("every rule: saved and restored, the service continues with the same bits") {
