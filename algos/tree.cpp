@@ -1,6 +1,8 @@
 // The top master's rule in a tree of masters: sub-masters send the change of their weights since
-// they last pulled; it is added at once (asynchronous rules), or averaged over all sub-masters in
-// rounds (synchronous rules), summed in sub-master order so a round is bitwise reproducible.
+// they last pulled; it is added at once, times a scale (asynchronous rules: by default 1 / the
+// sub-masters, so that a tree moves the weights per sample as one master over all the workers
+// would), or averaged over all sub-masters in rounds (synchronous rules), summed in sub-master
+// order so a round is bitwise reproducible.
 // Not a registered rule: the master uses it above sub-masters whatever rule they run.
 #include "mpigan/algos/rules.hpp"
 
@@ -13,7 +15,8 @@ namespace {
 
 class TreeMaster final : public MasterRule {
  public:
-  TreeMaster(ParameterSet& w, Backend& b, bool sync) : MasterRule(w, b), m_sync(sync), m_sum(w.size()) {}
+  TreeMaster(ParameterSet& w, Backend& b, bool sync, float scale)
+      : MasterRule(w, b), m_sync(sync), m_scale(scale), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> delta, std::span<float> reply, RuleStats&) override {
     if (m_sync) {
@@ -26,7 +29,7 @@ class TreeMaster final : public MasterRule {
       }
       return Verdict::held;
     }
-    cpu::add_scaled_range(m_weights.data(), delta.data(), 1.0f, reply.data(), delta.size());
+    cpu::add_scaled_range(m_weights.data(), delta.data(), m_scale, reply.data(), delta.size());
     return Verdict::applied;
   }
 
@@ -48,6 +51,7 @@ class TreeMaster final : public MasterRule {
     std::span<const float> view;
   };
   bool m_sync;
+  float m_scale;
   std::map<int, Held> m_held;
   std::vector<std::span<const float>> m_parts;
   std::vector<float> m_sum;
@@ -55,8 +59,8 @@ class TreeMaster final : public MasterRule {
 
 }  // namespace
 
-std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, Backend& backend, bool synchronous) {
-  return std::make_unique<TreeMaster>(weights, backend, synchronous);
+std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, Backend& backend, bool synchronous, float scale) {
+  return std::make_unique<TreeMaster>(weights, backend, synchronous, scale);
 }
 
 }  // namespace mpigan::algos

@@ -67,6 +67,7 @@ DistExperiment load(const std::string& path, const std::vector<std::string>& ove
   d.experiment.resolved["topology"]["masters"] = d.dist.topology.masters;
   d.experiment.resolved["topology"]["group_size"] = d.dist.topology.group_size;
   d.experiment.resolved["topology"]["submaster_every"] = d.dist.topology.submaster_every;
+  d.experiment.resolved["topology"]["submaster_scale"] = d.dist.topology.submaster_scale;
   d.experiment.resolved["topology"]["max_lead"] = d.dist.topology.max_lead;
   if (d.dist.virtual_compute) d.experiment.resolved["topology"]["virtual_compute"] = d.dist.topology.virtual_compute;
   if (d.dist.algorithm) d.experiment.resolved["algorithm"]["rule"] = d.dist.algorithm->describe();

@@ -15,6 +15,7 @@ TopologyConfig TopologyConfig::parse(ConfigNode& s) {
   t.group_size = static_cast<int>(s.get_int("group_size", 1, 1, 4096));
   t.ranks_per_node = static_cast<int>(s.get_int("ranks_per_node", 0, 0, 1024));
   t.submaster_every = s.get_int("submaster_every", 1, 1, 1 << 20);
+  t.submaster_scale = s.get_real("submaster_scale", 0.0, 0.0, 1.0);
   t.master_threads = static_cast<int>(s.get_int("master_threads", 1, 1, 1024));
   t.shared_memory = s.get_bool("shared_memory", true);
   t.worker_wait = s.get_choice("worker_wait", "auto", {"auto", "spin", "sleep"});

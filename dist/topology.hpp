@@ -26,6 +26,8 @@ struct TopologyConfig {
   int group_size = 1;
   int ranks_per_node = 0;            ///< for GPU binding; 0 = detect (MPI_COMM_TYPE_SHARED)
   std::int64_t submaster_every = 1;  ///< sub-master updates between exchanges with the top master
+  /// The top master's factor on a sub-master's change (asynchronous rules); 0: 1 / sub-masters.
+  double submaster_scale = 0;
   /// CPU threads of a master rank while it serves (its vector arithmetic is memory-bound: more
   /// threads add little and take cores from co-located workers); validation uses `threads`.
   int master_threads = 1;

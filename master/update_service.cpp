@@ -60,9 +60,11 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     NetSlot& slot = m_nets[k];
     slot.theta = ParameterSet::like(*networks.weights[k], *m_host);
     train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
-    slot.rule = options.tree_top ? algos::make_tree_master(slot.theta, *m_host, m_synchronous)
-                                 : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k],
-                                                                      options.children, names[k]});
+    const double tree_scale = options.tree_scale > 0 ? options.tree_scale : 1.0 / options.children;
+    slot.rule = options.tree_top
+                    ? algos::make_tree_master(slot.theta, *m_host, m_synchronous, static_cast<float>(tree_scale))
+                    : algorithm.make_master(slot.theta,
+                                            {*m_host, slot.theta, networks.optimizers[k], options.children, names[k]});
   }
   m_state.resize(m_layout.g_state + m_layout.d_state);
   for (Net n : kNets) {

@@ -79,6 +79,9 @@ class UpdateService {
     bool fuse_first_reply = true;
     /// Non-finite updates in a row that end training (0: 10, or twice the children when more).
     std::int64_t max_nonfinite = 0;
+    /// tree_top, asynchronous: the factor on a sub-master's change (topology.submaster_scale;
+    /// 0: 1 / children).
+    double tree_scale = 0;
   };
 
   /// The two networks served: their weights' layouts and initial values (on any backend), their

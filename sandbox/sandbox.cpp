@@ -98,7 +98,8 @@ void Sandbox::add_master(int rank, int children) {
                rank, m->workers.size(), children);
   m->service = std::make_unique<master::UpdateService>(
       *m_d.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_e),
-      master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite},
+      master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite,
+                                     m_d.dist.topology.submaster_scale},
       [this, index](int child) -> std::span<float> {
         const VirtualMaster& at = *m_masters[index];
         if (at.workers.empty()) return m_masters[static_cast<std::size_t>(child) + 1]->down;  // the top of a tree

@@ -263,13 +263,22 @@ TEST_CASE("samples count the applied and held updates, not the rejected ones") {
   CHECK(s.service->rejected() == 1);
 }
 
-TEST_CASE("the tree's top master adds sub-masters' changes, or averages them in rounds") {
+TEST_CASE(
+    "the tree's top master adds sub-masters' changes (by default over their number), or averages them in rounds") {
+  // Two sub-masters, asynchronous: each change is added at once, halved (topology.submaster_scale 0).
   Stub a("algorithm: {name: downpour, warmup: 0}", {1.0f, 2.0f}, 2, Stub::sgd(0.1), {.tree_top = true});
   CHECK(a.submit(0, a.payload({0.5f, -1.0f}), 0).outcome == Outcome::applied);
-  CHECK(a.weights() == std::vector<float>{1.5f, 1.0f});
+  CHECK(a.weights() == std::vector<float>{1.25f, 1.5f});
   // The reply is the new weights, written in the same pass.
-  CHECK(a.slots[0][0] == 1.5f);
-  CHECK(a.slots[0][1] == 1.0f);
+  CHECK(a.slots[0][0] == 1.25f);
+  CHECK(a.slots[0][1] == 1.5f);
+  CHECK(a.submit(1, a.payload({1.0f, 1.0f}), 0).outcome == Outcome::applied);
+  CHECK(a.weights() == std::vector<float>{1.75f, 2.0f});
+  // submaster_scale 1: the change as it came.
+  Stub whole("algorithm: {name: downpour, warmup: 0}", {1.0f, 2.0f}, 2, Stub::sgd(0.1),
+             {.tree_top = true, .tree_scale = 1.0});
+  whole.submit(0, whole.payload({0.5f, -1.0f}), 0);
+  CHECK(whole.weights() == std::vector<float>{1.5f, 1.0f});
   Stub s("algorithm: {name: sync, warmup: 0}", {1.0f, 2.0f}, 2, Stub::sgd(0.1),
          {.tree_top = true, .fuse_first_reply = false});
   CHECK(s.submit(1, s.payload({1.0f, 0.0f}), 0).outcome == Outcome::held);

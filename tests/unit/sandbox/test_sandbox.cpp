@@ -336,6 +336,8 @@ TEST_CASE("sub-masters: every rule trains tiny-8 under a tree; too few workers i
     for (auto u : r.updates) CHECK(u > 0);
   }
   const std::string dir = test::temp_dir("sandbox-tree-few");
+  CHECK_THROWS_WITH_AS(experiment(dir, 4, {"topology.masters=3", "topology.submaster_scale=2"}),
+                       doctest::Contains("topology.submaster_scale"), ConfigError);
   try {
     experiment(dir, 2, {"topology.masters=4"});
     FAIL("2 workers for 3 sub-masters were accepted");
