@@ -31,6 +31,22 @@ std::int64_t ParentChange::push_samples(const UpdateService& service) {
   return s;
 }
 
+void ParentChange::note_losses(const dist::Header& child) {
+  if (child.n_losses <= 0) return;
+  if (m_noted == 0) m_n_losses = child.n_losses;
+  for (std::int32_t k = 0; k < std::min(m_n_losses, child.n_losses); ++k)
+    m_loss_sum[static_cast<std::size_t>(k)] += child.losses[static_cast<std::size_t>(k)];
+  ++m_noted;
+}
+
+void ParentChange::put_losses(dist::Header& h) {
+  h.n_losses = m_noted > 0 ? m_n_losses : 0;
+  for (std::int32_t k = 0; k < h.n_losses; ++k)
+    h.losses[static_cast<std::size_t>(k)] = m_loss_sum[static_cast<std::size_t>(k)] / static_cast<double>(m_noted);
+  m_loss_sum.fill(0.0);
+  m_noted = 0;
+}
+
 void ParentChange::adopt(UpdateService& service, std::span<const float> parent, std::int64_t version) {
   const auto& layout = service.layout();
   for (auto n : kNets) {

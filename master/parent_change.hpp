@@ -1,5 +1,6 @@
 // A sub-master's bookkeeping against its parent, without the transport: the weights it last took
-// from the parent, the parent's version then, the samples it has pushed. The parent link
+// from the parent, the parent's version then, the samples it has pushed, and the mean losses of its
+// children's updates since (so the top master's updates.csv and progress line show a tree's losses). The parent link
 // (parent_link.hpp) sends what it builds over MPI; the research sandbox's virtual sub-masters
 // hand it to the top master's update service directly.
 #pragma once
@@ -22,6 +23,10 @@ class ParentChange {
   std::array<double, 2> build(const UpdateService& service, std::span<float> out) const;
   /// The samples applied since the last push, now counted as pushed.
   std::int64_t push_samples(const UpdateService& service);
+  /// A child's update was applied or held: its losses join the mean of the next push.
+  void note_losses(const dist::Header& child);
+  /// The mean of the losses noted since the last push into @p h (none noted: none), then afresh.
+  void put_losses(dist::Header& h);
   /// Take the parent's weights and BN state of its version @p version (@p parent: a whole payload).
   void adopt(UpdateService& service, std::span<const float> parent, std::int64_t version);
   /// Keep the change since the last take, rebased onto the parent's weights (a resumed sub-master
@@ -38,6 +43,9 @@ class ParentChange {
   std::array<std::vector<float>, 2> m_pulled;
   std::int64_t m_parent_version = 0;
   std::int64_t m_samples_at_push = 0;
+  std::array<double, dist::kMaxLosses> m_loss_sum{};
+  std::int32_t m_n_losses = 0;
+  std::int64_t m_noted = 0;
 };
 
 }  // namespace mpigan::master

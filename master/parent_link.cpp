@@ -63,6 +63,7 @@ ParentLink::Reply ParentLink::exchange() {
   h.child = t.child_id;
   h.version = m_change.parent_version();
   h.samples = m_change.push_samples(m_service);
+  m_change.put_losses(h);
   dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, m_service.layout());
   const Header r =
       dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, m_ctx.channels.from_parent());

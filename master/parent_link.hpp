@@ -35,6 +35,8 @@ class ParentLink {
   Reply exchange();
   /// Every child's data ended: tell the parent and wait for its stop.
   Reply done();
+  /// A child's update was applied or held: its losses go up with the next exchange.
+  void note_losses(const dist::Header& child) { m_change.note_losses(child); }
 
   void write_part(std::int64_t id);
   void load_part(std::int64_t id);

@@ -316,6 +316,7 @@ void Server::serve_update(std::size_t i, bool reply) {
         {static_cast<int>(i), h.version, h.samples, h.sumsq, u, m_ctx.channels.child_shared(i), h.state_decay}, r);
   }
   m_progress.log_decision(row, d, m_service.version());
+  if (m_parent && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) m_parent->note_losses(h);
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:

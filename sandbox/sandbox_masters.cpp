@@ -26,6 +26,7 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
   const Decision d = m.service->submit(in, r);
   m.free = m_now + m_o.master_s;
   m.progress->log_decision(row, d, m.service->version());
+  if (m.change && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) m.change->note_losses(w.header);
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:
@@ -179,6 +180,7 @@ void Sandbox::exchange_with_top(VirtualMaster& sub, std::function<void()> next) 
   h.version = sub.change->parent_version();
   h.state_decay = sub.change->build(*sub.service, sub.up);
   h.samples = sub.change->push_samples(*sub.service);
+  sub.change->put_losses(h);
   h.sumsq = dist::block_sums_of_squares(sub.up, m_layout);
   const double arrived = sub.free + m_o.network.transfer(m_bytes);
   set_now(std::max(arrived, t.free));

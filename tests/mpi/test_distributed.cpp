@@ -317,7 +317,12 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
     const std::string dir = run_dir("tree");
     // rank 0 top master, ranks 1-2 sub-masters, ranks 3-4 one worker each
     const auto s = run(dir, {"topology.masters=3", "algorithm.name=downpour"});
-    if (world_rank() == 0) check_healthy_run("tree of 2 sub-masters", dir, s, 2);
+    if (world_rank() == 0) {
+      check_healthy_run("tree of 2 sub-masters", dir, s, 2);
+      // Each sub-master's exchange reports the mean losses of its workers' updates since the last.
+      for (const auto& r : read_updates(dir))
+        if (r.verdict == "applied") CHECK(std::stod(r.d_loss) > 0.0);
+    }
   }
   {
     // GEM with its default rmsprop proposals (bounded by ~lr per weight). Its plain-SGD proposals

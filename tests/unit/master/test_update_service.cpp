@@ -317,6 +317,20 @@ TEST_CASE("a sub-master's change: its weights less the parent's last ones; adopt
   CHECK(w[1] == doctest::Approx(9.9f));
   CHECK(change.pulled(models::Net::generator)[0] == 10.0f);
   CHECK(change.parent_version() == 9);
+  // The losses go up as the mean of the children's updates since the last push.
+  dist::Header a, b, up_header;
+  a.n_losses = b.n_losses = 3;
+  a.losses = {1.0, 2.0, 3.0};
+  b.losses = {3.0, 4.0, 8.0};
+  change.note_losses(a);
+  change.note_losses(b);
+  change.put_losses(up_header);
+  CHECK(up_header.n_losses == 3);
+  CHECK(up_header.losses[0] == 2.0);
+  CHECK(up_header.losses[1] == 3.0);
+  CHECK(up_header.losses[2] == 5.5);
+  change.put_losses(up_header);  // nothing noted since
+  CHECK(up_header.n_losses == 0);
 }
 
 TEST_CASE("every rule: saved and restored, the service continues with the same bits") {

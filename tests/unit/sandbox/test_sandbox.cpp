@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -52,6 +53,14 @@ std::string slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// The comma-separated fields of a CSV line (no quoting in the run files).
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  for (std::string f; std::getline(in, f, ',');) out.push_back(f);
+  return out;
 }
 
 std::vector<float> final_weights(const SandboxResult& r) {
@@ -303,6 +312,20 @@ TEST_CASE("sub-masters: each serves its share of the workers; staleness counts i
   for (auto u : r.updates) CHECK(u == 10);
   const std::string summary = slurp(r.run_dir + "/sandbox.json");
   CHECK(summary.find("\"masters\": 3") != std::string::npos);
+  // The top's updates.csv: one row per sub-master exchange, with the mean losses of its workers'.
+  std::ifstream updates(r.run_dir + "/updates.csv");
+  std::string line;
+  std::getline(updates, line);
+  const auto columns = fields(line);
+  const auto d_col = std::find(columns.begin(), columns.end(), "d_loss") - columns.begin();
+  int rows = 0;
+  while (std::getline(updates, line)) {
+    const double d_loss = std::stod(fields(line).at(static_cast<std::size_t>(d_col)));
+    CHECK(d_loss > 0.0);
+    CHECK(std::isfinite(d_loss));
+    ++rows;
+  }
+  CHECK(rows == 80);
   CHECK(summary.find("\"top_staleness_histogram\"") != std::string::npos);
 
   // Exchanging every 4 sub-master versions: the top sees a quarter of the versions, each of 4
