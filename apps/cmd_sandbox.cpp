@@ -48,10 +48,14 @@ int run_sandbox_command(const SandboxArgs& a) {
       static_cast<long long>(m.version), a.workers,
       r.masters > 1 ? fmt::format(" under {} sub-masters", r.masters - 1).c_str() : "",
       static_cast<long long>(m.samples), r.simulated_s, r.samples_per_s, m.wall_s);
-  std::printf("Staleness: mean %.2f, max %lld. Updates per worker: %lld to %lld (max/min %.2f). %lld rejected.\n",
-              r.mean_staleness, static_cast<long long>(r.max_staleness), static_cast<long long>(*lo),
-              static_cast<long long>(*hi), *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0,
-              static_cast<long long>(m.rejected));
+  std::printf(
+      "Staleness: mean %.2f, max %lld%s. Updates per worker: %lld to %lld (max/min %.2f). %lld rejected.\n",
+      r.mean_staleness, static_cast<long long>(r.max_staleness),
+      r.masters > 1
+          ? fmt::format(" at the sub-masters (their changes at the top: mean {:.2f})", r.top_mean_staleness).c_str()
+          : "",
+      static_cast<long long>(*lo), static_cast<long long>(*hi),
+      *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0, static_cast<long long>(m.rejected));
   if (d.experiment.validate) std::printf("Last validation: D %.4f, G %.4f.\n", m.last_val_d, m.last_val_g);
   std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, sandbox.json, checkpoints/ (latest: %s).\n",
               r.run_dir.c_str(), m.last_checkpoint.empty() ? "none" : m.last_checkpoint.c_str());

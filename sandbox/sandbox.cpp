@@ -280,7 +280,10 @@ void Sandbox::fill_result() {
     for (std::size_t i = 0; i < h.size(); ++i) hist[i] += h[i];
   }
   std::tie(m_result.mean_staleness, m_result.max_staleness) = moments(hist);
-  if (tree()) m_result.top_staleness_histogram = top().progress->staleness_histogram();
+  if (tree()) {
+    m_result.top_staleness_histogram = top().progress->staleness_histogram();
+    m_result.top_mean_staleness = moments(m_result.top_staleness_histogram).first;
+  }
   m_result.run_dir = m_dir;
 }
 
@@ -325,7 +328,7 @@ void Sandbox::write_summary() const {
   j["max_staleness"] = m_result.max_staleness;
   j["staleness_histogram"] = m_result.staleness_histogram;
   if (tree()) {
-    j["top_mean_staleness"] = moments(m_result.top_staleness_histogram).first;
+    j["top_mean_staleness"] = m_result.top_mean_staleness;
     j["top_staleness_histogram"] = m_result.top_staleness_histogram;
   }
   j["failure"] = m_result.master.failure;

@@ -58,6 +58,7 @@ struct SandboxResult {
   int masters = 1;                                ///< topology.masters
   /// A tree: the sub-masters' changes at the top master, in the top's versions.
   std::vector<std::int64_t> top_staleness_histogram;
+  double top_mean_staleness = 0;
   std::string run_dir;
 };
 

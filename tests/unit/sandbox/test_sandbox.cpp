@@ -309,6 +309,7 @@ TEST_CASE("sub-masters: each serves its share of the workers; staleness counts i
   REQUIRE(r.top_staleness_histogram.size() == 2);
   CHECK(r.top_staleness_histogram[0] == 1);
   CHECK(r.top_staleness_histogram[1] == 79);
+  CHECK(r.top_mean_staleness == doctest::Approx(79.0 / 80));
   for (auto u : r.updates) CHECK(u == 10);
   const std::string summary = slurp(r.run_dir + "/sandbox.json");
   CHECK(summary.find("\"masters\": 3") != std::string::npos);
