@@ -3,7 +3,8 @@
 #   1. bad experiments fail before any MPI traffic, with every problem named, exit status 1;
 #   2. a worker or the master killed with SIGKILL ends the whole job within seconds with a message
 #      naming the rank; the last checkpoint stays intact, and --resume continues from it;
-#   3. a diverged run (every update non-finite) stops with status 1, says so, writes FAILED.
+#   3. a diverged run (every update non-finite) stops with status 1, says so, writes FAILED;
+#   4. the research sandbox runs a tree of sub-masters, and refuses one it cannot build.
 # Usage: cli_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
 mpigan=${1:?mpigan binary}
@@ -131,3 +132,19 @@ grep -q "training diverged" "$work/nan/FAILED" || fail "FAILED does not record t
 [[ $(cat "$work/nan/checkpoints/latest") == "step-0000000$diverged.h5" ]] ||
   fail "the last finite weights (version $diverged) were not checkpointed: latest is $(cat "$work/nan/checkpoints/latest")"
 pass "diverged run: exit 1, reported, version $diverged checkpointed"
+
+# 4. The research sandbox's command: 4 virtual workers under 2 sub-masters (topology.masters 3),
+# and a tree it cannot build named before anything runs.
+out=$("$mpigan" sandbox "$work/exp.yaml" --workers 4 --out "$work/sandbox" --set topology.masters=3 \
+      --set training.max_updates=20 2>&1)
+rc=$?
+[[ $rc -eq 0 ]] || fail "the sandbox under sub-masters exited with status $rc: $(tail -5 <<<"$out")"
+grep -q "Sandbox: 20 updates from 4 virtual workers under 2 sub-masters" <<<"$out" || fail "no tree summary: $out"
+grep -q "at the sub-masters (their changes at the top: mean" <<<"$out" || fail "no staleness at the top: $out"
+grep -q '"masters": 3' "$work/sandbox/sandbox.json" || fail "sandbox.json does not record the tree"
+out=$("$mpigan" sandbox "$work/exp.yaml" --workers 2 --out "$work/sandbox-bad" --set topology.masters=4 2>&1)
+rc=$?
+[[ $rc -eq 1 ]] || fail "2 virtual workers for 3 sub-masters exited with status $rc, expected 1"
+grep -q "topology: 2 worker groups for 3 sub-masters: each sub-master needs at least one group" <<<"$out" ||
+  fail "the impossible tree was not named: $out"
+pass "sandbox: a tree of 2 sub-masters; an impossible tree refused with its reason"
