@@ -52,7 +52,10 @@ int run_sandbox_command(const SandboxArgs& a) {
       "Staleness: mean %.2f, max %lld%s. Updates per worker: %lld to %lld (max/min %.2f). %lld rejected.\n",
       r.mean_staleness, static_cast<long long>(r.max_staleness),
       r.masters > 1
-          ? fmt::format(" at the sub-masters (their changes at the top: mean {:.2f})", r.top_mean_staleness).c_str()
+          ? fmt::format(
+                " at the sub-masters (their changes at the top: mean {:.2f}; in the top's versions: mean {:.2f})",
+                r.top_mean_staleness, r.canonical_mean_staleness)
+                .c_str()
           : "",
       static_cast<long long>(*lo), static_cast<long long>(*hi),
       *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0.0, static_cast<long long>(m.rejected));

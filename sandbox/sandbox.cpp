@@ -175,6 +175,7 @@ void Sandbox::send_initial() {
   for (VirtualWorker& w : m_workers) {
     VirtualMaster& m = master_of(w);
     m.service->pull(w.child, w.update->reply_buffer());
+    note_base(w);
     w.update->set_local_from_reply();
     m.free += m_o.network.transfer(m_bytes);
     start_phase(w, m.free);
@@ -283,6 +284,8 @@ void Sandbox::fill_result() {
   if (tree()) {
     m_result.top_staleness_histogram = top().progress->staleness_histogram();
     m_result.top_mean_staleness = moments(m_result.top_staleness_histogram).first;
+    m_result.canonical_staleness_histogram = m_canonical;
+    m_result.canonical_mean_staleness = moments(m_canonical).first;
   }
   m_result.run_dir = m_dir;
 }
@@ -330,6 +333,8 @@ void Sandbox::write_summary() const {
   if (tree()) {
     j["top_mean_staleness"] = m_result.top_mean_staleness;
     j["top_staleness_histogram"] = m_result.top_staleness_histogram;
+    j["canonical_mean_staleness"] = m_result.canonical_mean_staleness;
+    j["canonical_staleness_histogram"] = m_result.canonical_staleness_histogram;
   }
   j["failure"] = m_result.master.failure;
   j["wall_s"] = m_result.master.wall_s;

@@ -59,6 +59,11 @@ struct SandboxResult {
   /// A tree: the sub-masters' changes at the top master, in the top's versions.
   std::vector<std::int64_t> top_staleness_histogram;
   double top_mean_staleness = 0;
+  /// A tree: each worker's update in the top's versions, from the top version its weights came
+  /// from (its sub-master's last exchange before its reply) to the top applying the change that
+  /// carries it — the staleness one master over all the workers would have logged.
+  std::vector<std::int64_t> canonical_staleness_histogram;
+  double canonical_mean_staleness = 0;
   std::string run_dir;
 };
 

@@ -34,9 +34,10 @@ struct VirtualWorker {
   bool exhausted = false, done = false;
   /// topology.max_lead: its reply (or, pull-then-push, its pull) waits for the others to catch up.
   bool deferred = false, deferred_pull = false;
-  double deferred_at = 0;  ///< when the deferred pull arrived
-  dist::Header header;     ///< the update in flight, as its header would say
-  double sent_at = 0;      ///< simulated time its update (or pull) left
+  double deferred_at = 0;     ///< when the deferred pull arrived
+  dist::Header header;        ///< the update in flight, as its header would say
+  double sent_at = 0;         ///< simulated time its update (or pull) left
+  std::int64_t top_base = 0;  ///< a tree: the top's version its weights came from
 };
 
 struct Event {
@@ -66,6 +67,9 @@ struct VirtualMaster {
   std::vector<Event> waiting;    ///< its workers' arrivals while it was blocked
   std::function<void()> resume;  ///< what it does once the top has answered
   int workers_done = 0;
+  /// The top versions the updates applied since its last exchange started from (their workers'
+  /// top_base): their canonical staleness is counted when the top applies the change.
+  std::vector<std::int64_t> bases;
 };
 
 class Sandbox {
@@ -99,6 +103,10 @@ class Sandbox {
   bool too_far_ahead(const VirtualWorker& w);
   void release_deferred();
   void reply_to(VirtualWorker& w);
+  /// A tree: the weights now in @p w's reply came from the top's version its sub-master last took.
+  void note_base(VirtualWorker& w) {
+    if (const auto& c = master_of(w).change) w.top_base = c->parent_version();
+  }
   void worker_done(VirtualWorker& w);
   void round_closed(VirtualMaster& m, const master::Decision& d);
   /// A new version of master @p m: a sub-master's exchange with the top (every submaster_every)
@@ -130,6 +138,7 @@ class Sandbox {
   int m_workers_done = 0, m_submasters_done = 0;
   std::int64_t m_deferred = 0;  ///< replies released after waiting for topology.max_lead
   bool m_stopping = false;
+  std::vector<std::int64_t> m_canonical;  ///< a tree: canonical staleness histogram
   SandboxResult m_result;
 };
 

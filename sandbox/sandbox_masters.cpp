@@ -21,12 +21,17 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
   if (reply) w.update->before_send({});
   const master::Incoming in = incoming(w);
   master::LogRow row = row_for(w, arrived);
+  const std::int64_t base = w.top_base;  // of the weights this update was computed on
   ++w.served;
   const std::span<float> r = reply ? w.update->reply_buffer() : std::span<float>();
   const Decision d = m.service->submit(in, r);
+  if (reply) note_base(w);  // the reply's weights are written: before any exchange with the top
   m.free = m_now + m_o.master_s;
   m.progress->log_decision(row, d, m.service->version());
-  if (m.change && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) m.change->note_losses(w.header);
+  if (m.change && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) {
+    m.change->note_losses(w.header);
+    m.bases.push_back(base);
+  }
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:
@@ -34,6 +39,7 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
       if (d.outcome == Outcome::diverged) return diverged(m, w.child);
       if (reply) {
         m.service->pull(w.child, r);
+        note_base(w);
         reply_to(w);
       }
       return;
@@ -74,6 +80,7 @@ void Sandbox::release_deferred() {
         serve_pull(w, w.deferred_at);
       } else {
         m.service->pull(w.child, w.update->reply_buffer());
+        note_base(w);
         reply_to(w);
       }
       if (m_stopping) return;
@@ -93,6 +100,7 @@ void Sandbox::reply_to(VirtualWorker& w) {
 void Sandbox::serve_pull(VirtualWorker& w, double arrived) {
   VirtualMaster& m = master_of(w);
   m.service->pull(w.child, w.update->reply_buffer());
+  note_base(w);
   const double pulled_at = m_now + m_o.network.transfer(m_bytes);
   const std::int64_t pulled_version = m.service->version();
   w.update->before_send(w.update->reply_buffer());
@@ -133,6 +141,7 @@ void Sandbox::round_closed(VirtualMaster& m, const Decision& d) {
     for (int k : d.round) {
       VirtualWorker& w = m_workers[static_cast<std::size_t>(m.workers[static_cast<std::size_t>(k)])];
       m.service->round_reply(k, w.update->reply_buffer(), d.first_reply_written && k == d.round.front());
+      note_base(w);
       reply_to(w);
     }
   });
@@ -186,6 +195,11 @@ void Sandbox::exchange_with_top(VirtualMaster& sub, std::function<void()> next) 
   set_now(std::max(arrived, t.free));
   const master::LogRow row{
       h, h.child, sub.rank, t.service->version(), std::sqrt(h.sumsq[0]), std::sqrt(h.sumsq[1]), m_now - arrived};
+  for (const std::int64_t base : std::exchange(sub.bases, {})) {
+    const auto s = static_cast<std::size_t>(std::max<std::int64_t>(0, t.service->version() - base));
+    if (m_canonical.size() <= s) m_canonical.resize(s + 1, 0);
+    ++m_canonical[s];
+  }
   const Decision d = t.service->submit({h.child, h.version, h.samples, h.sumsq, sub.up, true, h.state_decay}, sub.down);
   t.free = m_now + m_o.master_s;
   t.progress->log_decision(row, d, t.service->version());

@@ -310,6 +310,13 @@ TEST_CASE("sub-masters: each serves its share of the workers; staleness counts i
   CHECK(r.top_staleness_histogram[0] == 1);
   CHECK(r.top_staleness_histogram[1] == 79);
   CHECK(r.top_mean_staleness == doctest::Approx(79.0 / 80));
+  // In the top's versions a worker's update is 9 stale where one master would count N - 1 = 7:
+  // its reply holds its sub-master's weights of before the exchange that followed its previous
+  // update (the other sub-master's exchange came in between: +1), and that exchange itself (+1);
+  // then the 7 other workers' exchanges. The first updates see 0 .. 8.
+  REQUIRE(r.canonical_staleness_histogram.size() == 10);
+  for (std::size_t s = 0; s < 9; ++s) CHECK(r.canonical_staleness_histogram[s] == 1);
+  CHECK(r.canonical_staleness_histogram[9] == 71);
   for (auto u : r.updates) CHECK(u == 10);
   const std::string summary = slurp(r.run_dir + "/sandbox.json");
   CHECK(summary.find("\"masters\": 3") != std::string::npos);
