@@ -1,8 +1,8 @@
 // A sub-master's bookkeeping against its parent, without the transport: the weights it last took
 // from the parent, the parent's version then, the samples it has pushed, and the mean losses of its
-// children's updates since (so the top master's updates.csv and progress line show a tree's losses). The parent link
-// (parent_link.hpp) sends what it builds over MPI; the research sandbox's virtual sub-masters
-// hand it to the top master's update service directly.
+// children's updates since (so the top master's updates.csv and progress line show a tree's
+// losses). The parent link (parent_link.hpp) sends what it builds over MPI; the research sandbox's
+// virtual sub-masters hand it to the top master's update service directly.
 #pragma once
 
 #include "mpigan/master/update_service.hpp"

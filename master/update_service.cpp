@@ -55,12 +55,12 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
       m_max_nonfinite(options.max_nonfinite) {
   MPIGAN_CHECK(options.children >= 1, "an update service needs at least one child, got {}", options.children);
   const char* names[2] = {"generator", "discriminator"};
+  const double tree_scale = options.tree_scale > 0 ? options.tree_scale : 1.0 / options.children;
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
     NetSlot& slot = m_nets[k];
     slot.theta = ParameterSet::like(*networks.weights[k], *m_host);
     train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
-    const double tree_scale = options.tree_scale > 0 ? options.tree_scale : 1.0 / options.children;
     slot.rule = options.tree_top
                     ? algos::make_tree_master(slot.theta, *m_host, m_synchronous, static_cast<float>(tree_scale))
                     : algorithm.make_master(slot.theta,

@@ -102,6 +102,7 @@ class Sandbox {
   void serve_pull(VirtualWorker& w, double arrived);
   bool too_far_ahead(const VirtualWorker& w);
   void release_deferred();
+  void send_weights(VirtualWorker& w);
   void reply_to(VirtualWorker& w);
   /// A tree: the weights now in @p w's reply came from the top's version its sub-master last took.
   void note_base(VirtualWorker& w) {

@@ -37,11 +37,7 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
     case Outcome::diverged:
     case Outcome::rejected_by_rule:
       if (d.outcome == Outcome::diverged) return diverged(m, w.child);
-      if (reply) {
-        m.service->pull(w.child, r);
-        note_base(w);
-        reply_to(w);
-      }
+      if (reply) send_weights(w);
       return;
     case Outcome::held:
       if (!d.round.empty()) round_closed(m, d);
@@ -79,13 +75,18 @@ void Sandbox::release_deferred() {
       if (std::exchange(w.deferred_pull, false)) {
         serve_pull(w, w.deferred_at);
       } else {
-        m.service->pull(w.child, w.update->reply_buffer());
-        note_base(w);
-        reply_to(w);
+        send_weights(w);
       }
       if (m_stopping) return;
     }
   }
+}
+
+/// Answer the worker with its master's current weights (Server::send_weights).
+void Sandbox::send_weights(VirtualWorker& w) {
+  master_of(w).service->pull(w.child, w.update->reply_buffer());
+  note_base(w);
+  reply_to(w);
 }
 
 /// Send the reply in the worker's buffer: its master's link is busy for the transfer.
@@ -195,14 +196,16 @@ void Sandbox::exchange_with_top(VirtualMaster& sub, std::function<void()> next) 
   set_now(std::max(arrived, t.free));
   const master::LogRow row{
       h, h.child, sub.rank, t.service->version(), std::sqrt(h.sumsq[0]), std::sqrt(h.sumsq[1]), m_now - arrived};
-  for (const std::int64_t base : std::exchange(sub.bases, {})) {
-    const auto s = static_cast<std::size_t>(std::max<std::int64_t>(0, t.service->version() - base));
-    if (m_canonical.size() <= s) m_canonical.resize(s + 1, 0);
-    ++m_canonical[s];
-  }
   const Decision d = t.service->submit({h.child, h.version, h.samples, h.sumsq, sub.up, true, h.state_decay}, sub.down);
   t.free = m_now + m_o.master_s;
   t.progress->log_decision(row, d, t.service->version());
+  const std::vector<std::int64_t> bases = std::exchange(sub.bases, {});
+  if (d.outcome == Outcome::applied || d.outcome == Outcome::held)  // a rejected change carries none
+    for (const std::int64_t base : bases) {
+      const auto s = static_cast<std::size_t>(std::max<std::int64_t>(0, row.version - base));
+      if (m_canonical.size() <= s) m_canonical.resize(s + 1, 0);
+      ++m_canonical[s];
+    }
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:
