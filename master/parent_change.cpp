@@ -28,7 +28,13 @@ std::array<double, 2> ParentChange::build(const UpdateService& service, std::spa
 std::int64_t ParentChange::push_samples(const UpdateService& service) {
   const std::int64_t s = service.samples() - m_samples_at_push;
   m_samples_at_push = service.samples();
+  m_last_push = s;
   return s;
+}
+
+void ParentChange::unpush_samples() {
+  m_samples_at_push -= m_last_push;
+  m_last_push = 0;
 }
 
 void ParentChange::note_losses(const dist::Header& child) {

@@ -23,6 +23,11 @@ class ParentChange {
   std::array<double, 2> build(const UpdateService& service, std::span<float> out) const;
   /// The samples applied since the last push, now counted as pushed.
   std::int64_t push_samples(const UpdateService& service);
+  /// The parent stopped without applying the last push: its samples are again the sub-master's own
+  /// (a resumed sub-master pushes them with the change they are behind).
+  void unpush_samples();
+  /// The samples the parent has counted (those applied here up to the last applied push).
+  std::int64_t samples_at_push() const { return m_samples_at_push; }
   /// A child's update was applied or held: its losses join the mean of the next push.
   void note_losses(const dist::Header& child);
   /// The mean of the losses noted since the last push into @p h (none noted: none), then afresh.
@@ -37,12 +42,17 @@ class ParentChange {
   /// Per network, the weights of the last take (a checkpoint part saves and restores them).
   std::vector<float>& pulled(models::Net n) { return m_pulled[dist::index(n)]; }
   const std::vector<float>& pulled(models::Net n) const { return m_pulled[dist::index(n)]; }
-  void restore(std::int64_t parent_version) { m_parent_version = parent_version; }
+  void restore(std::int64_t parent_version, std::int64_t samples_at_push) {
+    m_parent_version = parent_version;
+    m_samples_at_push = samples_at_push;
+    m_last_push = 0;
+  }
 
  private:
   std::array<std::vector<float>, 2> m_pulled;
   std::int64_t m_parent_version = 0;
   std::int64_t m_samples_at_push = 0;
+  std::int64_t m_last_push = 0;  ///< the samples of the last push, until the parent answers it
   std::array<double, dist::kMaxLosses> m_loss_sum{};
   std::int32_t m_n_losses = 0;
   std::int64_t m_noted = 0;

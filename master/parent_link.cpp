@@ -67,7 +67,11 @@ ParentLink::Reply ParentLink::exchange() {
   dist::push_payload(t.links, m_ctx.channels, h, t.parent, buf, m_service.layout());
   const Header r =
       dist::recv_header(t.links, t.parent, dist::kTagReply, dist::kReplySpinSeconds, m_ctx.channels.from_parent());
-  if (r.kind == Kind::stop) return take_stop(r, (r.flags & dist::kFlagNotApplied) != 0);
+  if (r.kind == Kind::stop) {
+    const bool unapplied = (r.flags & dist::kFlagNotApplied) != 0;
+    if (unapplied) m_change.unpush_samples();
+    return take_stop(r, unapplied);
+  }
   dist::pull_payload(t.links, m_ctx.channels, t.parent, buf);
   return take_parent_weights(r, buf);
 }
@@ -92,6 +96,8 @@ void ParentLink::write_part(std::int64_t id) {
   for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_change.pulled(n));
   w.put_int("progress/parent_version", m_change.parent_version());
   w.put_int("progress/unapplied", m_unapplied ? 1 : 0);
+  w.put_int("progress/samples", m_service.samples());
+  w.put_int("progress/samples_at_push", m_change.samples_at_push());
   w.commit();
 }
 
@@ -105,7 +111,11 @@ void ParentLink::load_part(std::int64_t id) {
                  path, net_name(n), p.size(), m_service.weights(n).size());
     m_change.pulled(n) = std::move(p);
   }
-  m_change.restore(r.get_int("progress/parent_version"));
+  // Parts written before the samples were kept restart the count (the parent's total then misses
+  // the samples of a change it had not applied).
+  const bool counted = r.has("progress/samples");
+  m_service.set_samples(counted ? r.get_int("progress/samples") : 0);
+  m_change.restore(r.get_int("progress/parent_version"), counted ? r.get_int("progress/samples_at_push") : 0);
   m_unapplied = r.get_int("progress/unapplied") != 0;
   m_resumed = true;
   spdlog::info("resumed from {} at version {}", path, m_service.version());

@@ -5,10 +5,11 @@
 // ends it tells the parent and waits for the stop.
 //
 // Checkpoint part (RUN_DIR/checkpoints/step-N.submaster-R.h5): its weights, BN state, the
-// weights it last pulled, its rules' state, its version, the parent's version, and whether its
+// weights it last pulled, its rules' state, its version, the parent's version, whether its
 // change since that pull is still its own (the parent stopped without applying it, or never saw
-// it). Resumed, it rebases that change onto the parent's weights: nothing is lost, and nothing
-// the parent already applied is applied twice (a synchronous tree resumes bit for bit).
+// it), its samples and those the parent has counted. Resumed, it rebases that change onto the
+// parent's weights and pushes it with the samples behind it: nothing is lost, and nothing the
+// parent already applied is applied or counted twice (a synchronous tree resumes bit for bit).
 #pragma once
 
 #include "mpigan/dist/launch.hpp"

@@ -367,13 +367,33 @@ TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own
     CHECK(sa.master.version == 12);
     CHECK(sb.master.version == 12);
     check_same_weights(sa.master.last_checkpoint, sb.master.last_checkpoint);
+    // The samples behind the canonical weights: each sub-master's pushes after the resume count
+    // what it applied since, no more (a budget in training.max_samples stops where it would have).
+    CHECK(sa.master.samples > 0);
+    CHECK(sb.master.samples == sa.master.samples);
   }
   // Asynchronous: when the top master stops, a sub-master's last change is ignored; its part
   // says so, and the resumed sub-master pushes that change instead of dropping it.
   const std::string c = run_dir("tree-async");
   std::vector<std::string> async{"topology.masters=3", "algorithm.name=downpour", "topology.submaster_every=3",
                                  "training.max_updates=6", "checkpoint.every=0"};
-  run(c, async);
+  // The top's samples are those its sub-masters count as pushed; a part keeps both counts, and a
+  // push the top stopped without applying is the sub-master's again (its samples go up with it).
+  auto check_samples = [&](const dist::JobSummary& s, std::int64_t step) {
+    std::int64_t own = s.master.samples, all[5] = {};
+    MPI_Gather(&own, 1, MPI_INT64_T, all, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (world_rank() != 0) return;
+    std::int64_t counted = 0;
+    for (int sub : {1, 2}) {
+      train::CheckpointReader r(fmt::format("{}/checkpoints/step-{:08d}.submaster-{}.h5", c, step, sub));
+      CHECK(r.get_int("progress/samples") == all[sub]);
+      CHECK(r.get_int("progress/samples_at_push") <= all[sub]);
+      counted += r.get_int("progress/samples_at_push");
+    }
+    CHECK(all[0] > 0);
+    CHECK(counted == all[0]);
+  };
+  check_samples(run(c, async), 6);
   if (world_rank() == 0) {
     int unapplied = 0;
     for (int sub : {1, 2}) {
@@ -393,6 +413,7 @@ TEST_CASE("a sub-master tree stopped and resumed continues each sub-master's own
   async.back() = "checkpoint.every=0";
   async[3] = "training.max_updates=12";
   const auto sc = run(c, async, true);
+  check_samples(sc, 12);
   if (world_rank() == 0) {
     CHECK(sc.master.version == 12);
     const auto rows = read_updates(c);

@@ -301,6 +301,9 @@ TEST_CASE("a sub-master's change: its weights less the parent's last ones; adopt
   CHECK(decay[0] == 1.0);
   CHECK(change.push_samples(*sub.service) == 1);
   CHECK(change.push_samples(*sub.service) == 0);  // nothing new since
+  CHECK(change.samples_at_push() == 1);
+  change.unpush_samples();  // the last push (of nothing) was not applied: the count stays
+  CHECK(change.samples_at_push() == 1);
   // The parent answers with its weights {5, 6}, state 3, at its version 7: the sub-master takes them.
   std::vector<float> parent = sub.payload({5.0f, 6.0f}, 3.0f);
   change.adopt(*sub.service, parent, 7);
@@ -311,6 +314,12 @@ TEST_CASE("a sub-master's change: its weights less the parent's last ones; adopt
   CHECK(sub.pl().block(models::Net::generator, std::span<const float>(up))[0] == 0.0f);  // no change of its own
   // Another update, then (as on a resume) the parent's weights {10, 10}: the change is kept on top.
   sub.submit(0, sub.payload({-1.0f, 1.0f}), 0);  // {5.1, 5.9}
+  CHECK(change.push_samples(*sub.service) == 1);
+  change.unpush_samples();  // the parent stopped without applying it: the sample is again this one's
+  CHECK(change.samples_at_push() == 1);
+  change.restore(change.parent_version(), change.samples_at_push());  // as a resume from its part
+  CHECK(change.push_samples(*sub.service) == 1);
+  change.unpush_samples();
   change.rebase(*sub.service, sub.payload({10.0f, 10.0f}), 9);
   const auto w = sub.weights();
   CHECK(w[0] == doctest::Approx(10.1f));
