@@ -8,9 +8,9 @@
 // a constant lambda = lambda0 (DC-ASGD-c), whose default is 0.04 (the paper's and MXNet's for it).
 // 0.04 under the adaptive scale (until stop 25) made the correction ~1e-5 of the gradient on
 // 3dgan-25 at N = 64: downpour to three digits (docs/algorithms.md). As in downpour, the step's
-// learning rate is scaled by 1 / max(1, tau) (staleness_scale: inverse, the default; none turns it
-// off) and warmed up over the first versions (warmup): the compensation alone left 3dgan-25's
-// generator wrecked at N = 16.
+// learning rate is scaled by 1 / max(1, tau) (staleness_scale: inverse, the default; inverse_sqrt:
+// 1 / sqrt(max(1, tau)); none turns it off) and warmed up over the first versions (warmup): the compensation alone left
+// 3dgan-25's generator wrecked at N = 16.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
@@ -26,8 +26,8 @@ namespace {
 struct DcParams {
   float lambda = 0.04f, rho = 0.95f, epsilon = 1e-7f;
   bool adaptive = true;
-  bool staleness_lr = true;  ///< staleness_scale: inverse: the step's learning rate / max(1, tau)
-  Warmup warmup;             ///< of the master optimizer's learning rate
+  StalenessScale scale = StalenessScale::inverse;  ///< of the step's learning rate
+  Warmup warmup;                                   ///< of the master optimizer's learning rate
 };
 
 class DcAsgdMaster final : public MasterRule {
@@ -65,9 +65,8 @@ class DcAsgdMaster final : public MasterRule {
     for (std::size_t l = 0; b + l < n; ++l) element(b + l, l);
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
-    m_opt.apply(
-        m_corrected, 1.0f, reply,
-        staleness_factor(m_p.staleness_lr, meta.staleness()));  // the reply (new weights) in the optimizer's pass
+    m_opt.apply(m_corrected, 1.0f, reply,
+                staleness_factor(m_p.scale, meta.staleness()));  // the reply (new weights) in the optimizer's pass
     // The new backup, read again only at this worker's next update: streaming stores.
     it->second.resize(m_weights.size());
     cpu::stream_copy_range(m_weights.data(), it->second.data(), m_weights.size());
@@ -112,7 +111,7 @@ class DcAsgd final : public Algorithm {
   std::string describe() const override {
     return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer{}", m_p.lambda,
                        m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string(),
-                       m_p.staleness_lr ? ", steps scaled by 1/staleness" : "") +
+                       m_p.scale != StalenessScale::none ? std::string(", ") + algos::describe(m_p.scale) : "") +
            ", " + m_p.warmup.describe();
   }
 
@@ -127,7 +126,7 @@ std::unique_ptr<Algorithm> make_dc_asgd(ConfigNode& c) {
   p.adaptive = c.get_bool("adaptive", true);
   p.lambda = static_cast<float>(c.get_real("lambda", p.adaptive ? 2.0 : 0.04, 0.0, 100.0));
   p.rho = static_cast<float>(c.get_real("rho", 0.95, 0.0, 0.999999));
-  p.staleness_lr = c.get_choice("staleness_scale", "inverse", {"none", "inverse"}) == "inverse";
+  p.scale = parse_staleness_scale(c);
   p.warmup = Warmup::parse(c);
   return std::make_unique<DcAsgd>(p);
 }

@@ -5,11 +5,12 @@
 //                                                                     its step scaled by s(tau))
 //   worker: local                theta <- theta + s(tau) (w_i - w_pulled)   (worker trains locally)
 // s(tau) = 1/max(1, tau) by default (staleness_scale: inverse, the staleness-aware learning rate of
-// Zhang et al. 2016), or 1 with staleness_scale: none. The learning rate is scaled, not the
-// gradient: rmsprop and adam divide the gradient by its running magnitude and would undo a scaled
-// gradient (the unscaled rule wrecks 3dgan-25 from 4 workers on, docs/algorithms.md). In gradient
-// mode the master's learning rate is also warmed up over the first versions (`warmup`,
-// optimizer_apply.hpp): the workers' first gradients all come from the initial weights.
+// Zhang et al. 2016), 1/sqrt(max(1, tau)) with inverse_sqrt, or 1 with none. The learning rate is
+// scaled, not the gradient: rmsprop and adam divide the gradient by its running magnitude and
+// would undo a scaled gradient (the unscaled rule wrecks 3dgan-25 from 4 workers on,
+// docs/algorithms.md). In gradient mode the master's learning rate is also warmed up over the
+// first versions (`warmup`, optimizer_apply.hpp): the workers' first gradients all come from the
+// initial weights.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
@@ -19,13 +20,13 @@ namespace {
 
 class DownpourMaster final : public MasterRule {
  public:
-  DownpourMaster(ParameterSet& w, const RuleContext& ctx, bool local, bool inverse, Warmup warmup)
-      : MasterRule(w, ctx.backend), m_local(local), m_inverse(inverse) {
+  DownpourMaster(ParameterSet& w, const RuleContext& ctx, bool local, StalenessScale scale, Warmup warmup)
+      : MasterRule(w, ctx.backend), m_local(local), m_scale(scale) {
     if (!m_local) m_opt = std::make_unique<OptimizerApply>(w, ctx, warmup);
   }
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
                  RuleStats& stats) override {
-    const float s = staleness_factor(m_inverse, meta.staleness());
+    const float s = staleness_factor(m_scale, meta.staleness());
     stats.scale = s;
     // The reply (the new weights) is written in the same pass as the update.
     if (m_local) {
@@ -43,29 +44,31 @@ class DownpourMaster final : public MasterRule {
   }
 
  private:
-  bool m_local, m_inverse;
+  bool m_local;
+  StalenessScale m_scale;
   std::unique_ptr<OptimizerApply> m_opt;
 };
 
 class Downpour final : public Algorithm {
  public:
-  Downpour(bool local, bool inverse, Warmup warmup) : m_local(local), m_inverse(inverse), m_warmup(warmup) {}
+  Downpour(bool local, StalenessScale scale, Warmup warmup) : m_local(local), m_scale(scale), m_warmup(warmup) {}
   std::string name() const override { return "downpour"; }
   WorkerMode worker_mode() const override { return m_local ? WorkerMode::local : WorkerMode::gradients; }
   Payload payload() const override { return m_local ? Payload::delta : Payload::gradient; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<DownpourMaster>(w, ctx, m_local, m_inverse, m_warmup);
+    return std::make_unique<DownpourMaster>(w, ctx, m_local, m_scale, m_warmup);
   }
   std::string describe() const override {
     return fmt::format("downpour: asynchronous, worker {}, {}",
                        m_local ? "trains locally and sends its delta" : "sends gradients to the master optimizer",
-                       m_inverse ? "steps scaled by 1/staleness" : "no staleness scaling") +
+                       algos::describe(m_scale)) +
            (m_local ? std::string() : ", " + m_warmup.describe());
   }
 
  private:
-  bool m_local, m_inverse;
+  bool m_local;
+  StalenessScale m_scale;
   Warmup m_warmup;
 };
 
@@ -73,8 +76,8 @@ class Downpour final : public Algorithm {
 
 std::unique_ptr<Algorithm> make_downpour(ConfigNode& c) {
   const bool local = c.get_choice("worker", "gradients", {"gradients", "local"}) == "local";
-  const bool inverse = c.get_choice("staleness_scale", "inverse", {"none", "inverse"}) == "inverse";
-  return std::make_unique<Downpour>(local, inverse, Warmup::parse(c));
+  const StalenessScale scale = parse_staleness_scale(c);
+  return std::make_unique<Downpour>(local, scale, Warmup::parse(c));
 }
 
 }  // namespace mpigan::algos

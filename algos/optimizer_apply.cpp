@@ -20,6 +20,23 @@ std::string Warmup::describe() const {
   return versions > 1 ? fmt::format("learning rate warmed up over {} versions", versions) : "no warm-up";
 }
 
+StalenessScale parse_staleness_scale(ConfigNode& c) {
+  const std::string s = c.get_choice("staleness_scale", "inverse", {"none", "inverse", "inverse_sqrt"});
+  return s == "none" ? StalenessScale::none : s == "inverse" ? StalenessScale::inverse : StalenessScale::inverse_sqrt;
+}
+
+const char* describe(StalenessScale s) {
+  switch (s) {
+    case StalenessScale::inverse:
+      return "steps scaled by 1/staleness";
+    case StalenessScale::inverse_sqrt:
+      return "steps scaled by 1/sqrt(staleness)";
+    case StalenessScale::none:
+      break;
+  }
+  return "no staleness scaling";
+}
+
 OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Warmup warmup)
     : m_weights(weights),
       m_backend(ctx.backend),

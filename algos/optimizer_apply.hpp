@@ -7,6 +7,7 @@
 #include "mpigan/core/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace mpigan::algos {
@@ -31,10 +32,26 @@ struct Warmup {
   }
 };
 
-/// s(tau) of the staleness-aware learning rate (Zhang et al. 2016): 1 / max(1, tau) when
-/// @p inverse (staleness_scale: inverse), else 1.
-inline float staleness_factor(bool inverse, std::int64_t tau) {
-  return inverse ? 1.0f / static_cast<float>(std::max<std::int64_t>(1, tau)) : 1.0f;
+/// s(tau), the factor of a stale update's learning rate (`staleness_scale`): `inverse`, 1 / max(1, tau),
+/// the staleness-aware learning rate of Zhang et al. 2016 (the default); `inverse_sqrt`,
+/// 1 / sqrt(max(1, tau)), a milder one for study in the sandbox (docs/sandbox.md); `none`, 1.
+enum class StalenessScale { none, inverse, inverse_sqrt };
+
+/// Reads `staleness_scale` from a rule's section (default `inverse`); problems go to the document.
+StalenessScale parse_staleness_scale(ConfigNode& c);
+const char* describe(StalenessScale s);
+
+inline float staleness_factor(StalenessScale s, std::int64_t tau) {
+  const auto t = static_cast<float>(std::max<std::int64_t>(1, tau));
+  switch (s) {
+    case StalenessScale::inverse:
+      return 1.0f / t;
+    case StalenessScale::inverse_sqrt:
+      return 1.0f / std::sqrt(t);
+    case StalenessScale::none:
+      break;
+  }
+  return 1.0f;
 }
 
 class OptimizerApply {

@@ -132,6 +132,10 @@ TEST_CASE("downpour: each update is applied at once; staleness scaling; local mo
   Stub n("algorithm: {name: downpour, warmup: 0, staleness_scale: none}", {1.0f}, 2);
   n.exchange(1, {2.0f}, {}, -4);
   check_vec("theta without scaling", n.weights(), {1.0 - 0.1 * 2.0});
+  Stub q("algorithm: {name: downpour, warmup: 0, staleness_scale: inverse_sqrt}", {1.0f}, 2);
+  q.exchange(1, {2.0f}, {}, -4);
+  check_vec("theta with 1/sqrt(staleness)", q.weights(), {1.0 - 0.1 * 2.0 / 2.0});
+  CHECK(q.alg->describe().find("1/sqrt(staleness)") != std::string::npos);
   // RMSprop divides the gradient by its running magnitude, so a scaled gradient would step as far
   // as an unscaled one: the learning rate is scaled. ms = 0.1 g^2 = 0.4; step = lr g / (sqrt(ms) + eps).
   auto rms = nn::OptimizerConfig::defaults("rmsprop");
@@ -292,6 +296,11 @@ TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that wor
   l.exchange(0, {2.0f, -1.0f}, {}, 0);  // staleness 0: full step
   l.exchange(1, {1.0f, 2.0f}, {}, -1);  // pulled at -1, master at version 1: staleness 2, lr / 2
   check_vec("theta2, lr / 2", l.weights(), {0.8 - 0.09 / 2, 1.1 - 0.22 / 2});
+  Stub lq("algorithm: {name: dc_asgd, warmup: 0, lambda: 0.5, adaptive: false, staleness_scale: inverse_sqrt}",
+          {1.0f, 1.0f}, 2);
+  lq.exchange(0, {2.0f, -1.0f}, {}, 0);
+  lq.exchange(1, {1.0f, 2.0f}, {}, -1);  // staleness 2: lr / sqrt(2)
+  check_vec("theta2, lr / sqrt(2)", lq.weights(), {0.8 - 0.09 / std::sqrt(2.0), 1.1 - 0.22 / std::sqrt(2.0)}, 1e-6);
   // The default, adaptive: lambda = 2 / sqrt(MS), MS = 0.05 g^2 after one update, 0.0975 after two.
   Stub a("algorithm: {name: dc_asgd, warmup: 0}", {1.0f}, 2);
   a.exchange(0, {1.0f}, {}, 0);
