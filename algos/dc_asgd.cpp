@@ -9,8 +9,8 @@
 // 0.04 under the adaptive scale (until stop 25) made the correction ~1e-5 of the gradient on
 // 3dgan-25 at N = 64: downpour to three digits (docs/algorithms.md). As in downpour, the step's
 // learning rate is scaled by 1 / max(1, tau) (staleness_scale: inverse, the default; inverse_sqrt:
-// 1 / sqrt(max(1, tau)); none turns it off) and warmed up over the first versions (warmup): the compensation alone left
-// 3dgan-25's generator wrecked at N = 16.
+// 1 / sqrt(max(1, tau)); none turns it off) and warmed up over the first versions (warmup): the
+// compensation alone left 3dgan-25's generator wrecked at N = 16.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"

@@ -32,9 +32,10 @@ struct Warmup {
   }
 };
 
-/// s(tau), the factor of a stale update's learning rate (`staleness_scale`): `inverse`, 1 / max(1, tau),
-/// the staleness-aware learning rate of Zhang et al. 2016 (the default); `inverse_sqrt`,
-/// 1 / sqrt(max(1, tau)), a milder one for study in the sandbox (docs/sandbox.md); `none`, 1.
+/// s(tau), the factor of a stale update's learning rate (`staleness_scale`): `inverse`,
+/// 1 / max(1, tau), the staleness-aware learning rate of Zhang et al. 2016 (the default);
+/// `inverse_sqrt`, 1 / sqrt(max(1, tau)), a milder one for study in the sandbox
+/// (docs/sandbox.md); `none`, 1.
 enum class StalenessScale { none, inverse, inverse_sqrt };
 
 /// Reads `staleness_scale` from a rule's section (default `inverse`); problems go to the document.
