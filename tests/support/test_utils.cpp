@@ -40,10 +40,17 @@ Tensor random_tensor(const Shape& shape, Rng& rng, float lo, float hi) {
   return t;
 }
 
+std::vector<std::string>& made_temp_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
 std::string temp_dir(const std::string& name) {
   const auto d = std::filesystem::temp_directory_path() / ("mpigan-test-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  auto& made = made_temp_dirs();
+  if (std::find(made.begin(), made.end(), d.string()) == made.end()) made.push_back(d.string());
   return d.string();
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mpigan::test {
 
@@ -37,8 +38,11 @@ std::unique_ptr<Backend> backend_or_skip(const std::string& name);
 
 Tensor random_tensor(const Shape& shape, Rng& rng, float lo = -1.0f, float hi = 1.0f);
 /// A fresh (emptied) directory under the system's temporary directory, named after @p name and
-/// this process, so concurrent test runs do not collide.
+/// this process, so concurrent test runs do not collide. The suite's main removes it at the end
+/// when every case passed (made_temp_dirs).
 std::string temp_dir(const std::string& name);
+/// The directories temp_dir made in this process, in order.
+std::vector<std::string>& made_temp_dirs();
 
 /// Host canonical copy of a tensor of @p backend.
 Tensor host(Backend& backend, const Tensor& t);

@@ -343,8 +343,7 @@ TEST_CASE("a sub-master's change: its weights less the parent's last ones; adopt
 }
 
 TEST_CASE("every rule: saved and restored, the service continues with the same bits") {
-  const auto dir = std::filesystem::temp_directory_path() / "mpigan-test-service";
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = test::temp_dir("service");
   for (const auto& name : algos::algorithm_names()) {
     CAPTURE(name);
     const std::string yaml = fmt::format("algorithm: {{name: {}}}", name);
@@ -378,5 +377,4 @@ TEST_CASE("every rule: saved and restored, the service continues with the same b
     CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
     CHECK(a.version() == c.version());
   }
-  std::filesystem::remove_all(dir);
 }
