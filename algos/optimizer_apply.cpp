@@ -69,19 +69,11 @@ void OptimizerApply::apply(std::span<const float> gradient, float scale, std::sp
 }
 
 void OptimizerApply::save(train::CheckpointWriter& w, const std::string& prefix) const {
-  w.put_string(prefix + "/optimizer", m_opt->name());
-  w.put_int(prefix + "/iterations", m_opt->iterations());
-  for (const auto& [name, p] : const_cast<nn::Optimizer&>(*m_opt).slots())
-    train::save_parameters(w, prefix + "/" + name, *p, m_backend);
+  train::save_optimizer(w, prefix, *m_opt, m_backend);
 }
 
 void OptimizerApply::load(const train::CheckpointReader& r, const std::string& prefix) {
-  const std::string saved = r.get_string(prefix + "/optimizer");
-  if (saved != m_opt->name())
-    MPIGAN_THROW(DataError, "checkpoint '{}': the master optimizer was '{}', this experiment uses '{}'", r.path(),
-                 saved, m_opt->name());
-  m_opt->set_iterations(r.get_int(prefix + "/iterations"));
-  for (const auto& [name, p] : m_opt->slots()) train::load_parameters(r, prefix + "/" + name, *p, m_backend);
+  train::load_optimizer(r, prefix, *m_opt, m_backend, "master");
 }
 
 }  // namespace mpigan::algos

@@ -17,7 +17,7 @@ namespace mpigan::apps {
 namespace {
 
 struct SandboxArgs {
-  std::string experiment, out, compute = "constant:0.25";
+  std::string experiment, out, resume, compute = "constant:0.25";
   std::vector<std::string> set;
   int workers = 4;
   double bandwidth_gb_s = 10, latency_us = 2, master_ms = 0.4;
@@ -38,6 +38,12 @@ int run_sandbox_command(const SandboxArgs& a) {
   o.master_s = a.master_ms * 1e-3;
   o.seed = a.seed;
   o.out_dir = a.out;
+  if (!a.resume.empty()) {
+    MPIGAN_CHECK(a.out.empty() || a.out == a.resume, "sandbox: --out {} and --resume {} name different run directories",
+                 a.out, a.resume);
+    o.out_dir = a.resume;
+    o.resume = true;
+  }
   install_stop_handlers();  // SIGTERM/SIGINT/SIGUSR1: stop after the current update
   const auto r = sandbox::run_sandbox(d, o);
   const auto& m = r.master;
@@ -63,6 +69,12 @@ int run_sandbox_command(const SandboxArgs& a) {
   std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, sandbox.json, checkpoints/ (latest: %s).\n",
               r.run_dir.c_str(), m.last_checkpoint.empty() ? "none" : m.last_checkpoint.c_str());
   std::fputs(m.physics.summary().c_str(), stdout);
+  if (!r.state_file.empty())
+    std::printf(
+        "Stopped at version %lld; to continue exactly where it stopped (raise training.max_samples or "
+        "max_updates if its budget was spent):\n  mpigan sandbox %s --workers %d [the same options] "
+        "--resume %s\n",
+        static_cast<long long>(m.version), a.experiment.c_str(), a.workers, r.run_dir.c_str());
   if (!m.failure.empty()) {
     std::fprintf(stderr, "mpigan: error: %s\n", m.failure.c_str());
     return 1;
@@ -91,6 +103,9 @@ void add_sandbox_command(CLI::App& app) {
   cmd->add_option("--clock-seed", a->seed, "seed of the compute-time draws")->capture_default_str();
   cmd->add_option("--set", a->set, "override a key, e.g. --set training.max_updates=100");
   cmd->add_option("--out", a->out, "run directory (default: the experiment's output.dir)");
+  cmd->add_option("--resume", a->resume,
+                  "continue the run in this directory exactly where it stopped (its sandbox-state.h5: a flat run "
+                  "stopped by a signal or at its budget)");
   cmd->callback([a] {
     const int rc = run_sandbox_command(*a);
     std::fflush(stdout);

@@ -1,6 +1,7 @@
 // The top master's logs, progress line, throughput and validation (progress.hpp).
 #include "mpigan/master/progress.hpp"
 
+#include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/stop_signal.hpp"
 #include "mpigan/train/session.hpp"
@@ -224,6 +225,42 @@ void Progress::finish_physics(const UpdateService& service, dist::MasterResult& 
     request_physics(service);
     if (auto s = m_physics->wait()) record_physics(*s, result);
   }
+}
+
+void Progress::save_state(train::CheckpointWriter& w, const std::string& prefix) const {
+  MPIGAN_CHECK(m_held.empty(), "progress is saved between rounds; {} updates are held", m_held.size());
+  const auto best = m_stopper.best();
+  w.put(prefix + "/scalars",
+        std::vector<double>{m_t0, m_staleness_sum, m_d_sum, m_g_sum, static_cast<double>(m_logged),
+                            static_cast<double>(m_physics_at), static_cast<double>(m_validated_at), m_steady_t0,
+                            m_steady_t1, static_cast<double>(m_steady_samples), best ? 1.0 : 0.0, best.value_or(0.0),
+                            static_cast<double>(m_stopper.since_best())});
+  w.put(prefix + "/contributed", std::vector<double>(m_contributed.begin(), m_contributed.end()));
+  w.put(prefix + "/staleness", std::vector<double>(m_staleness.begin(), m_staleness.end()));
+}
+
+void Progress::load_state(const train::CheckpointReader& r, const std::string& prefix) {
+  const auto v = r.doubles(prefix + "/scalars");
+  MPIGAN_CHECK(v.size() == 13, "'{}': {}/scalars holds {} values, not 13", r.path(), prefix, v.size());
+  m_t0 = v[0];
+  m_staleness_sum = v[1];
+  m_d_sum = v[2];
+  m_g_sum = v[3];
+  m_logged = static_cast<std::int64_t>(v[4]);
+  m_physics_at = static_cast<std::int64_t>(v[5]);
+  m_validated_at = static_cast<std::int64_t>(v[6]);
+  m_steady_t0 = v[7];
+  m_steady_t1 = v[8];
+  m_steady_samples = static_cast<std::int64_t>(v[9]);
+  m_stopper.restore(v[10] != 0 ? std::optional<double>(v[11]) : std::nullopt, static_cast<std::int64_t>(v[12]));
+  const auto contributed = r.doubles(prefix + "/contributed");
+  MPIGAN_CHECK(contributed.size() == m_contributed.size(), "'{}': {}/contributed holds {} children; this master has {}",
+               r.path(), prefix, contributed.size(), m_contributed.size());
+  std::transform(contributed.begin(), contributed.end(), m_contributed.begin(), [](double c) { return c != 0; });
+  const auto staleness = r.doubles(prefix + "/staleness");
+  m_staleness.assign(staleness.size(), 0);
+  std::transform(staleness.begin(), staleness.end(), m_staleness.begin(),
+                 [](double n) { return static_cast<std::int64_t>(n); });
 }
 
 }  // namespace mpigan::master

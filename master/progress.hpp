@@ -80,6 +80,10 @@ class Progress {
   void finish_physics(const UpdateService& service, dist::MasterResult& result);
   std::int64_t validated_at() const { return m_validated_at; }
   double steady_samples_per_s() const;
+  /// The bookkeeping behind the logs, the throughput and early stopping, under @p prefix, for an
+  /// exact continuation (the sandbox's resume; no round open). load_state() follows open_logs().
+  void save_state(train::CheckpointWriter& w, const std::string& prefix) const;
+  void load_state(const train::CheckpointReader& r, const std::string& prefix);
 
  private:
   void print(std::int64_t version, std::int64_t samples);

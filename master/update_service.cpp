@@ -253,4 +253,45 @@ void UpdateService::load(const train::CheckpointReader& r, const std::string& pa
   m_version = r.get_int("progress/version");
 }
 
+void UpdateService::save_exact(train::CheckpointWriter& w, const std::string& prefix) const {
+  MPIGAN_CHECK(m_held.empty(), "the update service's exact state is taken between rounds; {} updates are held",
+               m_held.size());
+  w.put(prefix + "/counts", std::vector<double>{static_cast<double>(m_samples), static_cast<double>(m_applied),
+                                                static_cast<double>(m_rejected), static_cast<double>(m_nonfinite_run)});
+  w.put(prefix + "/state_decay", std::span<const double>(m_state_decay));
+  for (std::size_t i = 0; i < m_children.size(); ++i) {
+    const ChildState& c = m_children[i];
+    const std::string at = fmt::format("{}/child{}", prefix, i);
+    w.put(at + "/flags", std::vector<double>{c.done ? 1.0 : 0.0, c.gone ? 1.0 : 0.0, static_cast<double>(c.applied)});
+    w.put(at + "/sent", std::span<const float>(c.sent));
+    w.put(at + "/computed_from", std::span<const float>(c.computed_from));
+  }
+}
+
+void UpdateService::load_exact(const train::CheckpointReader& r, const std::string& prefix) {
+  const auto counts = r.doubles(prefix + "/counts");
+  MPIGAN_CHECK(counts.size() == 4, "'{}': {}/counts holds {} values, not 4", r.path(), prefix, counts.size());
+  m_samples = static_cast<std::int64_t>(counts[0]);
+  m_applied = static_cast<std::int64_t>(counts[1]);
+  m_rejected = static_cast<std::int64_t>(counts[2]);
+  m_nonfinite_run = static_cast<std::int64_t>(counts[3]);
+  const auto decay = r.doubles(prefix + "/state_decay");
+  MPIGAN_CHECK(decay.size() == 2, "'{}': {}/state_decay holds {} values, not 2", r.path(), prefix, decay.size());
+  m_state_decay = {decay[0], decay[1]};
+  for (std::size_t i = 0; i < m_children.size(); ++i) {
+    ChildState& c = m_children[i];
+    const std::string at = fmt::format("{}/child{}", prefix, i);
+    const auto flags = r.doubles(at + "/flags");
+    MPIGAN_CHECK(flags.size() == 3, "'{}': {}/flags holds {} values, not 3", r.path(), at, flags.size());
+    c.done = flags[0] != 0;
+    c.gone = flags[1] != 0;
+    c.applied = static_cast<std::int64_t>(flags[2]);
+    c.sent = r.floats(at + "/sent");
+    c.computed_from = r.floats(at + "/computed_from");
+    MPIGAN_CHECK(c.sent.size() == m_state.size() && c.computed_from.size() == m_state.size(),
+                 "'{}': {} holds a BatchNorm state of {} values; the model has {}", r.path(), at, c.sent.size(),
+                 m_state.size());
+  }
+}
+
 }  // namespace mpigan::master

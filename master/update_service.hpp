@@ -152,6 +152,11 @@ class UpdateService {
   void save(train::CheckpointWriter& w) const;
   void load(const train::CheckpointReader& r, const std::string& path);
   void set_samples(std::int64_t s) { m_samples = s; }
+  /// What an exact continuation needs beyond save() (the sandbox's resume, sandbox/sandbox_state.cpp):
+  /// the counts, each child's bookkeeping and the BatchNorm state's decay, under @p prefix. Taken
+  /// between rounds only (no update held); load_exact() follows load().
+  void save_exact(train::CheckpointWriter& w, const std::string& prefix) const;
+  void load_exact(const train::CheckpointReader& r, const std::string& prefix);
 
  private:
   struct NetSlot {

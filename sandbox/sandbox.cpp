@@ -116,16 +116,32 @@ void Sandbox::add_master(int rank, int children) {
 }
 
 SandboxResult Sandbox::run() {
-  const auto wall0 = std::chrono::steady_clock::now();
-  top().progress->open_logs(-1);
+  m_wall0 = std::chrono::steady_clock::now();
   spdlog::info(
       "sandbox: {} master(s), {} virtual workers; rule: {}; compute {}; {:.3g} GB/s, {:.3g} us latency; "
       "master {:.3g} ms per update; payload {:.1f} MB",
       m_masters.size(), m_o.workers, m_d.dist.algorithm->describe(), m_o.compute.spec(),
       m_o.network.bandwidth_bytes_per_s / 1e9, m_o.network.latency_s * 1e6, m_o.master_s * 1e3,
       static_cast<double>(m_bytes) / 1e6);
-  send_initial();
-  while (!m_stopping && !m_events.empty()) {
+  if (m_o.resume) {
+    const std::int64_t from = load_state();
+    const auto& t = *top().service;
+    if (const char* spent = m_e.budget_spent(from, t.samples()))
+      MPIGAN_THROW(ConfigError,
+                   "sandbox --resume {}: the run stopped at version {} ({} samples) and its budget is spent ({}): "
+                   "raise training.max_samples or training.max_updates (--set) to continue it",
+                   m_dir, from, t.samples(), spent);
+    release_deferred();  // what the stopping event left to the end of its turn
+  } else {
+    top().progress->open_logs(-1);
+    send_initial();
+  }
+  while (true) {
+    if (!m_pause.empty()) {
+      if (!m_stopping) save_state();
+      begin_stop(std::exchange(m_pause, {}));
+    }
+    if (m_stopping || m_events.empty()) break;
     const Event ev = m_events.top();
     m_events.pop();
     VirtualWorker& w = m_workers[static_cast<std::size_t>(ev.worker)];
@@ -156,7 +172,8 @@ SandboxResult Sandbox::run() {
   if (!m_stopping) begin_stop("no events left");
   top().progress->finish_physics(*top().service, m_result.master);
   fill_result();
-  m_result.master.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  m_result.master.wall_s =
+      m_wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count();
   write_summary();
   return m_result;
 }

@@ -13,6 +13,7 @@
 #include "mpigan/worker/update_builder.hpp"
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -89,6 +90,11 @@ class Sandbox {
   void fill_result();
   void write_checkpoint(std::int64_t v);
   void write_summary() const;
+
+  // ---- sandbox_state.cpp: the exact state of a flat run, saved at a stop and resumed
+  void save_state();
+  /// Restore the state of m_dir's state file; returns the version it continues from.
+  std::int64_t load_state();
   bool tree() const { return m_masters.size() > 1; }
   VirtualMaster& top() { return *m_masters.front(); }
   VirtualMaster& master_of(const VirtualWorker& w) { return *m_masters[static_cast<std::size_t>(w.master)]; }
@@ -139,6 +145,11 @@ class Sandbox {
   int m_workers_done = 0, m_submasters_done = 0;
   std::int64_t m_deferred = 0;  ///< replies released after waiting for topology.max_lead
   bool m_stopping = false;
+  /// A flat run's stop by a signal or its budget, noted during an event: the event finishes, the
+  /// state is saved, then the run stops (so that it can continue exactly).
+  std::string m_pause;
+  double m_wall_before = 0;  ///< real seconds of the runs this one continues
+  std::chrono::steady_clock::time_point m_wall0;
   std::vector<std::int64_t> m_canonical;  ///< a tree: canonical staleness histogram
   SandboxResult m_result;
 };

@@ -63,7 +63,7 @@ bool Sandbox::too_far_ahead(const VirtualWorker& w) {
 }
 
 void Sandbox::release_deferred() {
-  for (bool again = true; again && !m_stopping;) {
+  for (bool again = true; again && !m_stopping && m_pause.empty();) {
     again = false;
     for (auto& w : m_workers) {
       VirtualMaster& m = master_of(w);
@@ -77,7 +77,7 @@ void Sandbox::release_deferred() {
       } else {
         send_weights(w);
       }
-      if (m_stopping) return;
+      if (m_stopping || !m_pause.empty()) return;
     }
   }
 }
@@ -161,11 +161,13 @@ void Sandbox::after_top_version() {
   VirtualMaster& t = top();
   const auto v = t.service->version();
   t.progress->after_version(v, t.service->samples());
+  // A flat run finishes the event in hand and saves its state before it stops (Sandbox::run).
+  const auto stop = [this](const std::string& why) { tree() ? begin_stop(why) : void(m_pause = why); };
   if (stop_signal() != 0) {
     m_result.master.stopped_by_signal = stop_signal();
-    return begin_stop(signal_name(stop_signal()) + " received");
+    return stop(signal_name(stop_signal()) + " received");
   }
-  if (const char* spent = m_e.budget_spent(v, t.service->samples())) return begin_stop(spent);
+  if (const char* spent = m_e.budget_spent(v, t.service->samples())) return stop(spent);
   bool early = false;
   if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)
     early = t.progress->physics_now(*t.service, m_result.master);

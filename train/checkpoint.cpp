@@ -184,18 +184,32 @@ bool CheckpointReader::has(const std::string& name) const {
   }
 }
 
-std::vector<float> CheckpointReader::floats(const std::string& name) const {
-  MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
+namespace {
+
+template <class T>
+std::vector<T> read_array(const h5::File& file, const std::string& path, const std::string& name, hid_t type) {
   h5::Lock lock;
-  h5::Hid ds = h5::open_dataset(m_impl->file, name);
+  h5::Hid ds = h5::open_dataset(file, name);
   h5::Hid space(H5Dget_space(ds.get()));
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  MPIGAN_H5_CHECK(n, "checkpoint '{}': size of '{}'", m_path, name);
-  std::vector<float> v(static_cast<std::size_t>(n));
+  MPIGAN_H5_CHECK(n, "checkpoint '{}': size of '{}'", path, name);
+  std::vector<T> v(static_cast<std::size_t>(n));
   if (n > 0)
-    MPIGAN_H5_CHECK(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
-                    "checkpoint '{}': reading '{}'", m_path, name);
+    MPIGAN_H5_CHECK(H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "checkpoint '{}': reading '{}'",
+                    path, name);
   return v;
+}
+
+}  // namespace
+
+std::vector<float> CheckpointReader::floats(const std::string& name) const {
+  MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
+  return read_array<float>(m_impl->file, m_path, name, H5T_NATIVE_FLOAT);
+}
+
+std::vector<double> CheckpointReader::doubles(const std::string& name) const {
+  MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
+  return read_array<double>(m_impl->file, m_path, name, H5T_NATIVE_DOUBLE);
 }
 
 std::int64_t CheckpointReader::get_int(const std::string& name) const {
@@ -251,6 +265,28 @@ void load_parameters(const CheckpointReader& r, const std::string& name, Paramet
                v.size(), p.size());
   Tensor flat = p.flat();
   backend.from_host(Tensor::from(flat.shape(), v), flat);
+}
+
+void save_optimizer(CheckpointWriter& w, const std::string& base, const nn::Optimizer& opt, Backend& backend) {
+  w.put_string(base + "/name", opt.name());
+  w.put_int(base + "/iterations", opt.iterations());
+  // slots() hands out the optimizer's own buffers; saving only reads them.
+  for (const auto& [slot, p] : const_cast<nn::Optimizer&>(opt).slots())
+    save_parameters(w, base + "/" + slot, *p, backend);
+}
+
+void load_optimizer(const CheckpointReader& r, const std::string& base, nn::Optimizer& opt, Backend& backend,
+                    const std::string& what) {
+  // "name"; "optimizer" in master rules' checkpoints before this key; none in workers' parts before it.
+  const std::string key = r.has(base + "/name") ? base + "/name" : base + "/optimizer";
+  if (r.has(key)) {
+    const std::string saved = r.get_string(key);
+    if (saved != opt.name())
+      MPIGAN_THROW(DataError, "checkpoint '{}': the {} optimizer was '{}', this experiment uses '{}'", r.path(), what,
+                   saved, opt.name());
+  }
+  opt.set_iterations(r.get_int(base + "/iterations"));
+  for (const auto& [slot, p] : opt.slots()) load_parameters(r, base + "/" + slot, *p, backend);
 }
 
 }  // namespace mpigan::train

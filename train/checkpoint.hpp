@@ -8,6 +8,7 @@
 
 #include "mpigan/core/backend.hpp"
 #include "mpigan/core/parameter_set.hpp"
+#include "mpigan/nn/optimizer.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,7 @@ class CheckpointReader {
   ~CheckpointReader();
   bool has(const std::string& name) const;
   std::vector<float> floats(const std::string& name) const;
+  std::vector<double> doubles(const std::string& name) const;
   std::int64_t get_int(const std::string& name) const;
   std::string get_string(const std::string& name) const;
   const std::string& path() const { return m_path; }
@@ -71,5 +73,12 @@ class CheckpointReader {
 void save_parameters(CheckpointWriter& w, const std::string& name, const ParameterSet& p, Backend& backend);
 void load_parameters(const CheckpointReader& r, const std::string& name, ParameterSet& p, Backend& backend);
 std::string layout_string(const ParameterSet& p);
+
+/// An optimizer's name, iteration count and slots under BASE/name, BASE/iterations and BASE/SLOT.
+void save_optimizer(CheckpointWriter& w, const std::string& base, const nn::Optimizer& opt, Backend& backend);
+/// The same back; a different optimizer's name is a DataError naming the file and @p what ("the
+/// generator").
+void load_optimizer(const CheckpointReader& r, const std::string& base, nn::Optimizer& opt, Backend& backend,
+                    const std::string& what);
 
 }  // namespace mpigan::train

@@ -18,6 +18,13 @@ class EarlyStopper {
   /// One validation's value of the watched metric; true when the run should stop (logged why).
   bool update(double value);
   std::optional<double> best() const { return m_best; }
+  /// Validations since the best (patience counts them).
+  std::int64_t since_best() const { return m_since_best; }
+  /// Continue from a saved best and count (the sandbox's resume).
+  void restore(std::optional<double> best, std::int64_t since_best) {
+    m_best = best;
+    m_since_best = since_best;
+  }
 
  private:
   EarlyStoppingSpec m_spec;

@@ -39,12 +39,8 @@ void Session::save(CheckpointWriter& w) const {
   save_parameters(w, "model/generator/state", model->generator.state(), *backend);
   save_parameters(w, "model/discriminator/weights", model->discriminator.weights(), *backend);
   save_parameters(w, "model/discriminator/state", model->discriminator.state(), *backend);
-  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}}) {
-    const std::string base = std::string("optimizer/") + name;
-    w.put_string(base + "/name", opt->name());
-    w.put_int(base + "/iterations", opt->iterations());
-    for (const auto& [slot, p] : opt->slots()) save_parameters(w, base + "/" + slot, *p, *backend);
-  }
+  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}})
+    save_optimizer(w, std::string("optimizer/") + name, *opt, *backend);
 }
 
 std::string Session::first_non_finite() const {
@@ -70,15 +66,8 @@ void Session::load(const CheckpointReader& r) {
   load_parameters(r, "model/generator/state", model->generator.state(), *backend);
   load_parameters(r, "model/discriminator/weights", model->discriminator.weights(), *backend);
   load_parameters(r, "model/discriminator/state", model->discriminator.state(), *backend);
-  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}}) {
-    const std::string base = std::string("optimizer/") + name;
-    const std::string saved = r.get_string(base + "/name");
-    if (saved != opt->name())
-      MPIGAN_THROW(DataError, "checkpoint '{}': the {} optimizer was '{}', this experiment uses '{}'", r.path(), name,
-                   saved, opt->name());
-    opt->set_iterations(r.get_int(base + "/iterations"));
-    for (const auto& [slot, p] : opt->slots()) load_parameters(r, base + "/" + slot, *p, *backend);
-  }
+  for (const auto& [name, opt] : {std::pair{"generator", opt_g.get()}, std::pair{"discriminator", opt_d.get()}})
+    load_optimizer(r, std::string("optimizer/") + name, *opt, *backend, name);
 }
 
 void copy_to_host(Backend& be, const ParameterSet& p, std::span<float> out) {

@@ -1,6 +1,8 @@
 // A worker's update without transport (update_builder.hpp).
 #include "mpigan/worker/update_builder.hpp"
 
+#include "mpigan/core/error.hpp"
+
 #include <algorithm>
 
 namespace mpigan::worker {
@@ -109,6 +111,39 @@ void UpdateBuilder::load() {
 
 void UpdateBuilder::set_local_from_reply() {
   std::copy(m_reply.begin(), m_reply.begin() + static_cast<std::ptrdiff_t>(m_local.size()), m_local.begin());
+}
+
+namespace {
+
+void read_into(const train::CheckpointReader& r, const std::string& name, std::vector<float>& out) {
+  std::vector<float> v = r.floats(name);
+  MPIGAN_CHECK(v.size() == out.size(), "'{}': '{}' holds {} values; this model needs {}", r.path(), name, v.size(),
+               out.size());
+  out = std::move(v);
+}
+
+const char* state_rule_key(Net n) {
+  return n == Net::generator ? "/rule/generator" : "/rule/discriminator";
+}
+
+}  // namespace
+
+void UpdateBuilder::save_state(train::CheckpointWriter& w, const std::string& prefix) const {
+  w.put(prefix + "/payload", std::span<const float>(m_payload));
+  w.put(prefix + "/local", std::span<const float>(m_local));
+  w.put(prefix + "/pulled", std::span<const float>(m_pulled));
+  w.put(prefix + "/state_decay", std::span<const double>(m_state_decay));
+  for (Net n : kNets) m_rules[dist::index(n)]->save(w, prefix + state_rule_key(n));
+}
+
+void UpdateBuilder::load_state(const train::CheckpointReader& r, const std::string& prefix) {
+  read_into(r, prefix + "/payload", m_payload);
+  read_into(r, prefix + "/local", m_local);
+  read_into(r, prefix + "/pulled", m_pulled);
+  const auto decay = r.doubles(prefix + "/state_decay");
+  MPIGAN_CHECK(decay.size() == 2, "'{}': {}/state_decay holds {} values, not 2", r.path(), prefix, decay.size());
+  m_state_decay = {decay[0], decay[1]};
+  for (Net n : kNets) m_rules[dist::index(n)]->load(r, prefix + state_rule_key(n));
 }
 
 }  // namespace mpigan::worker

@@ -65,6 +65,13 @@ class UpdateBuilder {
   /// The weights a pull-then-push rule computes its first update against (the initial weights).
   void set_local_from_reply();
 
+  /// Between exchanges (its update built, not yet sent): the payload, the local and pulled
+  /// weights, the state's decay and the rules' worker state under @p prefix, for an exact
+  /// continuation (the sandbox's resume). The reply buffer is not kept: the next reply overwrites
+  /// it before anything reads it.
+  void save_state(train::CheckpointWriter& w, const std::string& prefix) const;
+  void load_state(const train::CheckpointReader& r, const std::string& prefix);
+
  private:
   train::Session& m_session;
   dist::PayloadLayout m_layout;

@@ -39,11 +39,8 @@ void write_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, W
   w.put_int("progress/version", progress.version);
   for (Net n : dist::kNets) ex.rule(n).save(w, rule_key(n));
   if (ex.mode() == algos::WorkerMode::local) {
-    for (const auto& [name, opt] : optimizers(ctx)) {
-      w.put_int(std::string("optimizer/") + name + "/iterations", opt->iterations());
-      for (const auto& [slot, p] : opt->slots())
-        train::save_parameters(w, std::string("optimizer/") + name + "/" + slot, *p, *ctx.session.backend);
-    }
+    for (const auto& [name, opt] : optimizers(ctx))
+      train::save_optimizer(w, std::string("optimizer/") + name, *opt, *ctx.session.backend);
   }
   if (!w.first_non_finite().empty()) {
     // A part nothing could resume from: not written, so this checkpoint never completes and
@@ -71,11 +68,8 @@ void load_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, Wo
   }
   for (Net n : dist::kNets) ex.rule(n).load(r, rule_key(n));
   if (ex.mode() == algos::WorkerMode::local) {
-    for (const auto& [name, opt] : optimizers(ctx)) {
-      opt->set_iterations(r.get_int(std::string("optimizer/") + name + "/iterations"));
-      for (const auto& [slot, p] : opt->slots())
-        train::load_parameters(r, std::string("optimizer/") + name + "/" + slot, *p, *ctx.session.backend);
-    }
+    for (const auto& [name, opt] : optimizers(ctx))
+      train::load_optimizer(r, std::string("optimizer/") + name, *opt, *ctx.session.backend, name);
   }
   progress.checkpoint_written = id;
   spdlog::debug("resumed from {} at step {}", path, progress.steps);

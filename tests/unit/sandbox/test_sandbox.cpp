@@ -3,16 +3,21 @@
 // bounded staleness (topology.max_lead), trees of sub-masters.
 // That a synchronous sandbox run equals a real MPI job bit for bit, flat or under sub-masters, is
 // checked in tests/mpi.
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/sandbox/sandbox.hpp"
 #include "mpigan/train/checkpoint.hpp"
 
 #include "test_utils.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -219,6 +224,116 @@ TEST_CASE("a sandbox run is the same, bit for bit, for the same seeds; another c
   o.seed = 4;
   const auto c = run("sandbox-det-c", 4, set, o);
   CHECK(slurp(a.run_dir + "/updates.csv") != slurp(c.run_dir + "/updates.csv"));
+}
+
+namespace {
+
+/// Both networks' weights and the BatchNorm state of a run's last checkpoint, bit for bit equal.
+void check_same_model(const SandboxResult& a, const SandboxResult& b) {
+  REQUIRE(!a.master.last_checkpoint.empty());
+  REQUIRE(!b.master.last_checkpoint.empty());
+  const train::CheckpointReader ra(a.master.last_checkpoint), rb(b.master.last_checkpoint);
+  for (const char* name : {"model/generator/weights/values", "model/discriminator/weights/values", "model/state"}) {
+    CAPTURE(name);
+    const auto x = ra.floats(name), y = rb.floats(name);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+}
+
+/// The same run, uninterrupted and stopped at @p stop_at updates then resumed, compared.
+void check_resume_exact(const std::string& name, std::vector<std::string> set, std::int64_t stop_at,
+                        std::int64_t end_at) {
+  SandboxOptions o;
+  o.compute = ComputeModel::parse("exp:0.1,0.1");
+  const std::string dir = test::temp_dir(name);
+  auto with_budget = [&](std::int64_t updates) {
+    auto s = set;
+    s.push_back(fmt::format("training.max_updates={}", updates));
+    return experiment(dir, 3, s);
+  };
+  o.workers = 3;
+  o.out_dir = dir + "/whole";
+  const auto d_end = with_budget(end_at);
+  const SandboxResult whole = run_sandbox(d_end, o);
+  o.out_dir = dir + "/parts";
+  const auto d_stop = with_budget(stop_at);
+  const SandboxResult first = run_sandbox(d_stop, o);
+  CHECK(first.master.version == stop_at);
+  REQUIRE(first.state_file == state_path(o.out_dir));
+  o.resume = true;
+  const SandboxResult rest = run_sandbox(d_end, o);
+  CHECK(rest.master.version == end_at);
+  CHECK(rest.master.samples == whole.master.samples);
+  CHECK(rest.simulated_s == whole.simulated_s);
+  CHECK(rest.updates == whole.updates);
+  CHECK(rest.staleness_histogram == whole.staleness_histogram);
+  check_same_model(whole, rest);
+  CHECK(slurp(whole.run_dir + "/updates.csv") == slurp(rest.run_dir + "/updates.csv"));
+}
+
+}  // namespace
+
+TEST_CASE("a flat run stopped at its budget continues exactly from its state: every rule, bounded staleness") {
+  for (const char* rule : {"downpour", "easgd", "gem", "dc_asgd"}) {
+    CAPTURE(rule);
+    check_resume_exact(std::string("sandbox-resume-") + rule, {std::string("algorithm.name=") + rule}, 10, 24);
+  }
+  // sync: rounds of 3 updates, one version each
+  check_resume_exact("sandbox-resume-sync", {"algorithm.name=sync"}, 3, 8);
+  // deferred replies (topology.max_lead) pending at the stop are released first on resume
+  check_resume_exact("sandbox-resume-lead", {"algorithm.name=downpour", "topology.max_lead=1"}, 10, 24);
+}
+
+TEST_CASE("a signal stops a flat run after the event in hand; --resume continues it exactly") {
+  const std::string dir = test::temp_dir("sandbox-resume-signal");
+  const auto d = experiment(dir, 3, {"algorithm.name=downpour", "training.max_updates=16"});
+  SandboxOptions o;
+  o.workers = 3;
+  o.out_dir = dir + "/whole";
+  const SandboxResult whole = run_sandbox(d, o);
+  install_stop_handlers();
+  std::raise(SIGUSR1);  // recorded: the run stops at its first version
+  o.out_dir = dir + "/parts";
+  const SandboxResult first = run_sandbox(d, o);
+  reset_stop_signal();
+  CHECK(first.master.stopped_by_signal == SIGUSR1);
+  CHECK(first.master.version == 1);
+  REQUIRE(!first.state_file.empty());
+  o.resume = true;
+  const SandboxResult rest = run_sandbox(d, o);
+  CHECK(rest.master.stopped_by_signal == 0);
+  CHECK(rest.master.version == 16);
+  check_same_model(whole, rest);
+  CHECK(slurp(whole.run_dir + "/updates.csv") == slurp(rest.run_dir + "/updates.csv"));
+}
+
+TEST_CASE("sandbox --resume: a missing state, another N, a spent budget and a tree are errors that say so") {
+  const std::string dir = test::temp_dir("sandbox-resume-errors");
+  SandboxOptions o;
+  o.workers = 3;
+  o.out_dir = dir + "/run";
+  const auto d = experiment(dir, 3, {"algorithm.name=downpour", "training.max_updates=6"});
+  o.resume = true;
+  CHECK_THROWS_WITH_AS(run_sandbox(d, o), doctest::Contains("sandbox-state.h5"), ConfigError);
+  o.resume = false;
+  REQUIRE(!run_sandbox(d, o).state_file.empty());
+  o.resume = true;
+  CHECK_THROWS_WITH_AS(run_sandbox(d, o), doctest::Contains("raise training.max_samples"), ConfigError);
+  const auto more = experiment(dir, 4, {"algorithm.name=downpour", "training.max_updates=12"});
+  o.workers = 4;
+  CHECK_THROWS_WITH_AS(run_sandbox(more, o), doctest::Contains("--workers 3"), ConfigError);
+  o.workers = 3;
+  const auto other_rule = experiment(dir, 3, {"algorithm.name=easgd", "training.max_updates=12"});
+  CHECK_THROWS_WITH_AS(run_sandbox(other_rule, o), doctest::Contains("algorithm.name downpour"), ConfigError);
+  // A tree stops at once, as before, and leaves no state to continue from.
+  const auto tree = experiment(dir, 4, {"algorithm.name=downpour", "training.max_updates=6", "topology.masters=3"});
+  o.workers = 4;
+  o.resume = false;
+  o.out_dir = dir + "/tree";
+  CHECK(run_sandbox(tree, o).state_file.empty());
+  o.resume = true;
+  CHECK_THROWS_WITH(run_sandbox(tree, o), doctest::Contains("tree of masters"));
 }
 
 TEST_CASE("every rule trains tiny-8 in the sandbox with 4 virtual workers: finite, every worker served") {

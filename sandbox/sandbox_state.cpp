@@ -1,0 +1,220 @@
+// The exact state of a flat sandbox run (sandbox_loop.hpp): saved when the run stops by a signal
+// or at its budget, between two events, and restored by `mpigan sandbox --resume`, so that the
+// continued run computes what the uninterrupted one would have, bit for bit.
+//
+// Between events every virtual worker has its next update built (it computed it when its reply
+// arrived) and waits in the event queue, and no synchronous round is open (the stop is noted in
+// the event that made a version). So the state is: the clock and the queue; per worker its update
+// in flight (payload, header), the weights it pulled and holds, its rules' and optimizers' state,
+// its data position and counters; the master's service (weights, BatchNorm state, rules, each
+// child's bookkeeping) and its logs' bookkeeping. The session's model is not saved: each worker
+// loads its own weights into it before it computes. Size: about three payloads per worker.
+#include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
+#include "mpigan/master/checkpoints.hpp"
+#include "mpigan/sandbox/sandbox_loop.hpp"
+#include "mpigan/train/run_dir.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+namespace mpigan::sandbox {
+
+std::string state_path(const std::string& run_dir) {
+  return run_dir + "/sandbox-state.h5";
+}
+
+namespace detail {
+
+namespace {
+
+constexpr std::int64_t kFormat = 1;
+
+std::vector<double> header_values(const dist::Header& h) {
+  std::vector<double> v{static_cast<double>(h.kind),
+                        static_cast<double>(h.child),
+                        static_cast<double>(h.version),
+                        static_cast<double>(h.samples),
+                        static_cast<double>(h.steps),
+                        static_cast<double>(h.epoch),
+                        static_cast<double>(h.cursor),
+                        static_cast<double>(h.flags),
+                        static_cast<double>(h.n_losses),
+                        static_cast<double>(h.checkpoint),
+                        h.compute_s,
+                        h.wait_s};
+  v.insert(v.end(), h.sumsq.begin(), h.sumsq.end());
+  v.insert(v.end(), h.state_decay.begin(), h.state_decay.end());
+  v.insert(v.end(), h.losses.begin(), h.losses.end());
+  return v;
+}
+
+dist::Header header_from(const std::vector<double>& v, const std::string& where) {
+  dist::Header h;
+  MPIGAN_CHECK(v.size() == 12 + h.sumsq.size() + h.state_decay.size() + h.losses.size(),
+               "{}: a header of {} values, not the {} this build writes", where, v.size(),
+               12 + h.sumsq.size() + h.state_decay.size() + h.losses.size());
+  h.kind = static_cast<dist::Kind>(static_cast<int>(v[0]));
+  h.child = static_cast<std::int32_t>(v[1]);
+  h.version = static_cast<std::int64_t>(v[2]);
+  h.samples = static_cast<std::int64_t>(v[3]);
+  h.steps = static_cast<std::int64_t>(v[4]);
+  h.epoch = static_cast<std::int64_t>(v[5]);
+  h.cursor = static_cast<std::int64_t>(v[6]);
+  h.flags = static_cast<std::int32_t>(v[7]);
+  h.n_losses = static_cast<std::int32_t>(v[8]);
+  h.checkpoint = static_cast<std::int64_t>(v[9]);
+  h.compute_s = v[10];
+  h.wait_s = v[11];
+  auto it = v.begin() + 12;
+  std::copy(it, it + 3, h.sumsq.begin());
+  std::copy(it + 3, it + 5, h.state_decay.begin());
+  std::copy(it + 5, v.end(), h.losses.begin());
+  return h;
+}
+
+std::string worker_key(int id) {
+  return fmt::format("worker/{}", id);
+}
+
+/// The options and experiment that must match for a continuation to be the same simulation.
+struct Identity {
+  std::string name, value;
+};
+
+}  // namespace
+
+void Sandbox::save_state() {
+  const std::string path = state_path(m_dir);
+  const VirtualMaster& t = *m_masters.front();
+  train::CheckpointWriter out(path);
+  out.put_int("sandbox/format", kFormat);
+  out.put_int("sandbox/workers", m_o.workers);
+  out.put_string("sandbox/rule", m_d.dist.algorithm->name());
+  out.put_string("sandbox/model", m_e.model.name);
+  out.put_string("sandbox/compute", m_o.compute.spec());
+  out.put(
+      "sandbox/clock",
+      std::vector<double>{m_now, m_latest, static_cast<double>(m_seq), static_cast<double>(m_workers_done),
+                          static_cast<double>(m_deferred), t.free, m_o.network.bandwidth_bytes_per_s,
+                          m_o.network.latency_s, m_o.master_s, static_cast<double>(m_o.seed),
+                          m_wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count(), m_result.master.last_val_d, m_result.master.last_val_g});
+  std::vector<double> events;
+  for (auto q = m_events; !q.empty(); q.pop()) {
+    const Event& e = q.top();
+    events.insert(events.end(), {e.t, static_cast<double>(e.seq), static_cast<double>(e.worker),
+                                 static_cast<double>(static_cast<int>(e.kind))});
+  }
+  out.put("sandbox/events", events);
+  t.service->save(out);
+  t.service->save_exact(out, "service");
+  t.progress->save_state(out, "progress_log");
+  for (const VirtualWorker& w : m_workers) {
+    const std::string key = worker_key(w.id);
+    const auto pos = w.data->position();
+    out.put(key + "/fields",
+            std::vector<double>{static_cast<double>(w.version), static_cast<double>(w.steps),
+                                static_cast<double>(w.exchanges), static_cast<double>(w.served),
+                                w.exhausted ? 1.0 : 0.0, w.done ? 1.0 : 0.0, w.deferred ? 1.0 : 0.0,
+                                w.deferred_pull ? 1.0 : 0.0, w.deferred_at, w.sent_at, static_cast<double>(w.top_base),
+                                static_cast<double>(pos.epoch), static_cast<double>(pos.cursor)});
+    out.put(key + "/header", header_values(w.header));
+    w.update->save_state(out, key);
+    const char* names[2] = {"generator", "discriminator"};
+    for (std::size_t k = 0; k < 2; ++k)
+      if (w.opt[k]) train::save_optimizer(out, key + "/optimizer/" + names[k], *w.opt[k], *m_session.backend);
+  }
+  out.commit();  // a non-finite update in flight is kept as it is: the master will reject it, as before
+  m_result.state_file = path;
+  spdlog::info("sandbox: state saved to {} at version {}: `mpigan sandbox ... --resume` continues from it", path,
+               t.service->version());
+}
+
+std::int64_t Sandbox::load_state() {
+  const std::string path = state_path(m_dir);
+  MPIGAN_CHECK(!tree(), "sandbox --resume: a tree of masters (topology.masters {}) cannot be resumed; only a flat run",
+               m_masters.size());
+  if (!std::filesystem::exists(path))
+    MPIGAN_THROW(ConfigError,
+                 "sandbox --resume {}: no {} there (a flat sandbox run writes it when it stops by a signal or at its "
+                 "budget)",
+                 m_dir, path);
+  train::CheckpointReader r(path);
+  MPIGAN_CHECK(r.get_int("sandbox/format") == kFormat, "{}: state format {}, this build reads {}", path,
+               r.get_int("sandbox/format"), kFormat);
+  const std::vector<Identity> saved{{"--workers", std::to_string(r.get_int("sandbox/workers"))},
+                                    {"algorithm.name", r.get_string("sandbox/rule")},
+                                    {"model.name", r.get_string("sandbox/model")},
+                                    {"--compute", r.get_string("sandbox/compute")}};
+  const std::vector<Identity> now{{"--workers", std::to_string(m_o.workers)},
+                                  {"algorithm.name", m_d.dist.algorithm->name()},
+                                  {"model.name", m_e.model.name},
+                                  {"--compute", m_o.compute.spec()}};
+  for (std::size_t i = 0; i < saved.size(); ++i)
+    if (saved[i].value != now[i].value)
+      MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with {} {}; this run has {}: resume with the same {}",
+                   path, saved[i].name, saved[i].value, now[i].value, saved[i].name);
+  const auto clock = r.doubles("sandbox/clock");
+  MPIGAN_CHECK(clock.size() == 13, "{}: sandbox/clock holds {} values, not 13", path, clock.size());
+  const std::vector<std::pair<const char*, double>> options{{"--bandwidth", m_o.network.bandwidth_bytes_per_s},
+                                                            {"--latency", m_o.network.latency_s},
+                                                            {"--master-ms", m_o.master_s},
+                                                            {"--clock-seed", static_cast<double>(m_o.seed)}};
+  for (std::size_t i = 0; i < options.size(); ++i)
+    if (clock[6 + i] != options[i].second)
+      MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with another {} ({} there, {} now)", path,
+                   options[i].first, clock[6 + i], options[i].second);
+  m_now = clock[0];
+  m_latest = clock[1];
+  m_seq = static_cast<std::uint64_t>(clock[2]);
+  m_workers_done = static_cast<int>(clock[3]);
+  m_deferred = static_cast<std::int64_t>(clock[4]);
+  VirtualMaster& t = top();
+  t.free = clock[5];
+  m_wall_before = clock[10];
+  m_result.master.last_val_d = clock[11];
+  m_result.master.last_val_g = clock[12];
+  const auto events = r.doubles("sandbox/events");
+  MPIGAN_CHECK(events.size() % 4 == 0, "{}: sandbox/events holds {} values, not events of 4", path, events.size());
+  for (std::size_t i = 0; i < events.size(); i += 4)
+    m_events.push({events[i], static_cast<std::uint64_t>(events[i + 1]), static_cast<int>(events[i + 2]),
+                   static_cast<Event::Kind>(static_cast<int>(events[i + 3]))});
+  t.service->load(r, path);
+  t.service->load_exact(r, "service");
+  for (VirtualWorker& w : m_workers) {
+    const std::string key = worker_key(w.id);
+    const auto f = r.doubles(key + "/fields");
+    MPIGAN_CHECK(f.size() == 13, "{}: {}/fields holds {} values, not 13", path, key, f.size());
+    w.version = static_cast<std::int64_t>(f[0]);
+    w.steps = static_cast<std::int64_t>(f[1]);
+    w.exchanges = static_cast<std::int64_t>(f[2]);
+    w.served = static_cast<std::int64_t>(f[3]);
+    w.exhausted = f[4] != 0;
+    w.done = f[5] != 0;
+    w.deferred = f[6] != 0;
+    w.deferred_pull = f[7] != 0;
+    w.deferred_at = f[8];
+    w.sent_at = f[9];
+    w.top_base = static_cast<std::int64_t>(f[10]);
+    w.data->seek({static_cast<std::int64_t>(f[11]), static_cast<std::int64_t>(f[12])});
+    w.header = header_from(r.doubles(key + "/header"), path + ": " + key);
+    w.update->load_state(r, key);
+    const char* names[2] = {"generator", "discriminator"};
+    for (std::size_t k = 0; k < 2; ++k)
+      if (w.opt[k])
+        train::load_optimizer(r, key + "/optimizer/" + names[k], *w.opt[k], *m_session.backend,
+                              fmt::format("virtual worker {}'s {}", w.id, names[k]));
+  }
+  const std::int64_t v = t.service->version();
+  t.progress->open_logs(v);
+  t.progress->load_state(r, "progress_log");
+  spdlog::info("sandbox: resumed from {} at version {} ({} samples, simulated {:.1f} s)", path, v,
+               t.service->samples(), m_latest);
+  return v;
+}
+
+}  // namespace detail
+
+}  // namespace mpigan::sandbox
