@@ -79,6 +79,47 @@ std::string worker_key(int id) {
   return fmt::format("worker/{}", id);
 }
 
+constexpr const char* kNetNames[2] = {"generator", "discriminator"};
+
+void save_worker(train::CheckpointWriter& out, const VirtualWorker& w, Backend& backend) {
+  const std::string key = worker_key(w.id);
+  const auto pos = w.data->position();
+  out.put(key + "/fields",
+          std::vector<double>{static_cast<double>(w.version), static_cast<double>(w.steps),
+                              static_cast<double>(w.exchanges), static_cast<double>(w.served), w.exhausted ? 1.0 : 0.0,
+                              w.done ? 1.0 : 0.0, w.deferred ? 1.0 : 0.0, w.deferred_pull ? 1.0 : 0.0, w.deferred_at,
+                              w.sent_at, static_cast<double>(w.top_base), static_cast<double>(pos.epoch),
+                              static_cast<double>(pos.cursor)});
+  out.put(key + "/header", header_values(w.header));
+  w.update->save_state(out, key);
+  for (std::size_t k = 0; k < 2; ++k)
+    if (w.opt[k]) train::save_optimizer(out, key + "/optimizer/" + kNetNames[k], *w.opt[k], backend);
+}
+
+void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& backend) {
+  const std::string key = worker_key(w.id);
+  const auto f = r.doubles(key + "/fields");
+  MPIGAN_CHECK(f.size() == 13, "{}: {}/fields holds {} values, not 13", r.path(), key, f.size());
+  w.version = static_cast<std::int64_t>(f[0]);
+  w.steps = static_cast<std::int64_t>(f[1]);
+  w.exchanges = static_cast<std::int64_t>(f[2]);
+  w.served = static_cast<std::int64_t>(f[3]);
+  w.exhausted = f[4] != 0;
+  w.done = f[5] != 0;
+  w.deferred = f[6] != 0;
+  w.deferred_pull = f[7] != 0;
+  w.deferred_at = f[8];
+  w.sent_at = f[9];
+  w.top_base = static_cast<std::int64_t>(f[10]);
+  w.data->seek({static_cast<std::int64_t>(f[11]), static_cast<std::int64_t>(f[12])});
+  w.header = header_from(r.doubles(key + "/header"), r.path() + ": " + key);
+  w.update->load_state(r, key);
+  for (std::size_t k = 0; k < 2; ++k)
+    if (w.opt[k])
+      train::load_optimizer(r, key + "/optimizer/" + kNetNames[k], *w.opt[k], backend,
+                            fmt::format("virtual worker {}'s {}", w.id, kNetNames[k]));
+}
+
 /// The options and experiment that must match for a continuation to be the same simulation.
 struct Identity {
   std::string name, value;
@@ -95,12 +136,13 @@ void Sandbox::save_state() {
   out.put_string("sandbox/rule", m_d.dist.algorithm->name());
   out.put_string("sandbox/model", m_e.model.name);
   out.put_string("sandbox/compute", m_o.compute.spec());
-  out.put(
-      "sandbox/clock",
-      std::vector<double>{m_now, m_latest, static_cast<double>(m_seq), static_cast<double>(m_workers_done),
-                          static_cast<double>(m_deferred), t.free, m_o.network.bandwidth_bytes_per_s,
-                          m_o.network.latency_s, m_o.master_s, static_cast<double>(m_o.seed),
-                          m_wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count(), m_result.master.last_val_d, m_result.master.last_val_g});
+  out.put("sandbox/clock",
+          std::vector<double>{
+              m_now, m_latest, static_cast<double>(m_seq), static_cast<double>(m_workers_done),
+              static_cast<double>(m_deferred), t.free, m_o.network.bandwidth_bytes_per_s, m_o.network.latency_s,
+              m_o.master_s, static_cast<double>(m_o.seed),
+              m_wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count(),
+              m_result.master.last_val_d, m_result.master.last_val_g});
   std::vector<double> events;
   for (auto q = m_events; !q.empty(); q.pop()) {
     const Event& e = q.top();
@@ -111,21 +153,7 @@ void Sandbox::save_state() {
   t.service->save(out);
   t.service->save_exact(out, "service");
   t.progress->save_state(out, "progress_log");
-  for (const VirtualWorker& w : m_workers) {
-    const std::string key = worker_key(w.id);
-    const auto pos = w.data->position();
-    out.put(key + "/fields",
-            std::vector<double>{static_cast<double>(w.version), static_cast<double>(w.steps),
-                                static_cast<double>(w.exchanges), static_cast<double>(w.served),
-                                w.exhausted ? 1.0 : 0.0, w.done ? 1.0 : 0.0, w.deferred ? 1.0 : 0.0,
-                                w.deferred_pull ? 1.0 : 0.0, w.deferred_at, w.sent_at, static_cast<double>(w.top_base),
-                                static_cast<double>(pos.epoch), static_cast<double>(pos.cursor)});
-    out.put(key + "/header", header_values(w.header));
-    w.update->save_state(out, key);
-    const char* names[2] = {"generator", "discriminator"};
-    for (std::size_t k = 0; k < 2; ++k)
-      if (w.opt[k]) train::save_optimizer(out, key + "/optimizer/" + names[k], *w.opt[k], *m_session.backend);
-  }
+  for (const VirtualWorker& w : m_workers) save_worker(out, w, *m_session.backend);
   out.commit();  // a non-finite update in flight is kept as it is: the master will reject it, as before
   m_result.state_file = path;
   spdlog::info("sandbox: state saved to {} at version {}: `mpigan sandbox ... --resume` continues from it", path,
@@ -183,35 +211,12 @@ std::int64_t Sandbox::load_state() {
                    static_cast<Event::Kind>(static_cast<int>(events[i + 3]))});
   t.service->load(r, path);
   t.service->load_exact(r, "service");
-  for (VirtualWorker& w : m_workers) {
-    const std::string key = worker_key(w.id);
-    const auto f = r.doubles(key + "/fields");
-    MPIGAN_CHECK(f.size() == 13, "{}: {}/fields holds {} values, not 13", path, key, f.size());
-    w.version = static_cast<std::int64_t>(f[0]);
-    w.steps = static_cast<std::int64_t>(f[1]);
-    w.exchanges = static_cast<std::int64_t>(f[2]);
-    w.served = static_cast<std::int64_t>(f[3]);
-    w.exhausted = f[4] != 0;
-    w.done = f[5] != 0;
-    w.deferred = f[6] != 0;
-    w.deferred_pull = f[7] != 0;
-    w.deferred_at = f[8];
-    w.sent_at = f[9];
-    w.top_base = static_cast<std::int64_t>(f[10]);
-    w.data->seek({static_cast<std::int64_t>(f[11]), static_cast<std::int64_t>(f[12])});
-    w.header = header_from(r.doubles(key + "/header"), path + ": " + key);
-    w.update->load_state(r, key);
-    const char* names[2] = {"generator", "discriminator"};
-    for (std::size_t k = 0; k < 2; ++k)
-      if (w.opt[k])
-        train::load_optimizer(r, key + "/optimizer/" + names[k], *w.opt[k], *m_session.backend,
-                              fmt::format("virtual worker {}'s {}", w.id, names[k]));
-  }
+  for (VirtualWorker& w : m_workers) load_worker(r, w, *m_session.backend);
   const std::int64_t v = t.service->version();
   t.progress->open_logs(v);
   t.progress->load_state(r, "progress_log");
-  spdlog::info("sandbox: resumed from {} at version {} ({} samples, simulated {:.1f} s)", path, v,
-               t.service->samples(), m_latest);
+  spdlog::info("sandbox: resumed from {} at version {} ({} samples, simulated {:.1f} s)", path, v, t.service->samples(),
+               m_latest);
   return v;
 }
 
