@@ -141,6 +141,10 @@ SandboxResult Sandbox::run() {
       if (!m_stopping) save_state();
       begin_stop(std::exchange(m_pause, {}));
     }
+    if (std::exchange(m_save_due, false) && !m_stopping) {
+      write_checkpoint(top().service->version());
+      if (!tree()) save_state();
+    }
     if (m_stopping || m_events.empty()) break;
     const Event ev = m_events.top();
     m_events.pop();

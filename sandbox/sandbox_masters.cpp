@@ -168,6 +168,8 @@ void Sandbox::after_top_version() {
     return stop(signal_name(stop_signal()) + " received");
   }
   if (const char* spent = m_e.budget_spent(v, t.service->samples())) return stop(spent);
+  // checkpoint.every: a checkpoint and (flat) the state to resume from, once the event is over.
+  if (m_e.checkpoint_every > 0 && v % m_e.checkpoint_every == 0) m_save_due = true;
   bool early = false;
   if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)
     early = t.progress->physics_now(*t.service, m_result.master);

@@ -308,6 +308,33 @@ TEST_CASE("a signal stops a flat run after the event in hand; --resume continues
   CHECK(slurp(whole.run_dir + "/updates.csv") == slurp(rest.run_dir + "/updates.csv"));
 }
 
+TEST_CASE("checkpoint.every: the state saved on the way resumes a run that ended otherwise (its data) exactly") {
+  // A run killed outright (SIGKILL, a lost node) continues from its last periodic state. Here the
+  // run ends with its data, which saves no state: the last periodic one is left to resume from.
+  const std::string dir = test::temp_dir("sandbox-resume-every");
+  const auto d = experiment(dir, 3, {"algorithm.name=easgd", "checkpoint.every=16"});
+  SandboxOptions o;
+  o.workers = 3;
+  o.compute = ComputeModel::parse("exp:0.1,0.1");
+  o.out_dir = dir + "/run";
+  const SandboxResult whole = run_sandbox(d, o);
+  REQUIRE(whole.master.version > 32);
+  CHECK(whole.state_file == state_path(o.out_dir));
+  const train::CheckpointReader state(whole.state_file);
+  const std::int64_t saved_at = state.get_int("progress/version");
+  CHECK(saved_at == whole.master.version / 16 * 16);
+  const auto log = slurp(whole.run_dir + "/updates.csv");
+  const auto weights = train::CheckpointReader(whole.master.last_checkpoint).floats("model/generator/weights/values");
+  o.resume = true;
+  const SandboxResult rest = run_sandbox(d, o);
+  CHECK(rest.master.version == whole.master.version);
+  CHECK(rest.updates == whole.updates);
+  CHECK(slurp(rest.run_dir + "/updates.csv") == log);
+  const auto again = train::CheckpointReader(rest.master.last_checkpoint).floats("model/generator/weights/values");
+  REQUIRE(again.size() == weights.size());
+  CHECK(std::memcmp(again.data(), weights.data(), weights.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("sandbox --resume: a missing state, another N, a spent budget and a tree are errors that say so") {
   const std::string dir = test::temp_dir("sandbox-resume-errors");
   SandboxOptions o;
