@@ -84,6 +84,38 @@ MPIGAN=$mpigan timeout 300 sbatch --wait --ntasks=3 --cpus-per-task=1 --output="
 grep -q "Trained $((step + 50)) updates" "$work/resume.out" || fail "the resumed job did not reach $((step + 50))"
 echo "ok: scancel: a second job resumed from update $step to $((step + 50))"
 
+# The sandbox's script: SIGUSR1 (what --signal=USR1@180 sends before the time limit) stops the
+# study after the event in hand with its state saved; the job requeues itself and the second run
+# continues from the state to the budget, every update logged once.
+cat >"$work/sandbox.yaml" <<YAML
+name: slurm-sandbox
+seed: 5
+threads: 1
+model: {name: tiny-8}
+data: {synthetic: {events: 4096, validation_events: 64}}
+training: {batch: 8, epochs: 100, max_updates: 3000}
+validation: {enabled: false}
+logging: {level: info, every: 500}
+YAML
+job=$(MPIGAN=$mpigan sbatch --parsable --cpus-per-task=1 --output="$work/sandbox.out" \
+  "$root/slurm/sandbox.sbatch" "$work/study" "$work/sandbox.yaml" --workers 3) || fail "sbatch of the sandbox failed"
+for _ in $(seq 600); do
+  [[ -f $work/study/updates.csv && $(wc -l <"$work/study/updates.csv") -gt 300 ]] && break
+  sleep 0.1
+done
+[[ -f $work/study/updates.csv ]] || fail "the sandbox did not start ($(tail -5 "$work/sandbox.out" 2>&1))"
+scancel --signal=USR1 "$job"
+for _ in $(seq 1800); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.1; done
+squeue -h -j "$job" 2>/dev/null | grep -q . && fail "sandbox job $job still queued 180 s after SIGUSR1"
+grep -q "requeueing job $job" "$work/sandbox.out" || fail "the sandbox job did not requeue ($(tail -5 "$work/sandbox.out"))"
+grep -q -- "--resume $work/study" "$work/sandbox.out" || fail "the requeued job did not resume"
+grep -q "Sandbox: 3000 updates" "$work/sandbox.out" || fail "the resumed study did not reach 3000 updates"
+steps=$(cut -d, -f2 "$work/study/updates.csv" | tail -n +2)
+[[ $(sort -n <<<"$steps" | uniq | wc -l) -eq 3000 && $(wc -l <<<"$steps") -eq 3000 ]] ||
+  fail "updates.csv does not log updates 1..3000 once each"
+stopped=$(grep -o "resumed from .* at version [0-9]*" "$work/sandbox.out" | grep -o "[0-9]*$" || true)
+echo "ok: slurm/sandbox.sbatch: SIGUSR1 stopped the study at version ${stopped:-?}, the job requeued and finished 3000"
+
 # The machine-specific scripts ask for GPU nodes with 12/16 cores; here their GPU constraint is
 # lifted and the cores reduced to what the local node has.
 for spec in "daint.sbatch --constraint=" "titan.sbatch --gres=none"; do
