@@ -69,12 +69,20 @@ int run_sandbox_command(const SandboxArgs& a) {
   std::printf("Results in %s/: config.yaml, metrics.csv, updates.csv, sandbox.json, checkpoints/ (latest: %s).\n",
               r.run_dir.c_str(), m.last_checkpoint.empty() ? "none" : m.last_checkpoint.c_str());
   std::fputs(m.physics.summary().c_str(), stdout);
-  if (!r.state_file.empty())
-    std::printf(
-        "Stopped at version %lld; to continue exactly where it stopped (raise training.max_samples or "
-        "max_updates if its budget was spent):\n  mpigan sandbox %s --workers %d [the same options] "
-        "--resume %s\n",
-        static_cast<long long>(m.version), a.experiment.c_str(), a.workers, r.run_dir.c_str());
+  if (!r.state_file.empty()) {
+    const std::string how = fmt::format("  mpigan sandbox {} --workers {} [the same options] --resume {}\n",
+                                        a.experiment, a.workers, r.run_dir);
+    if (r.state_version == m.version)
+      std::printf(
+          "Stopped at version %lld with its state saved; to continue exactly where it stopped (raise "
+          "training.max_samples or max_updates if its budget was spent):\n%s",
+          static_cast<long long>(m.version), how.c_str());
+    else
+      std::printf(
+          "Its state at version %lld (checkpoint.every) continues it exactly from there (raise "
+          "training.epochs to go past the data's end):\n%s",
+          static_cast<long long>(r.state_version), how.c_str());
+  }
   if (!m.failure.empty()) {
     std::fprintf(stderr, "mpigan: error: %s\n", m.failure.c_str());
     return 1;

@@ -73,8 +73,10 @@ struct SandboxResult {
   std::vector<std::int64_t> canonical_staleness_histogram;
   double canonical_mean_staleness = 0;
   std::string run_dir;
-  /// The state file this run saved to continue from (state_path), or empty.
+  /// The state file this run saved to continue from (state_path), or empty, and the version it
+  /// holds (the stop's, or the last checkpoint.every before another end).
   std::string state_file;
+  std::int64_t state_version = -1;
 };
 
 /// Run the sandbox: training ends as a real run does (max_updates, the data's epochs, early

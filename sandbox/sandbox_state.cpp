@@ -156,6 +156,7 @@ void Sandbox::save_state() {
   for (const VirtualWorker& w : m_workers) save_worker(out, w, *m_session.backend);
   out.commit();  // a non-finite update in flight is kept as it is: the master will reject it, as before
   m_result.state_file = path;
+  m_result.state_version = t.service->version();
   spdlog::info("sandbox: state saved to {} at version {}: `mpigan sandbox ... --resume` continues from it", path,
                t.service->version());
 }

@@ -261,6 +261,7 @@ void check_resume_exact(const std::string& name, std::vector<std::string> set, s
   const SandboxResult first = run_sandbox(d_stop, o);
   CHECK(first.master.version == stop_at);
   REQUIRE(first.state_file == state_path(o.out_dir));
+  CHECK(first.state_version == stop_at);
   o.resume = true;
   const SandboxResult rest = run_sandbox(d_end, o);
   CHECK(rest.master.version == end_at);
@@ -323,6 +324,7 @@ TEST_CASE("checkpoint.every: the state saved on the way resumes a run that ended
   const train::CheckpointReader state(whole.state_file);
   const std::int64_t saved_at = state.get_int("progress/version");
   CHECK(saved_at == whole.master.version / 16 * 16);
+  CHECK(whole.state_version == saved_at);
   const auto log = slurp(whole.run_dir + "/updates.csv");
   const auto weights = train::CheckpointReader(whole.master.last_checkpoint).floats("model/generator/weights/values");
   o.resume = true;
