@@ -124,7 +124,7 @@ SandboxResult Sandbox::run() {
       m_o.network.bandwidth_bytes_per_s / 1e9, m_o.network.latency_s * 1e6, m_o.master_s * 1e3,
       static_cast<double>(m_bytes) / 1e6);
   if (m_o.resume) {
-    const std::int64_t from = load_state();
+    const std::int64_t from = m_resumed_from = load_state();
     const auto& t = *top().service;
     if (const char* spent = m_e.budget_spent(from, t.samples()))
       MPIGAN_THROW(ConfigError,
@@ -358,7 +358,8 @@ void Sandbox::write_summary() const {
     j["canonical_staleness_histogram"] = m_result.canonical_staleness_histogram;
   }
   j["failure"] = m_result.master.failure;
-  j["wall_s"] = m_result.master.wall_s;
+  j["wall_s"] = m_result.master.wall_s;  // the parts' sum when the run was continued
+  if (m_resumed_from >= 0) j["resumed_from_version"] = m_resumed_from;
   if (m_result.master.physics.last) {
     j["physics"]["fom"] = m_result.master.physics.last->fom;
     j["physics"]["step"] = m_result.master.physics.last->step;

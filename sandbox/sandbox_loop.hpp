@@ -148,8 +148,9 @@ class Sandbox {
   /// A flat run's stop by a signal or its budget, noted during an event: the event finishes, the
   /// state is saved, then the run stops (so that it can continue exactly).
   std::string m_pause;
-  bool m_save_due = false;   ///< checkpoint.every: a checkpoint (and the state) after this event
-  double m_wall_before = 0;  ///< real seconds of the runs this one continues
+  bool m_save_due = false;           ///< checkpoint.every: a checkpoint (and the state) after this event
+  double m_wall_before = 0;          ///< real seconds of the runs this one continues
+  std::int64_t m_resumed_from = -1;  ///< the version this run continued from (--resume)
   std::chrono::steady_clock::time_point m_wall0;
   std::vector<std::int64_t> m_canonical;  ///< a tree: canonical staleness histogram
   SandboxResult m_result;
