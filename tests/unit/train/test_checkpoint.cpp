@@ -53,6 +53,44 @@ TEST_CASE("checkpoint round trip and atomic writes") {
   CHECK_THROWS_AS(CheckpointReader(dir + "/trunc.h5"), DataError);
 }
 
+TEST_CASE("optimizers: saved and loaded with their slots and iterations; another optimizer is an error") {
+  const std::string dir = temp_dir("ckpt-opt");
+  auto be = make_backend("cpu");
+  ParameterSet w;
+  w.add("dense/kernel", {3, 2});
+  w.allocate(*be);
+  auto rmsprop = nn::make_optimizer(nn::OptimizerConfig::defaults("rmsprop"), *be, w);
+  rmsprop->set_iterations(7);
+  auto& ms = *rmsprop->slots().front().second;
+  Tensor m = ms.flat();
+  std::vector<float> slot(ms.size());  // the 6 weights, then the zero gap to the segment alignment
+  for (std::size_t i = 0; i < 6; ++i) slot[i] = static_cast<float>(i + 1);
+  be->from_host(Tensor::from(m.shape(), slot), m);
+  {
+    CheckpointWriter out(dir + "/o.h5");
+    save_optimizer(out, "optimizer/generator", *rmsprop, *be);
+    // What a master rule's checkpoint held before the key was "name".
+    out.put_string("old/optimizer", "rmsprop");
+    out.put_int("old/iterations", 3);
+    save_parameters(out, "old/ms", ms, *be);
+    out.commit();
+  }
+  const CheckpointReader r(dir + "/o.h5");
+  auto again = nn::make_optimizer(nn::OptimizerConfig::defaults("rmsprop"), *be, w);
+  load_optimizer(r, "optimizer/generator", *again, *be, "generator");
+  CHECK(again->iterations() == 7);
+  const Tensor got = be->to_host(again->slots().front().second->flat());
+  CHECK(std::vector<float>(got.values().begin(), got.values().end()) == slot);
+  load_optimizer(r, "old", *again, *be, "master");
+  CHECK(again->iterations() == 3);
+  auto adam = nn::make_optimizer(nn::OptimizerConfig::defaults("adam"), *be, w);
+  CHECK_THROWS_WITH_AS(load_optimizer(r, "optimizer/generator", *adam, *be, "generator"),
+                       doctest::Contains("the generator optimizer was 'rmsprop', this experiment uses 'adam'"),
+                       DataError);
+  CHECK_THROWS_WITH_AS(load_optimizer(r, "old", *adam, *be, "master"),
+                       doctest::Contains("the master optimizer was 'rmsprop'"), DataError);
+}
+
 TEST_CASE("loading parameters into another model names the first difference") {
   auto be = make_backend("cpu");
   ParameterSet a, b;
