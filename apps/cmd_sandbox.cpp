@@ -39,9 +39,8 @@ int run_sandbox_command(const SandboxArgs& a) {
   o.seed = a.seed;
   o.out_dir = a.out;
   if (!a.resume.empty()) {
-    MPIGAN_CHECK(a.out.empty() || a.out == a.resume, "sandbox: --out {} and --resume {} name different run directories",
-                 a.out, a.resume);
-    o.out_dir = a.resume;
+    o.out_dir = a.out.empty() ? a.resume : a.out;  // --out elsewhere: a branch of the run
+    o.resume_from = a.resume;
     o.resume = true;
   }
   install_stop_handlers();  // SIGTERM/SIGINT/SIGUSR1: stop after the current update
@@ -113,7 +112,7 @@ void add_sandbox_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "run directory (default: the experiment's output.dir)");
   cmd->add_option("--resume", a->resume,
                   "continue the run in this directory exactly where it stopped (its sandbox-state.h5: a flat run "
-                  "stopped by a signal or at its budget)");
+                  "stopped by a signal or at its budget); with --out elsewhere, a branch of it continues there");
   cmd->callback([a] {
     const int rc = run_sandbox_command(*a);
     std::fflush(stdout);

@@ -48,6 +48,10 @@ struct SandboxOptions {
   /// signal or at its budget), exactly where it stopped: raise training.max_samples (or
   /// max_updates) to extend a run that spent its budget.
   bool resume = false;
+  /// With resume: the run directory whose state to continue (empty: out_dir). Another directory
+  /// makes a branch: its logs and best generator are copied into out_dir and the run continues
+  /// there, the original left as it was (e.g. to compare a rule's parameter changed midway).
+  std::string resume_from;
 };
 
 /// The file a flat sandbox run leaves in its run directory when it stops by a signal or at its

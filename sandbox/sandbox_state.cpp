@@ -120,6 +120,16 @@ void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& ba
                             fmt::format("virtual worker {}'s {}", w.id, kNetNames[k]));
 }
 
+/// A branch: the logs and the best generator of run @p from continue in @p to.
+void branch_logs(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"updates.csv", "metrics.csv", "checkpoints/best.h5"}) {
+    const fs::path src = fs::path(from) / name;
+    if (fs::exists(src)) fs::copy_file(src, fs::path(to) / name, fs::copy_options::overwrite_existing);
+  }
+  spdlog::info("sandbox: a branch of {} continues in {}", from, to);
+}
+
 /// The options and experiment that must match for a continuation to be the same simulation.
 struct Identity {
   std::string name, value;
@@ -162,14 +172,15 @@ void Sandbox::save_state() {
 }
 
 std::int64_t Sandbox::load_state() {
-  const std::string path = state_path(m_dir);
+  const std::string from = m_o.resume_from.empty() ? m_dir : m_o.resume_from;
+  const std::string path = state_path(from);
   MPIGAN_CHECK(!tree(), "sandbox --resume: a tree of masters (topology.masters {}) cannot be resumed; only a flat run",
                m_masters.size());
   if (!std::filesystem::exists(path))
     MPIGAN_THROW(ConfigError,
                  "sandbox --resume {}: no {} there (a flat sandbox run writes it when it stops by a signal or at its "
                  "budget)",
-                 m_dir, path);
+                 from, path);
   train::CheckpointReader r(path);
   MPIGAN_CHECK(r.get_int("sandbox/format") == kFormat, "{}: state format {}, this build reads {}", path,
                r.get_int("sandbox/format"), kFormat);
@@ -213,6 +224,7 @@ std::int64_t Sandbox::load_state() {
   t.service->load(r, path);
   t.service->load_exact(r, "service");
   for (VirtualWorker& w : m_workers) load_worker(r, w, *m_session.backend);
+  if (!std::filesystem::equivalent(from, m_dir)) branch_logs(from, m_dir);
   const std::int64_t v = t.service->version();
   t.progress->open_logs(v);
   t.progress->load_state(r, "progress_log");

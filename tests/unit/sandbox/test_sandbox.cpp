@@ -337,6 +337,29 @@ TEST_CASE("checkpoint.every: the state saved on the way resumes a run that ended
   CHECK(std::memcmp(again.data(), weights.data(), weights.size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("--resume into another directory branches a run: the branch continues exactly, the original stays") {
+  const std::string dir = test::temp_dir("sandbox-resume-branch");
+  SandboxOptions o;
+  o.workers = 3;
+  o.compute = ComputeModel::parse("exp:0.1,0.1");
+  o.out_dir = dir + "/whole";
+  const auto d24 = experiment(dir, 3, {"algorithm.name=gem", "training.max_updates=24"});
+  const SandboxResult whole = run_sandbox(d24, o);
+  o.out_dir = dir + "/trunk";
+  const auto d10 = experiment(dir, 3, {"algorithm.name=gem", "training.max_updates=10"});
+  const SandboxResult trunk = run_sandbox(d10, o);
+  const std::string trunk_log = slurp(trunk.run_dir + "/updates.csv");
+  o.resume = true;
+  o.resume_from = trunk.run_dir;
+  o.out_dir = dir + "/branch";
+  const SandboxResult branch = run_sandbox(d24, o);
+  CHECK(branch.master.version == 24);
+  check_same_model(whole, branch);
+  CHECK(slurp(branch.run_dir + "/updates.csv") == slurp(whole.run_dir + "/updates.csv"));
+  CHECK(slurp(trunk.run_dir + "/updates.csv") == trunk_log);
+  CHECK(train::CheckpointReader(state_path(trunk.run_dir)).get_int("progress/version") == 10);
+}
+
 TEST_CASE("sandbox --resume: a missing state, another N, a spent budget and a tree are errors that say so") {
   const std::string dir = test::temp_dir("sandbox-resume-errors");
   SandboxOptions o;
