@@ -111,7 +111,7 @@ void add_sandbox_command(CLI::App& app) {
   cmd->add_option("--set", a->set, "override a key, e.g. --set training.max_updates=100");
   cmd->add_option("--out", a->out, "run directory (default: the experiment's output.dir)");
   cmd->add_option("--resume", a->resume,
-                  "continue the run in this directory exactly where it stopped (its sandbox-state.h5: a flat run "
+                  "continue the run in this directory exactly where it stopped (its sandbox-state.h5: a run "
                   "stopped by a signal or at its budget); with --out elsewhere, a branch of it continues there");
   cmd->callback([a] {
     const int rc = run_sandbox_command(*a);

@@ -1,6 +1,8 @@
 // A sub-master's change against its parent (parent_change.hpp).
 #include "mpigan/master/parent_change.hpp"
 
+#include "mpigan/core/error.hpp"
+
 #include <algorithm>
 
 namespace mpigan::master {
@@ -74,6 +76,36 @@ void ParentChange::rebase(UpdateService& service, std::span<const float> parent,
     pulled.assign(p.begin(), p.end());
   }
   m_parent_version = version;
+}
+
+void ParentChange::save_exact(train::CheckpointWriter& w, const std::string& prefix) const {
+  w.put(prefix + "/pulled_generator", std::span<const float>(m_pulled[0]));
+  w.put(prefix + "/pulled_discriminator", std::span<const float>(m_pulled[1]));
+  w.put(prefix + "/counts",
+        std::vector<double>{static_cast<double>(m_parent_version), static_cast<double>(m_samples_at_push),
+                            static_cast<double>(m_last_push), static_cast<double>(m_n_losses),
+                            static_cast<double>(m_noted)});
+  w.put(prefix + "/loss_sum", std::span<const double>(m_loss_sum));
+}
+
+void ParentChange::load_exact(const train::CheckpointReader& r, const std::string& prefix) {
+  for (std::size_t k = 0; k < 2; ++k) {
+    auto v = r.floats(prefix + (k == 0 ? "/pulled_generator" : "/pulled_discriminator"));
+    MPIGAN_CHECK(v.size() == m_pulled[k].size(), "'{}': {} holds {} weights; this model has {}", r.path(), prefix,
+                 v.size(), m_pulled[k].size());
+    m_pulled[k] = std::move(v);
+  }
+  const auto c = r.doubles(prefix + "/counts");
+  MPIGAN_CHECK(c.size() == 5, "'{}': {}/counts holds {} values, not 5", r.path(), prefix, c.size());
+  m_parent_version = static_cast<std::int64_t>(c[0]);
+  m_samples_at_push = static_cast<std::int64_t>(c[1]);
+  m_last_push = static_cast<std::int64_t>(c[2]);
+  m_n_losses = static_cast<std::int32_t>(c[3]);
+  m_noted = static_cast<std::int64_t>(c[4]);
+  const auto sums = r.doubles(prefix + "/loss_sum");
+  MPIGAN_CHECK(sums.size() == m_loss_sum.size(), "'{}': {}/loss_sum holds {} values, not {}", r.path(), prefix,
+               sums.size(), m_loss_sum.size());
+  std::copy(sums.begin(), sums.end(), m_loss_sum.begin());
 }
 
 }  // namespace mpigan::master

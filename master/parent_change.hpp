@@ -47,6 +47,9 @@ class ParentChange {
     m_samples_at_push = samples_at_push;
     m_last_push = 0;
   }
+  /// Everything, under @p prefix, for an exact continuation (the sandbox's resume of a tree).
+  void save_exact(train::CheckpointWriter& w, const std::string& prefix) const;
+  void load_exact(const train::CheckpointReader& r, const std::string& prefix);
 
  private:
   std::array<std::vector<float>, 2> m_pulled;

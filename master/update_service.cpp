@@ -228,29 +228,29 @@ Decision UpdateService::close_round() {
   return d;
 }
 
-void UpdateService::save(train::CheckpointWriter& w) const {
+void UpdateService::save(train::CheckpointWriter& w, const std::string& prefix) const {
   const char* names[2] = {"generator", "discriminator"};
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
-    train::save_parameters(w, fmt::format("model/{}/weights", names[k]), m_nets[k].theta, *m_host);
-    m_nets[k].rule->save(w, fmt::format("rule/{}", names[k]));
+    train::save_parameters(w, fmt::format("{}model/{}/weights", prefix, names[k]), m_nets[k].theta, *m_host);
+    m_nets[k].rule->save(w, fmt::format("{}rule/{}", prefix, names[k]));
   }
-  w.put("model/state", m_state);
-  w.put_int("progress/version", m_version);
+  w.put(prefix + "model/state", m_state);
+  w.put_int(prefix + "progress/version", m_version);
 }
 
-void UpdateService::load(const train::CheckpointReader& r, const std::string& path) {
+void UpdateService::load(const train::CheckpointReader& r, const std::string& path, const std::string& prefix) {
   const char* names[2] = {"generator", "discriminator"};
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
-    train::load_parameters(r, fmt::format("model/{}/weights", names[k]), m_nets[k].theta, *m_host);
+    train::load_parameters(r, fmt::format("{}model/{}/weights", prefix, names[k]), m_nets[k].theta, *m_host);
   }
-  const auto st = r.floats("model/state");
+  const auto st = r.floats(prefix + "model/state");
   MPIGAN_CHECK(st.size() == m_state.size(), "checkpoint '{}': BatchNorm state of {} values, model has {}", path,
                st.size(), m_state.size());
   set_state(st);
-  for (Net n : kNets) m_nets[dist::index(n)].rule->load(r, fmt::format("rule/{}", names[dist::index(n)]));
-  m_version = r.get_int("progress/version");
+  for (Net n : kNets) m_nets[dist::index(n)].rule->load(r, fmt::format("{}rule/{}", prefix, names[dist::index(n)]));
+  m_version = r.get_int(prefix + "progress/version");
 }
 
 void UpdateService::save_exact(train::CheckpointWriter& w, const std::string& prefix) const {

@@ -148,9 +148,10 @@ class UpdateService {
   std::int64_t nonfinite_run() const { return m_nonfinite_run; }
   std::int64_t nonfinite_limit() const;
 
-  /// Weights, state, the rules' state and the version, under "model/", "rule/" and "progress/".
-  void save(train::CheckpointWriter& w) const;
-  void load(const train::CheckpointReader& r, const std::string& path);
+  /// Weights, state, the rules' state and the version, under "model/", "rule/" and "progress/"
+  /// (each after @p prefix: the sandbox keeps several masters in one file).
+  void save(train::CheckpointWriter& w, const std::string& prefix = "") const;
+  void load(const train::CheckpointReader& r, const std::string& path, const std::string& prefix = "");
   void set_samples(std::int64_t s) { m_samples = s; }
   /// What an exact continuation needs beyond save() (the sandbox's resume, sandbox/sandbox_state.cpp):
   /// the counts, each child's bookkeeping and the BatchNorm state's decay, under @p prefix. Taken

@@ -143,7 +143,7 @@ SandboxResult Sandbox::run() {
     }
     if (std::exchange(m_save_due, false) && !m_stopping) {
       write_checkpoint(top().service->version());
-      if (!tree()) save_state();
+      save_state();
     }
     if (m_stopping || m_events.empty()) break;
     const Event ev = m_events.top();

@@ -44,8 +44,8 @@ struct SandboxOptions {
   std::uint64_t seed = 0;  ///< of the clock models (the experiment's seed drives the training)
   std::string out_dir;     ///< the run directory (default: the experiment's output_dir)
   bool final_checkpoint = true;
-  /// Continue the run in out_dir from its sandbox-state.h5 (written when a flat run stops by a
-  /// signal or at its budget), exactly where it stopped: raise training.max_samples (or
+  /// Continue the run in out_dir from its sandbox-state.h5 (written when a run stops by a signal
+  /// or at its budget, and every checkpoint.every versions), exactly where it stopped: raise training.max_samples (or
   /// max_updates) to extend a run that spent its budget.
   bool resume = false;
   /// With resume: the run directory whose state to continue (empty: out_dir). Another directory
@@ -54,7 +54,7 @@ struct SandboxOptions {
   std::string resume_from;
 };
 
-/// The file a flat sandbox run leaves in its run directory when it stops by a signal or at its
+/// The file a sandbox run leaves in its run directory when it stops by a signal or at its
 /// budget, and continues from with SandboxOptions::resume.
 std::string state_path(const std::string& run_dir);
 
@@ -84,7 +84,7 @@ struct SandboxResult {
 };
 
 /// Run the sandbox: training ends as a real run does (max_updates, the data's epochs, early
-/// stopping, divergence, a signal). A flat run (one master) stopped by a signal or at its budget
+/// stopping, divergence, a signal). A run (flat or a tree) stopped by a signal or at its budget
 /// finishes the event in hand and saves everything it needs to continue bit for bit
 /// (state_path): the event queue, each virtual worker's update in flight, weights, rule and
 /// optimizer state and data position, the master's service and log bookkeeping.

@@ -91,10 +91,13 @@ class Sandbox {
   void write_checkpoint(std::int64_t v);
   void write_summary() const;
 
-  // ---- sandbox_state.cpp: the exact state of a flat run, saved at a stop and resumed
+  // ---- sandbox_state.cpp: the exact state of a run, saved at a stop and resumed
   void save_state();
-  /// Restore the state of m_dir's state file; returns the version it continues from.
+  /// Restore the state of the state file; returns the version it continues from.
   std::int64_t load_state();
+  /// A tree: the sub-masters' services, logs' bookkeeping and parent links, the canonical staleness.
+  void save_tree(train::CheckpointWriter& out) const;
+  void load_tree(const train::CheckpointReader& r);
   bool tree() const { return m_masters.size() > 1; }
   VirtualMaster& top() { return *m_masters.front(); }
   VirtualMaster& master_of(const VirtualWorker& w) { return *m_masters[static_cast<std::size_t>(w.master)]; }
@@ -145,7 +148,7 @@ class Sandbox {
   int m_workers_done = 0, m_submasters_done = 0;
   std::int64_t m_deferred = 0;  ///< replies released after waiting for topology.max_lead
   bool m_stopping = false;
-  /// A flat run's stop by a signal or its budget, noted during an event: the event finishes, the
+  /// A stop by a signal or the budget, noted during an event: the event finishes, the
   /// state is saved, then the run stops (so that it can continue exactly).
   std::string m_pause;
   bool m_save_due = false;           ///< checkpoint.every: a checkpoint (and the state) after this event

@@ -161,14 +161,14 @@ void Sandbox::after_top_version() {
   VirtualMaster& t = top();
   const auto v = t.service->version();
   t.progress->after_version(v, t.service->samples());
-  // A flat run finishes the event in hand and saves its state before it stops (Sandbox::run).
-  const auto stop = [this](const std::string& why) { tree() ? begin_stop(why) : void(m_pause = why); };
+  // The run finishes the event in hand and saves its state before it stops (Sandbox::run).
+  const auto stop = [this](const std::string& why) { m_pause = why; };
   if (stop_signal() != 0) {
     m_result.master.stopped_by_signal = stop_signal();
     return stop(signal_name(stop_signal()) + " received");
   }
   if (const char* spent = m_e.budget_spent(v, t.service->samples())) return stop(spent);
-  // checkpoint.every: a checkpoint and (flat) the state to resume from, once the event is over.
+  // checkpoint.every: a checkpoint and the state to resume from, once the event is over.
   if (m_e.checkpoint_every > 0 && v % m_e.checkpoint_every == 0) m_save_due = true;
   bool early = false;
   if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)

@@ -1,14 +1,16 @@
-// The exact state of a flat sandbox run (sandbox_loop.hpp): saved when the run stops by a signal
+// The exact state of a sandbox run (sandbox_loop.hpp): saved when the run stops by a signal
 // or at its budget, between two events, and restored by `mpigan sandbox --resume`, so that the
 // continued run computes what the uninterrupted one would have, bit for bit.
 //
 // Between events every virtual worker has its next update built (it computed it when its reply
 // arrived) and waits in the event queue, and no synchronous round is open (the stop is noted in
-// the event that made a version). So the state is: the clock and the queue; per worker its update
+// the event that made a version of the top master; in a tree no sub-master waits for the top then,
+// unless its workers are done). So the state is: the clock and the queue; per worker its update
 // in flight (payload, header), the weights it pulled and holds, its rules' and optimizers' state,
-// its data position and counters; the master's service (weights, BatchNorm state, rules, each
-// child's bookkeeping) and its logs' bookkeeping. The session's model is not saved: each worker
-// loads its own weights into it before it computes. Size: about three payloads per worker.
+// its data position and counters; each master's service (weights, BatchNorm state, rules, each
+// child's bookkeeping) and its logs' bookkeeping; a sub-master's link to the top (the weights it
+// last took, the samples pushed). The session's model is not saved: each worker loads its own
+// weights into it before it computes. Size: about three payloads per worker.
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/master/checkpoints.hpp"
@@ -17,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -143,6 +146,7 @@ void Sandbox::save_state() {
   train::CheckpointWriter out(path);
   out.put_int("sandbox/format", kFormat);
   out.put_int("sandbox/workers", m_o.workers);
+  out.put_int("sandbox/masters", static_cast<std::int64_t>(m_masters.size()));
   out.put_string("sandbox/rule", m_d.dist.algorithm->name());
   out.put_string("sandbox/model", m_e.model.name);
   out.put_string("sandbox/compute", m_o.compute.spec());
@@ -163,6 +167,7 @@ void Sandbox::save_state() {
   t.service->save(out);
   t.service->save_exact(out, "service");
   t.progress->save_state(out, "progress_log");
+  if (tree()) save_tree(out);
   for (const VirtualWorker& w : m_workers) save_worker(out, w, *m_session.backend);
   out.commit();  // a non-finite update in flight is kept as it is: the master will reject it, as before
   m_result.state_file = path;
@@ -174,21 +179,21 @@ void Sandbox::save_state() {
 std::int64_t Sandbox::load_state() {
   const std::string from = m_o.resume_from.empty() ? m_dir : m_o.resume_from;
   const std::string path = state_path(from);
-  MPIGAN_CHECK(!tree(), "sandbox --resume: a tree of masters (topology.masters {}) cannot be resumed; only a flat run",
-               m_masters.size());
   if (!std::filesystem::exists(path))
     MPIGAN_THROW(ConfigError,
-                 "sandbox --resume {}: no {} there (a flat sandbox run writes it when it stops by a signal or at its "
+                 "sandbox --resume {}: no {} there (a sandbox run writes it when it stops by a signal or at its "
                  "budget)",
                  from, path);
   train::CheckpointReader r(path);
   MPIGAN_CHECK(r.get_int("sandbox/format") == kFormat, "{}: state format {}, this build reads {}", path,
                r.get_int("sandbox/format"), kFormat);
   const std::vector<Identity> saved{{"--workers", std::to_string(r.get_int("sandbox/workers"))},
+                                    {"topology.masters", std::to_string(r.get_int("sandbox/masters"))},
                                     {"algorithm.name", r.get_string("sandbox/rule")},
                                     {"model.name", r.get_string("sandbox/model")},
                                     {"--compute", r.get_string("sandbox/compute")}};
   const std::vector<Identity> now{{"--workers", std::to_string(m_o.workers)},
+                                  {"topology.masters", std::to_string(m_masters.size())},
                                   {"algorithm.name", m_d.dist.algorithm->name()},
                                   {"model.name", m_e.model.name},
                                   {"--compute", m_o.compute.spec()}};
@@ -225,12 +230,59 @@ std::int64_t Sandbox::load_state() {
   t.service->load_exact(r, "service");
   for (VirtualWorker& w : m_workers) load_worker(r, w, *m_session.backend);
   if (!std::filesystem::equivalent(from, m_dir)) branch_logs(from, m_dir);
+  if (tree()) load_tree(r);
   const std::int64_t v = t.service->version();
   t.progress->open_logs(v);
   t.progress->load_state(r, "progress_log");
   spdlog::info("sandbox: resumed from {} at version {} ({} samples, simulated {:.1f} s)", path, v, t.service->samples(),
                m_latest);
   return v;
+}
+
+void Sandbox::save_tree(train::CheckpointWriter& out) const {
+  for (std::size_t k = 1; k < m_masters.size(); ++k) {
+    const VirtualMaster& sub = *m_masters[k];
+    // Between events a sub-master waits for the top only when its workers are done.
+    MPIGAN_CHECK((!sub.blocked || sub.done) && sub.waiting.empty(),
+                 "sandbox: sub-master {} is waiting for the top master between events; its state cannot be saved",
+                 sub.rank);
+    const std::string key = fmt::format("master/{}/", sub.rank);
+    sub.service->save(out, key);
+    sub.service->save_exact(out, key + "service");
+    sub.progress->save_state(out, key + "progress_log");
+    sub.change->save_exact(out, key + "change");
+    out.put(key + "fields", std::vector<double>{sub.free, static_cast<double>(sub.workers_done), sub.done ? 1.0 : 0.0,
+                                                sub.blocked ? 1.0 : 0.0});
+    out.put(key + "bases", std::vector<double>(sub.bases.begin(), sub.bases.end()));
+  }
+  out.put("sandbox/canonical", std::vector<double>(m_canonical.begin(), m_canonical.end()));
+  out.put_int("sandbox/submasters_done", m_submasters_done);
+}
+
+void Sandbox::load_tree(const train::CheckpointReader& r) {
+  for (std::size_t k = 1; k < m_masters.size(); ++k) {
+    VirtualMaster& sub = *m_masters[k];
+    const std::string key = fmt::format("master/{}/", sub.rank);
+    sub.service->load(r, r.path(), key);
+    sub.service->load_exact(r, key + "service");
+    sub.progress->load_state(r, key + "progress_log");
+    sub.change->load_exact(r, key + "change");
+    const auto f = r.doubles(key + "fields");
+    MPIGAN_CHECK(f.size() == 4, "{}: {}fields holds {} values, not 4", r.path(), key, f.size());
+    sub.free = f[0];
+    sub.workers_done = static_cast<int>(f[1]);
+    sub.done = f[2] != 0;
+    sub.blocked = f[3] != 0;
+    const auto bases = r.doubles(key + "bases");
+    sub.bases.assign(bases.size(), 0);
+    std::transform(bases.begin(), bases.end(), sub.bases.begin(),
+                   [](double b) { return static_cast<std::int64_t>(b); });
+  }
+  const auto canonical = r.doubles("sandbox/canonical");
+  m_canonical.assign(canonical.size(), 0);
+  std::transform(canonical.begin(), canonical.end(), m_canonical.begin(),
+                 [](double n) { return static_cast<std::int64_t>(n); });
+  m_submasters_done = static_cast<int>(r.get_int("sandbox/submasters_done"));
 }
 
 }  // namespace detail

@@ -275,7 +275,7 @@ void check_resume_exact(const std::string& name, std::vector<std::string> set, s
 
 }  // namespace
 
-TEST_CASE("a flat run stopped at its budget continues exactly from its state: every rule, bounded staleness") {
+TEST_CASE("a run stopped at its budget continues exactly from its state: every rule, bounded staleness, trees") {
   for (const char* rule : {"downpour", "easgd", "gem", "dc_asgd"}) {
     CAPTURE(rule);
     check_resume_exact(std::string("sandbox-resume-") + rule, {std::string("algorithm.name=") + rule}, 10, 24);
@@ -284,6 +284,10 @@ TEST_CASE("a flat run stopped at its budget continues exactly from its state: ev
   check_resume_exact("sandbox-resume-sync", {"algorithm.name=sync"}, 3, 8);
   // deferred replies (topology.max_lead) pending at the stop are released first on resume
   check_resume_exact("sandbox-resume-lead", {"algorithm.name=downpour", "topology.max_lead=1"}, 10, 24);
+  // trees: two sub-masters, their services, parent links and the top's, asynchronous and in rounds
+  check_resume_exact("sandbox-resume-tree", {"algorithm.name=gem", "topology.masters=3", "topology.submaster_every=2"},
+                     10, 24);
+  check_resume_exact("sandbox-resume-tree-sync", {"algorithm.name=sync", "topology.masters=3"}, 3, 8);
 }
 
 TEST_CASE("a signal stops a flat run after the event in hand; --resume continues it exactly") {
@@ -360,7 +364,7 @@ TEST_CASE("--resume into another directory branches a run: the branch continues 
   CHECK(train::CheckpointReader(state_path(trunk.run_dir)).get_int("progress/version") == 10);
 }
 
-TEST_CASE("sandbox --resume: a missing state, another N, a spent budget and a tree are errors that say so") {
+TEST_CASE("sandbox --resume: a missing state, another N, rule or tree, a spent budget are errors that say so") {
   const std::string dir = test::temp_dir("sandbox-resume-errors");
   SandboxOptions o;
   o.workers = 3;
@@ -378,14 +382,8 @@ TEST_CASE("sandbox --resume: a missing state, another N, a spent budget and a tr
   o.workers = 3;
   const auto other_rule = experiment(dir, 3, {"algorithm.name=easgd", "training.max_updates=12"});
   CHECK_THROWS_WITH_AS(run_sandbox(other_rule, o), doctest::Contains("algorithm.name downpour"), ConfigError);
-  // A tree stops at once, as before, and leaves no state to continue from.
-  const auto tree = experiment(dir, 4, {"algorithm.name=downpour", "training.max_updates=6", "topology.masters=3"});
-  o.workers = 4;
-  o.resume = false;
-  o.out_dir = dir + "/tree";
-  CHECK(run_sandbox(tree, o).state_file.empty());
-  o.resume = true;
-  CHECK_THROWS_WITH(run_sandbox(tree, o), doctest::Contains("tree of masters"));
+  const auto tree = experiment(dir, 3, {"algorithm.name=downpour", "training.max_updates=12", "topology.masters=3"});
+  CHECK_THROWS_WITH_AS(run_sandbox(tree, o), doctest::Contains("topology.masters 1"), ConfigError);
 }
 
 TEST_CASE("every rule trains tiny-8 in the sandbox with 4 virtual workers: finite, every worker served") {
