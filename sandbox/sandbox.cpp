@@ -55,10 +55,7 @@ Sandbox::Sandbox(const dist::DistExperiment& d, const SandboxOptions& o)
                "least one worker",
                o.workers, topo.masters, subs);
   init_logging(m_e.log_level);
-  train::RunDirectory run(m_dir, false);
-  YAML::Node resolved = YAML::Clone(m_e.resolved);
-  resolved["output"]["dir"] = m_dir;
-  run.write_config(resolved);
+  const train::RunDirectory run(m_dir, false);  // created; config.yaml is written by run()
   // As dist/topology.cpp places ranks: worker k is rank masters + k; with sub-masters, group k
   // goes to sub-master 1 + k mod subs, as its (k / subs)-th child.
   m_workers.resize(static_cast<std::size_t>(o.workers));
@@ -132,7 +129,9 @@ SandboxResult Sandbox::run() {
                    "raise training.max_samples or training.max_updates (--set) to continue it",
                    m_dir, from, t.samples(), spent);
     release_deferred();  // what the stopping event left to the end of its turn
+    write_config();      // only now: a refused resume leaves the run directory as it was
   } else {
+    write_config();
     top().progress->open_logs(-1);
     send_initial();
   }
@@ -309,6 +308,12 @@ void Sandbox::fill_result() {
     m_result.canonical_mean_staleness = moments(m_canonical).first;
   }
   m_result.run_dir = m_dir;
+}
+
+void Sandbox::write_config() const {
+  YAML::Node resolved = YAML::Clone(m_e.resolved);
+  resolved["output"]["dir"] = m_dir;
+  train::RunDirectory(m_dir, false).write_config(resolved);
 }
 
 void Sandbox::write_checkpoint(std::int64_t v) {

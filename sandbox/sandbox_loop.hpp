@@ -88,6 +88,7 @@ class Sandbox {
   master::Incoming incoming(VirtualWorker& w);
   master::LogRow row_for(const VirtualWorker& w, double arrived) const;
   void fill_result();
+  void write_config() const;
   void write_checkpoint(std::int64_t v);
   void write_summary() const;
 

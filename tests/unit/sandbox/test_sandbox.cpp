@@ -376,9 +376,11 @@ TEST_CASE("sandbox --resume: a missing state, another N, rule or tree, a spent b
   REQUIRE(!run_sandbox(d, o).state_file.empty());
   o.resume = true;
   CHECK_THROWS_WITH_AS(run_sandbox(d, o), doctest::Contains("raise training.max_samples"), ConfigError);
+  const std::string config = slurp(o.out_dir + "/config.yaml");
   const auto more = experiment(dir, 4, {"algorithm.name=downpour", "training.max_updates=12"});
   o.workers = 4;
   CHECK_THROWS_WITH_AS(run_sandbox(more, o), doctest::Contains("--workers 3"), ConfigError);
+  CHECK(slurp(o.out_dir + "/config.yaml") == config);  // a refused resume changes nothing
   o.workers = 3;
   const auto other_rule = experiment(dir, 3, {"algorithm.name=easgd", "training.max_updates=12"});
   CHECK_THROWS_WITH_AS(run_sandbox(other_rule, o), doctest::Contains("algorithm.name downpour"), ConfigError);
