@@ -100,7 +100,7 @@ YAML
 job=$(MPIGAN=$mpigan sbatch --parsable --cpus-per-task=1 --output="$work/sandbox.out" \
   "$root/slurm/sandbox.sbatch" "$work/study" "$work/sandbox.yaml" --workers 3) || fail "sbatch of the sandbox failed"
 for _ in $(seq 600); do
-  [[ -f $work/study/updates.csv && $(wc -l <"$work/study/updates.csv") -gt 300 ]] && break
+  [[ -f $work/study/updates.csv && $(wc -l <"$work/study/updates.csv") -gt 100 ]] && break
   sleep 0.1
 done
 [[ -f $work/study/updates.csv ]] || fail "the sandbox did not start ($(tail -5 "$work/sandbox.out" 2>&1))"
