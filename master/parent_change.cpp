@@ -95,16 +95,13 @@ void ParentChange::load_exact(const train::CheckpointReader& r, const std::strin
                  v.size(), m_pulled[k].size());
     m_pulled[k] = std::move(v);
   }
-  const auto c = r.doubles(prefix + "/counts");
-  MPIGAN_CHECK(c.size() == 5, "'{}': {}/counts holds {} values, not 5", r.path(), prefix, c.size());
+  const auto c = r.doubles(prefix + "/counts", 5);
   m_parent_version = static_cast<std::int64_t>(c[0]);
   m_samples_at_push = static_cast<std::int64_t>(c[1]);
   m_last_push = static_cast<std::int64_t>(c[2]);
   m_n_losses = static_cast<std::int32_t>(c[3]);
   m_noted = static_cast<std::int64_t>(c[4]);
-  const auto sums = r.doubles(prefix + "/loss_sum");
-  MPIGAN_CHECK(sums.size() == m_loss_sum.size(), "'{}': {}/loss_sum holds {} values, not {}", r.path(), prefix,
-               sums.size(), m_loss_sum.size());
+  const auto sums = r.doubles(prefix + "/loss_sum", m_loss_sum.size());
   std::copy(sums.begin(), sums.end(), m_loss_sum.begin());
 }
 

@@ -236,12 +236,11 @@ void Progress::save_state(train::CheckpointWriter& w, const std::string& prefix)
                             m_steady_t1, static_cast<double>(m_steady_samples), best ? 1.0 : 0.0, best.value_or(0.0),
                             static_cast<double>(m_stopper.since_best())});
   w.put(prefix + "/contributed", std::vector<double>(m_contributed.begin(), m_contributed.end()));
-  w.put(prefix + "/staleness", std::vector<double>(m_staleness.begin(), m_staleness.end()));
+  w.put(prefix + "/staleness", std::span<const std::int64_t>(m_staleness));
 }
 
 void Progress::load_state(const train::CheckpointReader& r, const std::string& prefix) {
-  const auto v = r.doubles(prefix + "/scalars");
-  MPIGAN_CHECK(v.size() == 13, "'{}': {}/scalars holds {} values, not 13", r.path(), prefix, v.size());
+  const auto v = r.doubles(prefix + "/scalars", 13);
   m_t0 = v[0];
   m_staleness_sum = v[1];
   m_d_sum = v[2];
@@ -253,14 +252,9 @@ void Progress::load_state(const train::CheckpointReader& r, const std::string& p
   m_steady_t1 = v[8];
   m_steady_samples = static_cast<std::int64_t>(v[9]);
   m_stopper.restore(v[10] != 0 ? std::optional<double>(v[11]) : std::nullopt, static_cast<std::int64_t>(v[12]));
-  const auto contributed = r.doubles(prefix + "/contributed");
-  MPIGAN_CHECK(contributed.size() == m_contributed.size(), "'{}': {}/contributed holds {} children; this master has {}",
-               r.path(), prefix, contributed.size(), m_contributed.size());
+  const auto contributed = r.doubles(prefix + "/contributed", m_contributed.size());
   std::transform(contributed.begin(), contributed.end(), m_contributed.begin(), [](double c) { return c != 0; });
-  const auto staleness = r.doubles(prefix + "/staleness");
-  m_staleness.assign(staleness.size(), 0);
-  std::transform(staleness.begin(), staleness.end(), m_staleness.begin(),
-                 [](double n) { return static_cast<std::int64_t>(n); });
+  m_staleness = r.int64s(prefix + "/staleness");
 }
 
 }  // namespace mpigan::master

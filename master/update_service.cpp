@@ -269,20 +269,17 @@ void UpdateService::save_exact(train::CheckpointWriter& w, const std::string& pr
 }
 
 void UpdateService::load_exact(const train::CheckpointReader& r, const std::string& prefix) {
-  const auto counts = r.doubles(prefix + "/counts");
-  MPIGAN_CHECK(counts.size() == 4, "'{}': {}/counts holds {} values, not 4", r.path(), prefix, counts.size());
+  const auto counts = r.doubles(prefix + "/counts", 4);
   m_samples = static_cast<std::int64_t>(counts[0]);
   m_applied = static_cast<std::int64_t>(counts[1]);
   m_rejected = static_cast<std::int64_t>(counts[2]);
   m_nonfinite_run = static_cast<std::int64_t>(counts[3]);
-  const auto decay = r.doubles(prefix + "/state_decay");
-  MPIGAN_CHECK(decay.size() == 2, "'{}': {}/state_decay holds {} values, not 2", r.path(), prefix, decay.size());
+  const auto decay = r.doubles(prefix + "/state_decay", 2);
   m_state_decay = {decay[0], decay[1]};
   for (std::size_t i = 0; i < m_children.size(); ++i) {
     ChildState& c = m_children[i];
     const std::string at = fmt::format("{}/child{}", prefix, i);
-    const auto flags = r.doubles(at + "/flags");
-    MPIGAN_CHECK(flags.size() == 3, "'{}': {}/flags holds {} values, not 3", r.path(), at, flags.size());
+    const auto flags = r.doubles(at + "/flags", 3);
     c.done = flags[0] != 0;
     c.gone = flags[1] != 0;
     c.applied = static_cast<std::int64_t>(flags[2]);

@@ -54,11 +54,13 @@ std::vector<double> header_values(const dist::Header& h) {
   return v;
 }
 
-dist::Header header_from(const std::vector<double>& v, const std::string& where) {
+/// header_values' length: 12 scalars, then sumsq, state_decay and losses.
+constexpr std::size_t kHeaderValues = 12 + 3 + 2 + dist::kMaxLosses;
+static_assert(std::tuple_size_v<decltype(dist::Header::sumsq)> == 3 &&
+              std::tuple_size_v<decltype(dist::Header::state_decay)> == 2);
+
+dist::Header header_from(const std::vector<double>& v) {
   dist::Header h;
-  MPIGAN_CHECK(v.size() == 12 + h.sumsq.size() + h.state_decay.size() + h.losses.size(),
-               "{}: a header of {} values, not the {} this build writes", where, v.size(),
-               12 + h.sumsq.size() + h.state_decay.size() + h.losses.size());
   h.kind = static_cast<dist::Kind>(static_cast<int>(v[0]));
   h.child = static_cast<std::int32_t>(v[1]);
   h.version = static_cast<std::int64_t>(v[2]);
@@ -101,8 +103,7 @@ void save_worker(train::CheckpointWriter& out, const VirtualWorker& w, Backend& 
 
 void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& backend) {
   const std::string key = worker_key(w.id);
-  const auto f = r.doubles(key + "/fields");
-  MPIGAN_CHECK(f.size() == 13, "{}: {}/fields holds {} values, not 13", r.path(), key, f.size());
+  const auto f = r.doubles(key + "/fields", 13);
   w.version = static_cast<std::int64_t>(f[0]);
   w.steps = static_cast<std::int64_t>(f[1]);
   w.exchanges = static_cast<std::int64_t>(f[2]);
@@ -115,7 +116,7 @@ void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& ba
   w.sent_at = f[9];
   w.top_base = static_cast<std::int64_t>(f[10]);
   w.data->seek({static_cast<std::int64_t>(f[11]), static_cast<std::int64_t>(f[12])});
-  w.header = header_from(r.doubles(key + "/header"), r.path() + ": " + key);
+  w.header = header_from(r.doubles(key + "/header", kHeaderValues));
   w.update->load_state(r, key);
   for (std::size_t k = 0; k < 2; ++k)
     if (w.opt[k])
@@ -187,8 +188,10 @@ std::int64_t Sandbox::load_state() {
   train::CheckpointReader r(path);
   MPIGAN_CHECK(r.get_int("sandbox/format") == kFormat, "{}: state format {}, this build reads {}", path,
                r.get_int("sandbox/format"), kFormat);
+  // States saved before trees could be resumed have no entry: they are flat.
+  const std::int64_t saved_masters = r.has("sandbox/masters") ? r.get_int("sandbox/masters") : 1;
   const std::vector<Identity> saved{{"--workers", std::to_string(r.get_int("sandbox/workers"))},
-                                    {"topology.masters", std::to_string(r.get_int("sandbox/masters"))},
+                                    {"topology.masters", std::to_string(saved_masters)},
                                     {"algorithm.name", r.get_string("sandbox/rule")},
                                     {"model.name", r.get_string("sandbox/model")},
                                     {"--compute", r.get_string("sandbox/compute")}};
@@ -201,8 +204,7 @@ std::int64_t Sandbox::load_state() {
     if (saved[i].value != now[i].value)
       MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with {} {}; this run has {}: resume with the same {}",
                    path, saved[i].name, saved[i].value, now[i].value, saved[i].name);
-  const auto clock = r.doubles("sandbox/clock");
-  MPIGAN_CHECK(clock.size() == 13, "{}: sandbox/clock holds {} values, not 13", path, clock.size());
+  const auto clock = r.doubles("sandbox/clock", 13);
   const std::vector<std::pair<const char*, double>> options{{"--bandwidth", m_o.network.bandwidth_bytes_per_s},
                                                             {"--latency", m_o.network.latency_s},
                                                             {"--master-ms", m_o.master_s},
@@ -253,9 +255,9 @@ void Sandbox::save_tree(train::CheckpointWriter& out) const {
     sub.change->save_exact(out, key + "change");
     out.put(key + "fields", std::vector<double>{sub.free, static_cast<double>(sub.workers_done), sub.done ? 1.0 : 0.0,
                                                 sub.blocked ? 1.0 : 0.0});
-    out.put(key + "bases", std::vector<double>(sub.bases.begin(), sub.bases.end()));
+    out.put(key + "bases", std::span<const std::int64_t>(sub.bases));
   }
-  out.put("sandbox/canonical", std::vector<double>(m_canonical.begin(), m_canonical.end()));
+  out.put("sandbox/canonical", std::span<const std::int64_t>(m_canonical));
   out.put_int("sandbox/submasters_done", m_submasters_done);
 }
 
@@ -267,21 +269,14 @@ void Sandbox::load_tree(const train::CheckpointReader& r) {
     sub.service->load_exact(r, key + "service");
     sub.progress->load_state(r, key + "progress_log");
     sub.change->load_exact(r, key + "change");
-    const auto f = r.doubles(key + "fields");
-    MPIGAN_CHECK(f.size() == 4, "{}: {}fields holds {} values, not 4", r.path(), key, f.size());
+    const auto f = r.doubles(key + "fields", 4);
     sub.free = f[0];
     sub.workers_done = static_cast<int>(f[1]);
     sub.done = f[2] != 0;
     sub.blocked = f[3] != 0;
-    const auto bases = r.doubles(key + "bases");
-    sub.bases.assign(bases.size(), 0);
-    std::transform(bases.begin(), bases.end(), sub.bases.begin(),
-                   [](double b) { return static_cast<std::int64_t>(b); });
+    sub.bases = r.int64s(key + "bases");
   }
-  const auto canonical = r.doubles("sandbox/canonical");
-  m_canonical.assign(canonical.size(), 0);
-  std::transform(canonical.begin(), canonical.end(), m_canonical.begin(),
-                 [](double n) { return static_cast<std::int64_t>(n); });
+  m_canonical = r.int64s("sandbox/canonical");
   m_submasters_done = static_cast<int>(r.get_int("sandbox/submasters_done"));
 }
 

@@ -133,6 +133,9 @@ void CheckpointWriter::put(const std::string& name, std::span<const double> v) {
   note_finite(name, v);
   write_array(m_impl->file.id(), name, m_path, H5T_NATIVE_DOUBLE, v.data(), v.size());
 }
+void CheckpointWriter::put(const std::string& name, std::span<const std::int64_t> v) {
+  write_array(m_impl->file.id(), name, m_path, H5T_NATIVE_INT64, v.data(), v.size());
+}
 void CheckpointWriter::put_int(const std::string& name, std::int64_t value) {
   write_array(m_impl->file.id(), name, m_path, H5T_NATIVE_INT64, &value, 1);
 }
@@ -210,6 +213,19 @@ std::vector<float> CheckpointReader::floats(const std::string& name) const {
 std::vector<double> CheckpointReader::doubles(const std::string& name) const {
   MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
   return read_array<double>(m_impl->file, m_path, name, H5T_NATIVE_DOUBLE);
+}
+
+std::vector<double> CheckpointReader::doubles(const std::string& name, std::size_t n) const {
+  std::vector<double> v = doubles(name);
+  if (v.size() != n)
+    MPIGAN_THROW(DataError, "checkpoint '{}': '{}' holds {} values, not {} (written by another build?)", m_path, name,
+                 v.size(), n);
+  return v;
+}
+
+std::vector<std::int64_t> CheckpointReader::int64s(const std::string& name) const {
+  MPIGAN_CHECK(has(name), "checkpoint '{}': no entry '{}'", m_path, name);
+  return read_array<std::int64_t>(m_impl->file, m_path, name, H5T_NATIVE_INT64);
 }
 
 std::int64_t CheckpointReader::get_int(const std::string& name) const {

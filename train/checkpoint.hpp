@@ -27,6 +27,7 @@ class CheckpointWriter {
 
   void put(const std::string& name, std::span<const float> values);
   void put(const std::string& name, std::span<const double> values);
+  void put(const std::string& name, std::span<const std::int64_t> values);
   void put_int(const std::string& name, std::int64_t value);
   void put_string(const std::string& name, const std::string& value);
   /// Flush, close and rename into place. Without commit() the temporary file is removed.
@@ -57,6 +58,10 @@ class CheckpointReader {
   bool has(const std::string& name) const;
   std::vector<float> floats(const std::string& name) const;
   std::vector<double> doubles(const std::string& name) const;
+  /// @p n doubles, or a DataError naming the file, the entry and both counts.
+  std::vector<double> doubles(const std::string& name, std::size_t n) const;
+  /// An integer array (written as doubles or integers: HDF5 converts).
+  std::vector<std::int64_t> int64s(const std::string& name) const;
   std::int64_t get_int(const std::string& name) const;
   std::string get_string(const std::string& name) const;
   const std::string& path() const { return m_path; }

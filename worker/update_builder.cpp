@@ -140,8 +140,7 @@ void UpdateBuilder::load_state(const train::CheckpointReader& r, const std::stri
   read_into(r, prefix + "/payload", m_payload);
   read_into(r, prefix + "/local", m_local);
   read_into(r, prefix + "/pulled", m_pulled);
-  const auto decay = r.doubles(prefix + "/state_decay");
-  MPIGAN_CHECK(decay.size() == 2, "'{}': {}/state_decay holds {} values, not 2", r.path(), prefix, decay.size());
+  const auto decay = r.doubles(prefix + "/state_decay", 2);
   m_state_decay = {decay[0], decay[1]};
   for (Net n : kNets) m_rules[dist::index(n)]->load(r, prefix + state_rule_key(n));
 }

@@ -34,6 +34,8 @@ TEST_CASE("checkpoint round trip and atomic writes") {
     w.put("x/y/values", std::vector<float>{1.5f, -2.0f, 3.25f});
     w.put_int("progress/step", 42);
     w.put_string("experiment/name", "quickstart");
+    w.put("d", std::vector<double>{0.5, 7.0});
+    w.put("i", std::vector<std::int64_t>{3, -1, 1LL << 40});
     w.commit();
   }
   CheckpointReader r(path);
@@ -42,6 +44,10 @@ TEST_CASE("checkpoint round trip and atomic writes") {
   CHECK(r.get_string("experiment/name") == "quickstart");
   CHECK(!r.has("x/z"));
   CHECK_THROWS_WITH_AS(r.floats("nope"), doctest::Contains("no entry 'nope'"), Error);
+  CHECK(r.doubles("d", 2) == std::vector<double>{0.5, 7.0});
+  CHECK_THROWS_WITH_AS(r.doubles("d", 3), doctest::Contains("'d' holds 2 values, not 3"), DataError);
+  CHECK(r.int64s("i") == std::vector<std::int64_t>{3, -1, 1LL << 40});
+  CHECK(r.int64s("d")[1] == 7);  // doubles read as integers: states written so before int64 arrays
   {
     // A writer that never commits (a crash while writing) leaves the old file intact.
     CheckpointWriter w(path);
