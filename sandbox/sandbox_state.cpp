@@ -136,7 +136,7 @@ void branch_logs(const std::string& from, const std::string& to) {
 
 /// The options and experiment that must match for a continuation to be the same simulation.
 struct Identity {
-  std::string name, value;
+  std::string name, saved, now;
 };
 
 }  // namespace
@@ -190,20 +190,16 @@ std::int64_t Sandbox::load_state() {
                r.get_int("sandbox/format"), kFormat);
   // States saved before trees could be resumed have no entry: they are flat.
   const std::int64_t saved_masters = r.has("sandbox/masters") ? r.get_int("sandbox/masters") : 1;
-  const std::vector<Identity> saved{{"--workers", std::to_string(r.get_int("sandbox/workers"))},
-                                    {"topology.masters", std::to_string(saved_masters)},
-                                    {"algorithm.name", r.get_string("sandbox/rule")},
-                                    {"model.name", r.get_string("sandbox/model")},
-                                    {"--compute", r.get_string("sandbox/compute")}};
-  const std::vector<Identity> now{{"--workers", std::to_string(m_o.workers)},
-                                  {"topology.masters", std::to_string(m_masters.size())},
-                                  {"algorithm.name", m_d.dist.algorithm->name()},
-                                  {"model.name", m_e.model.name},
-                                  {"--compute", m_o.compute.spec()}};
-  for (std::size_t i = 0; i < saved.size(); ++i)
-    if (saved[i].value != now[i].value)
+  const std::vector<Identity> identity{
+      {"--workers", std::to_string(r.get_int("sandbox/workers")), std::to_string(m_o.workers)},
+      {"topology.masters", std::to_string(saved_masters), std::to_string(m_masters.size())},
+      {"algorithm.name", r.get_string("sandbox/rule"), m_d.dist.algorithm->name()},
+      {"model.name", r.get_string("sandbox/model"), m_e.model.name},
+      {"--compute", r.get_string("sandbox/compute"), m_o.compute.spec()}};
+  for (const Identity& k : identity)
+    if (k.saved != k.now)
       MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with {} {}; this run has {}: resume with the same {}",
-                   path, saved[i].name, saved[i].value, now[i].value, saved[i].name);
+                   path, k.name, k.saved, k.now, k.name);
   const auto clock = r.doubles("sandbox/clock", 13);
   const std::vector<std::pair<const char*, double>> options{{"--bandwidth", m_o.network.bandwidth_bytes_per_s},
                                                             {"--latency", m_o.network.latency_s},
