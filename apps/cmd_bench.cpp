@@ -7,6 +7,7 @@
 
 #include "mpigan/core/backend.hpp"
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/log.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/data/preprocess.hpp"
 #include "mpigan/models/gan_model.hpp"
@@ -17,6 +18,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -31,6 +33,8 @@ struct BenchStepOptions {
   int threads = 0;
   std::string device = "cpu";
   std::uint64_t seed = 1;
+  int profile = 0;  // extra steps timed layer by layer (bench step --profile N)
+  std::string log_level = "info";
 };
 
 /// Plausible showers for timing: non-negative cells concentrated on the axis, sum ~ 2 E/100.
@@ -62,6 +66,29 @@ models::RealBatch synthetic_batch(const models::GanModel& m, std::int64_t n, Rng
   return b;
 }
 
+/// The per-layer table of `bench step --profile N`: milliseconds per step, forward and backward,
+/// largest first, and what the layers leave of the step (losses, optimizers, copies).
+void print_layer_times(const nn::LayerTimes& t, int steps, double step_s) {
+  std::vector<const nn::LayerTimes::Row*> rows;
+  double layers = 0.0;
+  for (const auto& r : t.rows) {
+    rows.push_back(&r);
+    layers += r.forward_s + r.backward_s;
+  }
+  std::ranges::sort(rows, std::greater{}, [](const auto* r) { return r->forward_s + r->backward_s; });
+  const double per = 1e3 / steps;
+  std::printf(
+      "\nprofile: %d steps, %.1f ms per step with a wait after every layer (layers %.1f ms, the rest %.1f ms)\n", steps,
+      step_s * per, layers * per, (step_s - layers) * per);
+  std::printf("%-14s %-12s %-18s %9s %9s %6s %6s  %s\n", "network", "layer", "kind", "fwd ms", "bwd ms", "share",
+              "calls", "options");
+  for (const auto* r : rows)
+    std::printf("%-14s %-12s %-18s %9.2f %9.2f %5.1f%% %6lld  %s\n", r->network.c_str(), r->layer.c_str(),
+                r->kind.c_str(), r->forward_s * per, r->backward_s * per,
+                100.0 * (r->forward_s + r->backward_s) / step_s,
+                static_cast<long long>((r->forward_calls + r->backward_calls) / steps), r->options.c_str());
+}
+
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -69,6 +96,7 @@ double peak_rss_mb() {
 }
 
 void bench_step(const BenchStepOptions& o) {
+  init_logging(o.log_level);
   BackendOptions bo;
   bo.threads = o.threads;
   auto backend = make_backend(o.device, bo);
@@ -113,6 +141,21 @@ void bench_step(const BenchStepOptions& o) {
   std::printf("activation_mb=%.1f\n", activations);
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
   std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);
+  if (o.profile > 0) {
+    nn::LayerTimes times;
+    model->generator.set_layer_times(&times);
+    model->discriminator.set_layer_times(&times);
+    double profiled = 0.0;
+    for (int s = 0; s < o.profile; ++s) {
+      const auto t0 = clock::now();
+      step.run(batch, static_cast<std::uint64_t>(o.warmup + o.steps + s), apply);
+      backend->synchronize();
+      profiled += std::chrono::duration<double>(clock::now() - t0).count();
+    }
+    model->generator.set_layer_times(nullptr);
+    model->discriminator.set_layer_times(nullptr);
+    print_layer_times(times, o.profile, profiled);
+  }
 }
 
 /// `mpigan bench generate`: what `mpigan generate` spends per shower, on an initialised model:
@@ -174,6 +217,12 @@ void add_bench_command(CLI::App& app) {
   step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
   step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
+  step->add_option("--profile", o->profile,
+                   "after the timed steps, N more timed layer by layer (waiting for the backend after each)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  step->add_option("--log-level", o->log_level, "debug: also each convolution's algorithms (cuda)")
+      ->capture_default_str();
   step->callback([o] { bench_step(*o); });
   auto g = std::make_shared<BenchStepOptions>();
   g->batch = 128;

@@ -6,8 +6,36 @@
 #include "mpigan/nn/init.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace mpigan::nn {
+namespace {
+
+/// One layer's pass for LayerTimes: the backend's queued work is finished before the clock starts
+/// and waited for before it stops.
+class TimedPass {
+ public:
+  explicit TimedPass(Backend& be) : m_be(be) {
+    m_be.synchronize();
+    m_t0 = std::chrono::steady_clock::now();
+  }
+  double seconds() const {
+    m_be.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
+  }
+
+ private:
+  Backend& m_be;
+  std::chrono::steady_clock::time_point m_t0;
+};
+
+}  // namespace
+
+LayerTimes::Row& LayerTimes::row(const std::string& network, const Layer& l) {
+  const auto [it, added] = index.try_emplace(&l, rows.size());
+  if (added) rows.push_back({.network = network, .layer = l.name(), .kind = l.kind(), .options = l.describe()});
+  return rows[it->second];
+}
 
 void Network::add_node(const std::string& name, const std::string& source, std::vector<std::unique_ptr<Layer>> layers,
                        bool is_output) {
@@ -212,7 +240,17 @@ const std::vector<Tensor>& Network::forward(const Tensor& input, const ForwardCo
   m_outputs.clear();
   for (auto& node : m_nodes) {
     const Tensor* t = node.source < 0 ? &input : &m_nodes[static_cast<std::size_t>(node.source)].out;
-    for (auto& l : node.layers) t = &l->forward(*t, ctx);
+    for (auto& l : node.layers) {
+      if (m_times == nullptr) {
+        t = &l->forward(*t, ctx);
+        continue;
+      }
+      const TimedPass pass(backend());
+      t = &l->forward(*t, ctx);
+      LayerTimes::Row& r = m_times->row(m_name, *l);
+      r.forward_s += pass.seconds();
+      ++r.forward_calls;
+    }
     if (node.out_desc.canonical() && !t->canonical()) {
       backend().reorder(*t, node.canonical_out);
       t = &node.canonical_out;
@@ -260,7 +298,15 @@ const Tensor& Network::backward(const std::vector<Tensor>& diff_outputs, const B
       lctx.need_diff_src = j > 0 || source_wants;
       Tensor next;
       if (lctx.need_diff_src) next = Tensor::in_storage(node.in_descs[j], m_workspace[ws]);
-      node.layers[j]->backward(cur, next, lctx);
+      if (m_times == nullptr) {
+        node.layers[j]->backward(cur, next, lctx);
+      } else {
+        const TimedPass pass(be);
+        node.layers[j]->backward(cur, next, lctx);
+        LayerTimes::Row& r = m_times->row(m_name, *node.layers[j]);
+        r.backward_s += pass.seconds();
+        ++r.backward_calls;
+      }
       cur = next;
       ws ^= 1;
       produced = lctx.need_diff_src;

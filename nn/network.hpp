@@ -17,12 +17,29 @@
 #include "mpigan/core/rng.hpp"
 #include "mpigan/nn/layer.hpp"
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace mpigan::nn {
+
+/// Wall time of every layer's forward and backward, summed over the passes a Network ran while
+/// this was attached (Network::set_layer_times). The network waits for the backend before and
+/// after each layer, so asynchronous backends (cuda) are timed per layer, at the price of those
+/// waits: for finding where a step's time goes (`mpigan bench step --profile`), not for timing it.
+struct LayerTimes {
+  struct Row {
+    std::string network, layer, kind, options;
+    double forward_s = 0.0, backward_s = 0.0;
+    std::int64_t forward_calls = 0, backward_calls = 0;
+  };
+  std::vector<Row> rows;  // in the order the layers first ran forward
+  std::map<const Layer*, std::size_t> index;
+  Row& row(const std::string& network, const Layer& l);
+};
 
 class Network {
  public:
@@ -77,6 +94,8 @@ class Network {
   std::string summary() const;
   /// Physical bytes of activations and gradient workspaces planned for the last input shape.
   std::size_t activation_bytes() const { return m_activation_bytes; }
+  /// Time every layer into @p times from now on (nullptr: stop). @p times must outlive the calls.
+  void set_layer_times(LayerTimes* times) { m_times = times; }
 
  private:
   struct Node {
@@ -111,6 +130,7 @@ class Network {
   std::shared_ptr<Storage> m_workspace[2];
   Tensor m_input_diff;
   std::size_t m_activation_bytes = 0;
+  LayerTimes* m_times = nullptr;
 };
 
 }  // namespace mpigan::nn

@@ -40,7 +40,7 @@ def parse_args(argv=None):
     p.add_argument("--check", action="store_true",
                    help="run 2 steps, assert finite losses and parameter counts")
     p.add_argument("--profile", metavar="N", type=int, default=0,
-                   help="after timing, profile one step and print the top N ops by self CPU time")
+                   help="after timing, profile one step and print the top N ops by self GPU time (CPU time on cpu)")
     args = p.parse_args(argv)
     if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.threads < 1:
         p.error("--batch, --steps, --threads must be >= 1 and --warmup >= 0")
@@ -105,11 +105,21 @@ def main(argv=None) -> int:
               f"({args.batch / dt:.2f} samples/s){extra}", flush=True)
 
     if args.profile:
-        from torch.autograd import profiler
-        with profiler.profile() as prof:
+        # On cuda: the kernels' own GPU time (what mpigan's `bench step --profile` compares with).
+        from torch import profiler
+        acts = [profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            acts.append(profiler.ProfilerActivity.CUDA)
+        with profiler.profile(activities=acts) as prof:
             trainer.step(batches[0])
             sync()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.profile))
+        keys = ["self_device_time_total", "self_cuda_time_total"] if device.type == "cuda" else []
+        for key in keys + ["self_cpu_time_total"]:
+            try:
+                print(prof.key_averages().table(sort_by=key, row_limit=args.profile))
+                break
+            except (AttributeError, KeyError, ValueError):
+                continue
 
     if args.check:
         print(f"check ok: {spec.name} params G={gan3d.n_params(trainer.g)} "

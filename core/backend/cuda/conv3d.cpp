@@ -17,6 +17,8 @@
 #include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <vector>
 
 namespace mpigan::cuda {
@@ -70,6 +72,17 @@ const Perf& pick(const std::vector<Perf>& results, int returned, const Settings&
     if (s.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
     const bool tensor_op = r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     if (!s.tf32 && tensor_op) continue;
+    if (spdlog::should_log(spdlog::level::debug)) {
+      std::string all;
+      for (int j = 0; j < returned; ++j) {
+        const Perf& c = results[static_cast<std::size_t>(j)];
+        if (c.status == CUDNN_STATUS_SUCCESS)
+          all += fmt::format(" {}:{:.3f}ms/{}MiB/{}", static_cast<int>(c.algo), c.time, c.memory >> 20,
+                             math_name(c.mathType));
+      }
+      spdlog::debug("cuda conv3d {}: algo {} ({:.3f} ms measured, {} MiB, math {}); candidates{}", what,
+                    static_cast<int>(r.algo), r.time, r.memory >> 20, math_name(r.mathType), all);
+    }
     return r;
   }
   std::string list;

@@ -16,6 +16,7 @@
 #include "mpigan/nn/network.hpp"
 #include "mpigan/nn/resample.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
@@ -331,4 +332,55 @@ TEST_CASE("a layer fed a wrong shape names the layer, expected and found") {
   ok.build(*be, {200});
   CHECK_THROWS_WITH_AS(ok.forward(Tensor::zeros({4, 199}), {}),
                        doctest::Contains("input shape expected (N, (200)), found (4,199)"), ShapeError);
+}
+
+TEST_CASE("LayerTimes: each layer's forward and backward counted and timed, the results unchanged") {
+  auto be = make_backend("cpu");
+  Rng rng(5);
+  Network net("timed");
+  std::vector<std::unique_ptr<Layer>> v;
+  v.push_back(std::make_unique<Conv3d>("c1", Conv3d::same(2, 3, {3, 3, 3})));
+  v.push_back(std::make_unique<Activation>("a1", Activation::leaky_relu(0.3f)));
+  v.push_back(std::make_unique<Conv3d>("c2", Conv3d::valid(3, 1, {2, 2, 2})));
+  net.add_node("out", "input", std::move(v), true);
+  net.build(*be, {2, 5, 5, 5});
+  net.initialize(rng);
+  Tensor x = Tensor::empty({3, 2, 5, 5, 5});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(rng.uniform(-1.0, 1.0));
+  const Tensor dy = Tensor::full({3, 1, 4, 4, 4}, 0.5f);
+  auto pass = [&] {
+    net.zero_grads();
+    const Tensor y = be->to_host(net.forward(x, {Phase::train, false, 0, 0})[0]);
+    const Tensor dx = be->to_host(net.backward({dy}, {true, true}));
+    return std::pair{y, dx};
+  };
+  const auto [y0, dx0] = pass();
+
+  LayerTimes times;
+  net.set_layer_times(&times);
+  const auto [y1, dx1] = pass();
+  pass();
+  net.set_layer_times(nullptr);
+  pass();  // not counted
+
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.numel() == b.numel() && std::equal(a.data(), a.data() + a.numel(), b.data());
+  };
+  CHECK(same(y0, y1));  // bit for bit: the waits change no arithmetic
+  CHECK(same(dx0, dx1));
+  REQUIRE(times.rows.size() == 3);
+  const char* names[] = {"c1", "a1", "c2"};
+  const char* kinds[] = {"Conv3D", "LeakyReLU", "Conv3D"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& r = times.rows[i];
+    CAPTURE(r.layer);
+    CHECK(r.network == "timed");
+    CHECK(r.layer == names[i]);
+    CHECK(r.kind == kinds[i]);
+    CHECK(r.forward_calls == 2);
+    CHECK(r.backward_calls == 2);
+    CHECK(r.forward_s > 0.0);
+    CHECK(r.backward_s > 0.0);
+  }
+  CHECK(times.rows[0].options.find("2->3") != std::string::npos);
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Where the GPU step's time goes, on a machine that runs a bundle of bench/gpu/bundle.sh:
+#
+#   bench/gpu/lent_profile.sh BUNDLE.tar.xz OUT_DIR
+#
+#  1. 3dgan-25 at batch 128 and anglegan-51 at batch 64: `mpigan bench step --device cuda --profile 2`
+#     (the step, then two steps timed layer by layer) and the PyTorch peer with `--profile 25` (its
+#     top kernels by GPU time), in strict fp32 and again with TF32 on both sides;
+#  2. compute-sanitizer memcheck over the backend's own GPU tests (caching allocator off).
+# Everything lands in OUT_DIR; summary.txt has the step times.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bundle=${1:?usage: lent_profile.sh BUNDLE.tar.xz OUT_DIR}
+out=${2:?usage: lent_profile.sh BUNDLE.tar.xz OUT_DIR}
+mkdir -p "$out"
+g=$(mktemp -d)
+tar -xJf "$bundle" -C "$g" || { echo "lent_profile.sh: cannot unpack $bundle" >&2; exit 3; }
+source "$g/env.sh" > "$out/env.txt"
+mpigan=$g/build/apps/mpigan
+py=${PYTHON:-python3}
+summary="$out/summary.txt"
+nvidia-smi -L > "$summary" 2>&1
+for cfg in "3dgan-25 128" "anglegan-51 64"; do
+  read -r model batch <<< "$cfg"
+  for tf32 in 0 1; do
+    tag="${model}_b${batch}_tf32-$tf32"
+    MPIGAN_CUDA_TF32=$tf32 timeout 100 "$mpigan" bench step --device cuda --model "$model" --batch "$batch" \
+      --steps 8 --threads 8 --profile 2 > "$out/mpigan_$tag.txt" 2>&1
+    echo "mpigan  $tag: exit $? $(grep -h 'samples_per_s\|^profile:' "$out/mpigan_$tag.txt" | tr '\n' ' ')" >> "$summary"
+    flag=(); [[ $tf32 == 1 ]] && flag=(--tf32)
+    timeout 100 "$py" "$root/bench/pytorch/bench_step.py" --device cuda --model "$model" --batch "$batch" \
+      --steps 8 --threads 8 --profile 25 "${flag[@]}" > "$out/pytorch_$tag.txt" 2>&1
+    echo "pytorch $tag: exit $? $(grep -h 'step_time_s' "$out/pytorch_$tag.txt")" >> "$summary"
+  done
+done
+MPIGAN_CUDA_CACHING=0 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
+  "$g/bin/mpigan_test_core" -tc="cuda: *" --force-colors=0 > "$out/memcheck.txt" 2>&1
+echo "compute-sanitizer memcheck (cuda: *): exit $? $(grep -h 'ERROR SUMMARY\|test cases:' "$out/memcheck.txt" | tr '\n' ' ')" >> "$summary"
+rm -rf "$g"
+cat "$summary"
