@@ -4,8 +4,10 @@
 #   bench/gpu/lent_profile.sh BUNDLE.tar.xz OUT_DIR
 #
 #  1. 3dgan-25 at batch 128 and anglegan-51 at batch 64: `mpigan bench step --device cuda --profile 2`
-#     (the step, then two steps timed layer by layer) and the PyTorch peer with `--profile 25` (its
-#     top kernels by GPU time), in strict fp32 and again with TF32 on both sides;
+#     (the step, then two steps timed layer by layer; each convolution's measured algorithms), with
+#     the weight gradients chosen by measurement (MPIGAN_CUDA_WGRAD=measured, the default) and with
+#     cuDNN's weight-gradient algorithms only (legacy), and the PyTorch peer with `--profile 25`
+#     (its top kernels by GPU time), in strict fp32 and again with TF32 on both sides;
 #  2. compute-sanitizer memcheck over the backend's own GPU tests (caching allocator off).
 # Everything lands in OUT_DIR; summary.txt has the step times.
 set -uo pipefail
@@ -24,9 +26,13 @@ for cfg in "3dgan-25 128" "anglegan-51 64"; do
   read -r model batch <<< "$cfg"
   for tf32 in 0 1; do
     tag="${model}_b${batch}_tf32-$tf32"
-    MPIGAN_CUDA_TF32=$tf32 timeout 100 "$mpigan" bench step --device cuda --model "$model" --batch "$batch" \
-      --steps 8 --threads 8 --profile 2 > "$out/mpigan_$tag.txt" 2>&1
-    echo "mpigan  $tag: exit $? $(grep -h 'samples_per_s\|^profile:' "$out/mpigan_$tag.txt" | tr '\n' ' ')" >> "$summary"
+    for wgrad in measured legacy; do
+      MPIGAN_CUDA_TF32=$tf32 MPIGAN_CUDA_WGRAD=$wgrad timeout 100 "$mpigan" bench step --device cuda --model "$model" \
+        --batch "$batch" --steps 8 --threads 8 --profile 2 --log-level debug > "$out/mpigan_${tag}_$wgrad.txt" 2>&1
+      echo "mpigan  $tag wgrad $wgrad: exit $? $(grep -h 'samples_per_s\|^profile:' "$out/mpigan_${tag}_$wgrad.txt" |
+        tr '\n' ' ') weight gradients as forward: $(grep -c 'as a forward convolution' "$out/mpigan_${tag}_$wgrad.txt")" \
+        >> "$summary"
+    done
     flag=(); [[ $tf32 == 1 ]] && flag=(--tf32)
     timeout 100 "$py" "$root/bench/pytorch/bench_step.py" --device cuda --model "$model" --batch "$batch" \
       --steps 8 --threads 8 --profile 25 "${flag[@]}" > "$out/pytorch_$tag.txt" 2>&1

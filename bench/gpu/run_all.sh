@@ -11,7 +11,8 @@
 #     the cuda instances "...<cuda>" of test_ops.cpp's backend-templated cases, i.e. every op
 #     against the reference backend) in strict fp32, the convolutions and inner products again
 #     with MPIGAN_CUDA_TF32=1, the convolutions again with cuDNN's heuristics and deterministic
-#     algorithms only, the whole core suite, then `ctest -L gpu` if such tests exist; with
+#     algorithms only and with every weight gradient as a forward convolution (MPIGAN_CUDA_WGRAD=forward,
+#     fp32 and TF32), the whole core suite, then `ctest -L gpu` if such tests exist; with
 #     --sanitize also under compute-sanitizer memcheck (slow);
 #  4. runs the benchmarks (hooks below: `mpigan bench step` on cuda and its PyTorch peer);
 #  5. writes all logs and a summary.txt to the results directory (default runs/gpu-HOST-DATE/,
@@ -126,6 +127,9 @@ gpu_suite test_cuda_fp32.log MPIGAN_CUDA_TF32=0 -- -tc="$gpu_tests"
 gpu_suite test_cuda_tf32.log MPIGAN_CUDA_TF32=1 -- -tc="*conv3d*<cuda>,*inner product*<cuda>,cuda: conv3d*"
 gpu_suite test_cuda_heuristic_deterministic.log MPIGAN_CUDA_CONV_ALGO=heuristic MPIGAN_CUDA_DETERMINISTIC=1 -- \
   -tc="*conv3d*<cuda>,cuda: conv3d*"
+# Every convolution's weight gradient as a forward convolution of the transposed problem (docs/cuda.md).
+gpu_suite test_cuda_wgrad_forward.log MPIGAN_CUDA_WGRAD=forward -- -tc="*conv3d*<cuda>,cuda: conv3d*"
+gpu_suite test_cuda_wgrad_forward_tf32.log MPIGAN_CUDA_WGRAD=forward MPIGAN_CUDA_TF32=1 -- -tc="*conv3d*<cuda>,cuda: conv3d*"
 # The whole core suite: also runs the op tests of tests/unit/core/test_ops.cpp, which are templated
 # over backend tags and include the cuda backend (CudaTag) when it is compiled.
 step "tests: whole core suite (incl. CudaTag op tests)" "$out/test_core_all.log" "$tests" --force-colors=0

@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <vector>
 
 namespace mpigan::cuda {
@@ -65,7 +66,7 @@ const char* math_name(cudnnMathType_t m) {
 /// keeps CUDNN_FMA_MATH; a result listed for tensor-op math would not be what runs, or would not
 /// run). Throws listing every candidate when none qualifies.
 template <class Perf>
-const Perf& pick(const std::vector<Perf>& results, int returned, const Settings& s, const std::string& what) {
+const Perf* first_usable(const std::vector<Perf>& results, int returned, const Settings& s, const std::string& what) {
   for (int i = 0; i < returned; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > s.workspace_limit) continue;
@@ -83,8 +84,14 @@ const Perf& pick(const std::vector<Perf>& results, int returned, const Settings&
       spdlog::debug("cuda conv3d {}: algo {} ({:.3f} ms measured, {} MiB, math {}); candidates{}", what,
                     static_cast<int>(r.algo), r.time, r.memory >> 20, math_name(r.mathType), all);
     }
-    return r;
+    return &r;
   }
+  return nullptr;
+}
+
+template <class Perf>
+const Perf& pick(const std::vector<Perf>& results, int returned, const Settings& s, const std::string& what) {
+  if (const Perf* r = first_usable(results, returned, s, what)) return *r;
   std::string list;
   for (int i = 0; i < returned; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
@@ -168,10 +175,27 @@ class CudaConv3d final : public Conv3dOp {
     // Padded again rather than kept from forward: src may have changed in between (in-place
     // layers), and one pad is cheap next to the convolution.
     const float* x = padded_src(p, src, ws);
-    const float one = 1.0f;
-    MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(m_ctx.cudnn(), &one, p.x.get(), x, p.y.get(), diff_dst.data(),
-                                                      p.conv_bwd_filter.get(), p.bwd_filter_algo, ws + p.pad_bytes,
-                                                      p.bwd_filter_ws, &one, p.w.get(), diff_weights.data()));
+    const float one = 1.0f, zero = 0.0f;
+    if (p.wgrad_as_forward) {
+      // conv3d_plan.hpp, WgradAsForward: swap the operands' leading axes, convolve forward, add
+      // the result with its leading axes swapped back.
+      const WgradAsForward& t = *p.wt;
+      char* at = ws + p.pad_bytes;
+      auto* in = reinterpret_cast<float*>(at);
+      auto* filter = reinterpret_cast<float*>(at + p.wt_in_bytes);
+      auto* out = reinterpret_cast<float*>(at + p.wt_in_bytes + p.wt_filter_bytes);
+      char* conv_ws = at + p.wt_in_bytes + p.wt_filter_bytes + p.wt_out_bytes;
+      kernels::swap01(m_ctx.stream(), t.src_to_in(), x, in, false);
+      kernels::swap01(m_ctx.stream(), t.dy_to_filter(), diff_dst.data(), filter, false);
+      MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.wt_in.get(), in, p.wt_filter.get(), filter,
+                                                 p.wt_conv.get(), p.wt_algo, conv_ws, p.wt_conv_ws, &zero,
+                                                 p.wt_out.get(), out));
+      kernels::swap01(m_ctx.stream(), t.out_to_dw(), out, diff_weights.data(), true);
+    } else {
+      MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(m_ctx.cudnn(), &one, p.x.get(), x, p.y.get(), diff_dst.data(),
+                                                        p.conv_bwd_filter.get(), p.bwd_filter_algo, ws + p.pad_bytes,
+                                                        p.bwd_filter_ws, &one, p.w.get(), diff_weights.data()));
+    }
     if (with_bias)
       MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardBias(m_ctx.cudnn(), &one, p.y.get(), diff_dst.data(), &one,
                                                       p.bias.get(), diff_bias.data()));
@@ -190,6 +214,15 @@ class CudaConv3d final : public Conv3dOp {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
     std::size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
     std::size_t max_ws() const { return std::max({fwd_ws, bwd_data_ws, bwd_filter_ws}); }
+    // The weight gradient as a forward convolution (conv3d_plan.hpp), when chosen: its operands,
+    // result and cuDNN workspace follow the padded src in the workspace (bwd_filter_ws is their sum).
+    std::optional<WgradAsForward> wt;
+    bool wgrad_as_forward = false;
+    TensorDescPtr wt_in, wt_out;
+    FilterDescPtr wt_filter;
+    ConvDescPtr wt_conv;
+    cudnnConvolutionFwdAlgo_t wt_algo{};
+    std::size_t wt_in_bytes = 0, wt_filter_bytes = 0, wt_out_bytes = 0, wt_conv_ws = 0;
   };
 
   const Plan& planned() const {
@@ -286,6 +319,62 @@ class CudaConv3d final : public Conv3dOp {
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_filter.get(), r.mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), p.bwd_filter_algo, &p.bwd_filter_ws));
+    consider_wgrad_as_forward(p, what, r.time);
+  }
+
+  /// Switches @p p's weight gradient to the forward convolution of the transposed problem where
+  /// MPIGAN_CUDA_WGRAD forces it, or where cudnnFind measures it at most 0.8 of @p legacy_ms (the
+  /// margin pays the three axis swaps). Heuristic algorithm choice has no measurements to compare:
+  /// there the legacy algorithm stays unless forced.
+  void consider_wgrad_as_forward(Plan& p, const std::string& what, float legacy_ms) {
+    const Settings& s = m_ctx.settings();
+    if (s.wgrad == Settings::Wgrad::legacy) return;
+    if (s.wgrad == Settings::Wgrad::measured && s.conv_algo != Settings::ConvAlgo::find) return;
+    p.wt = plan_wgrad_as_forward(m_desc, p.pad);
+    if (!p.wt) return;  // strided
+    const WgradAsForward& t = *p.wt;
+    p.wt_in = make_tensor_desc(t.in);
+    p.wt_out = make_tensor_desc(t.out);
+    p.wt_filter = make_filter_desc(t.filter);
+    const cudnnMathType_t math = s.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    p.wt_conv = make_conv_desc(p.pad.sym, Dims3{1, 1, 1}, math);
+    int out[5];
+    MPIGAN_CUDNN_CHECK(
+        cudnnGetConvolutionNdForwardOutputDim(p.wt_conv.get(), p.wt_in.get(), p.wt_filter.get(), 5, out));
+    for (int i = 0; i < 5; ++i)
+      MPIGAN_CHECK(out[i] == t.out[i],
+                   "cuda conv3d {}: weight gradient as forward: cuDNN output dim {} is {}, expected {}", what, i,
+                   out[i], t.out[i]);
+    int max_count = 0, returned = 0;
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+    if (s.conv_algo == Settings::ConvAlgo::find)
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(),
+                                                              p.wt_conv.get(), p.wt_out.get(), max_count, &returned,
+                                                              perf.data()));
+    else
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(),
+                                                                p.wt_conv.get(), p.wt_out.get(), max_count, &returned,
+                                                                perf.data()));
+    const std::string as_forward = what + " backward weights as forward";
+    const auto* r = s.wgrad == Settings::Wgrad::forward ? &pick(perf, returned, s, as_forward)
+                                                        : first_usable(perf, returned, s, as_forward);
+    const bool faster = r != nullptr && r->time >= 0.0f && r->time <= 0.8f * legacy_ms;
+    if (s.wgrad == Settings::Wgrad::measured && !faster) {
+      p.wt.reset();
+      return;
+    }
+    p.wgrad_as_forward = true;
+    p.wt_algo = r->algo;
+    if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.wt_conv.get(), r->mathType));
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(), p.wt_conv.get(), p.wt_out.get(), p.wt_algo, &p.wt_conv_ws));
+    p.wt_in_bytes = align256(static_cast<std::size_t>(t.in.numel()) * sizeof(float));
+    p.wt_filter_bytes = align256(static_cast<std::size_t>(t.filter.numel()) * sizeof(float));
+    p.wt_out_bytes = align256(static_cast<std::size_t>(t.out.numel()) * sizeof(float));
+    p.bwd_filter_ws = p.wt_in_bytes + p.wt_filter_bytes + p.wt_out_bytes + p.wt_conv_ws;
+    spdlog::debug("cuda conv3d {}: weight gradient as a forward convolution, algo {} ({:.3f} ms against {:.3f} ms)",
+                  what, static_cast<int>(p.wt_algo), r->time, legacy_ms);
   }
 
   Conv3dDesc m_desc;

@@ -73,6 +73,21 @@ Settings Settings::from_env() {
           "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no benchmarking)",
           a);
   }
+  if (const char* v = env("MPIGAN_CUDA_WGRAD")) {
+    const std::string_view a(v);
+    if (a == "measured")
+      s.wgrad = Wgrad::measured;
+    else if (a == "legacy")
+      s.wgrad = Wgrad::legacy;
+    else if (a == "forward")
+      s.wgrad = Wgrad::forward;
+    else
+      MPIGAN_FATAL(
+          "environment variable MPIGAN_CUDA_WGRAD='{}': allowed are 'measured' (the faster of cuDNN's "
+          "weight-gradient algorithms and a forward convolution of the transposed problem), 'legacy' (cuDNN's "
+          "weight-gradient algorithms only) and 'forward' (the forward convolution wherever the stride is 1)",
+          a);
+  }
   if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
@@ -84,10 +99,11 @@ Settings Settings::from_env() {
 }
 
 std::string Settings::to_string() const {
-  return fmt::format("math {}, conv algorithms {}{}, workspace limit {} MiB, allocator {}",
+  const char* wgrad_name = wgrad == Wgrad::measured ? "measured" : wgrad == Wgrad::legacy ? "legacy" : "forward";
+  return fmt::format("math {}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
                      tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32",
                      conv_algo == ConvAlgo::find ? "find" : "heuristic", deterministic ? " (deterministic only)" : "",
-                     workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
+                     wgrad_name, workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

@@ -147,6 +147,22 @@ MPIGAN_HD std::int64_t crop_source_index(const PadGeometry& g, std::int64_t i) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Swap of the two leading axes, src (A, B, inner) -> dst (B, A, inner): the operands of the weight
+// gradient computed as a forward convolution (conv3d_plan.hpp, WgradAsForward).
+
+struct Swap01Geometry {
+  std::int64_t a = 0, b = 0, inner = 0;
+  MPIGAN_HD std::int64_t numel() const { return a * b * inner; }
+};
+
+/// Index into src of dst element @p i.
+MPIGAN_HD std::int64_t swap01_source_index(const Swap01Geometry& g, std::int64_t i) {
+  const std::int64_t s = i % g.inner;
+  const std::int64_t r = i / g.inner;  // = b_index * A + a_index
+  return ((r % g.a) * g.b + r / g.a) * g.inner + s;
+}
+
+// ----------------------------------------------------------------------------------------------
 // Nearest-neighbour upsampling by integer factors (Keras UpSampling3D).
 
 /// src (NC, D, H, W) -> dst (NC, D*FD, H*FH, W*FW).

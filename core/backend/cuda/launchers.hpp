@@ -57,6 +57,8 @@ void eltwise_backward(cudaStream_t stream, Act kind, float alpha, const float* d
 // --- padding.cu: explicit zero padding around conv inputs, and the crop of their gradients
 void pad(cudaStream_t stream, const PadGeometry& g, const float* src, float* padded);
 void crop(cudaStream_t stream, const PadGeometry& g, const float* padded, float* dst);
+/// dst (B, A, inner) = src (A, B, inner) with its two leading axes swapped; accumulate: dst += that.
+void swap01(cudaStream_t stream, const Swap01Geometry& g, const float* src, float* dst, bool accumulate);
 
 // --- upsample.cu
 void upsample_forward(cudaStream_t stream, const UpsampleGeometry& g, const float* src, float* dst);

@@ -29,10 +29,12 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -268,6 +270,46 @@ TEST_CASE("cuda: asymmetric padding = explicit zeros + symmetric cuDNN padding (
   }
 }
 
+TEST_CASE("cuda: the weight gradient as a forward convolution of the transposed problem (host)") {
+  // conv3d_plan.hpp's WgradAsForward, evaluated with the reference convolution and the swap01 index
+  // map of the kernels: equal to the reference weight gradient up to the order of the sums.
+  Rng rng(23);
+  int planned = 0;
+  for (const auto& c : conv_cases()) {
+    CAPTURE(c.name);
+    const auto pad = cuda::plan_conv_padding(c.desc, c.src);
+    const auto plan = cuda::plan_wgrad_as_forward(c.desc, pad);
+    const bool strided = c.desc.stride[0] != 1 || c.desc.stride[1] != 1 || c.desc.stride[2] != 1;
+    CHECK(plan.has_value() == !strided);
+    if (!plan) continue;
+    ++planned;
+    CHECK(plan->desc.output_shape(plan->in) == plan->out);
+    const Shape dst_shape = c.desc.output_shape(c.src);
+    Tensor src = random_host(c.src, rng), dy = random_host(dst_shape, rng);
+    const auto g = pad.pad_geometry();
+    Tensor padded = Tensor::empty(pad.padded_src);
+    for (std::int64_t i = 0; i < g.padded_numel(); ++i) padded.data()[i] = cuda::pad_element(g, src.data(), i);
+    auto swap = [](const cuda::Swap01Geometry& sg, const Tensor& from, Tensor& to, bool accumulate) {
+      REQUIRE(from.numel() == sg.numel());
+      REQUIRE(to.numel() == sg.numel());
+      for (std::int64_t i = 0; i < sg.numel(); ++i) {
+        const float v = from.data()[cuda::swap01_source_index(sg, i)];
+        to.data()[i] = accumulate ? to.data()[i] + v : v;
+      }
+    };
+    Tensor in = Tensor::empty(plan->in), filter = Tensor::empty(plan->filter), out = Tensor::empty(plan->out);
+    swap(plan->src_to_in(), padded, in, false);
+    swap(plan->dy_to_filter(), dy, filter, false);
+    ref::conv3d_forward<float>(plan->desc, plan->in, in.data(), filter.data(), nullptr, out.data());
+    // Accumulated, as the op accumulates into diff_weights.
+    Tensor dw_want = Tensor::full(c.desc.weights_shape(), 0.25f), dw_got = Tensor::full(c.desc.weights_shape(), 0.25f);
+    ref::conv3d_backward_weights<float>(c.desc, c.src, src.data(), dy.data(), dw_want.data(), nullptr);
+    swap(plan->out_to_dw(), out, dw_got, true);
+    CHECK(close("weight gradient as a forward convolution", dw_got, dw_want, {1e-5, 1e-4}));
+  }
+  CHECK(planned == 4);
+}
+
 TEST_CASE("cuda: element formulas and index maps of the kernels match the reference (host)") {
   auto ref = make_backend("reference");
   Rng rng(31);
@@ -483,6 +525,55 @@ TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
     gpu_op->forward(to_gpu(*b.gpu, src), to_gpu(*b.gpu, w), to_gpu(*b.gpu, bias), g_dst);
     // cuDNN's tolerance (test_utils.hpp library_tolerance; TF32-aware).
     test::check_close("forward", b.gpu->to_host(g_dst), want, test::library_tolerance(*b.gpu, {0.0, 0.0}, want));
+  }
+}
+
+/// Sets an environment variable for a scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : m_name(name) {
+    if (const char* old = std::getenv(name)) m_old = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (m_old)
+      ::setenv(m_name, m_old->c_str(), 1);
+    else
+      ::unsetenv(m_name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* m_name;
+  std::optional<std::string> m_old;
+};
+
+TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_WGRAD=forward) equal the reference") {
+  MPIGAN_REQUIRE_GPU();
+  const ScopedEnv forced("MPIGAN_CUDA_WGRAD", "forward");
+  Pair b;
+  REQUIRE(b.gpu->describe().find("weight gradients forward") != std::string::npos);
+  Rng rng(53);
+  for (const auto& c : conv_cases()) {
+    CAPTURE(c.name);
+    auto ref_op = b.ref->make_conv3d(c.desc);
+    auto gpu_op = b.gpu->make_conv3d(c.desc);
+    const Shape out = ref_op->setup({c.src, nullptr}).shape;
+    REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
+    Tensor src = random_host(c.src, rng), dy = random_host(out, rng);
+    // Accumulated onto the same non-zero start on both sides; the strided case stays on cuDNN's
+    // weight-gradient algorithms and is checked the same way.
+    const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
+    Tensor want = dw0.clone(), want_b = c.desc.bias ? db0.clone() : Tensor();
+    ref_op->backward_weights(src, dy, want, want_b);
+    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = c.desc.bias ? to_gpu(*b.gpu, db0) : Tensor();
+    gpu_op->backward_weights(to_gpu(*b.gpu, src), to_gpu(*b.gpu, dy), g_dw, g_db);
+    const double terms = static_cast<double>(out.numel() / out[1]);
+    const test::Tolerance sums{std::min(1e-2, 2e-7 * terms), 1e-4};
+    test::check_close("backward weights", b.gpu->to_host(g_dw), want, test::library_tolerance(*b.gpu, sums, want));
+    if (c.desc.bias)
+      test::check_close("backward bias", b.gpu->to_host(g_db), want_b, test::library_tolerance(*b.gpu, sums, want_b));
   }
 }
 
