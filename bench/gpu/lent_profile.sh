@@ -5,8 +5,8 @@
 #
 #  1. 3dgan-25 at batch 128 and anglegan-51 at batch 64: `mpigan bench step --device cuda --profile 2`
 #     (the step, then two steps timed layer by layer; each convolution's measured algorithms), with
-#     the weight gradients chosen by measurement (MPIGAN_CUDA_WGRAD=measured, the default) and with
-#     cuDNN's weight-gradient algorithms only (legacy), and the PyTorch peer with `--profile 25`
+#     the weight gradients chosen by measurement (MPIGAN_CUDA_WGRAD=measured) and with cuDNN's
+#     weight-gradient algorithms only (legacy, the default), and the PyTorch peer with `--profile 25`
 #     (its top kernels by GPU time), in strict fp32 and again with TF32 on both sides;
 #  2. compute-sanitizer memcheck over the backend's own GPU tests (caching allocator off).
 # Everything lands in OUT_DIR; summary.txt has the step times.

@@ -67,11 +67,12 @@ struct Settings {
   enum class ConvAlgo { find, heuristic };
   /// How conv3d computes weight gradients (conv3d_plan.hpp, WgradAsForward): `measured` picks the
   /// faster of cuDNN's weight-gradient algorithms and a forward convolution of the transposed
-  /// problem by what cudnnFind measures (the former with heuristics); the others force one.
+  /// problem by what cudnnFind measures (the former with heuristics); the others force one. The
+  /// default stays `legacy` until the forward form has run on a GPU (docs/cuda.md).
   enum class Wgrad { measured, legacy, forward };
   bool tf32 = false;                    ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
   ConvAlgo conv_algo = ConvAlgo::find;  ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
-  Wgrad wgrad = Wgrad::measured;        ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
+  Wgrad wgrad = Wgrad::legacy;          ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
   bool deterministic = false;           ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
