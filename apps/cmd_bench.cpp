@@ -140,6 +140,8 @@ void bench_step(const BenchStepOptions& o) {
   std::printf("step_time_s=%.4f\n", total / o.steps);
   std::printf("activation_mb=%.1f\n", activations);
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
+  if (const std::size_t gpu = backend->device_memory_peak(); gpu > 0)
+    std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(gpu) / (1 << 20));
   std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);
   if (o.profile > 0) {
     nn::LayerTimes times;

@@ -215,6 +215,8 @@ class Backend {
   virtual void from_host(const Tensor& host, Tensor& dst);
   /// Wait for queued device work.
   virtual void synchronize() {}
+  /// Most bytes of device memory this backend has had in use at once (0 for host backends).
+  virtual std::size_t device_memory_peak() const { return 0; }
 
   // --- ops (throw Error naming the descriptor when unsupported)
   virtual std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& desc) = 0;

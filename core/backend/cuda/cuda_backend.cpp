@@ -168,6 +168,9 @@ std::size_t CudaBackend::memory_in_use() const {
 std::size_t CudaBackend::memory_cached() const {
   return m_ctx->allocator()->stats().cached;
 }
+std::size_t CudaBackend::device_memory_peak() const {
+  return m_ctx->allocator()->stats().peak_in_use;
+}
 void CudaBackend::empty_cache() {
   m_ctx->allocator()->empty_cache();
 }

@@ -117,6 +117,7 @@ class CudaBackend final : public Backend {
   /// Bytes in use / cached by the caching allocator (for logs and leak checks).
   std::size_t memory_in_use() const;
   std::size_t memory_cached() const;
+  std::size_t device_memory_peak() const override;
   /// Return cached device memory to the driver (e.g. before handing the GPU to another library).
   void empty_cache();
 

@@ -482,6 +482,7 @@ TEST_CASE("cuda: memory, copies and device choice") {
     CHECK(cuda_backend.memory_in_use() >= before + (4u << 20));
   }
   CHECK(cuda_backend.memory_in_use() == before);
+  CHECK(gpu->device_memory_peak() >= before + (4u << 20));  // the 4 MiB block, gone but counted
   cuda_backend.empty_cache();
   CHECK(cuda_backend.memory_cached() == 0);
 

@@ -528,13 +528,15 @@ TEST_CASE("copy_sum_squares_range copies and sums like sum_squares_range") {
   CHECK_FALSE(std::isfinite(cpu::copy_sum_squares_range(bad.data(), out.data(), bad.size())));
 }
 
-TEST_CASE("host backends have no device group reducer and broadcast no id") {
+TEST_CASE("host backends have no device group reducer, broadcast no id and report no device memory") {
   for (const char* name : {"reference", "cpu"}) {
     CAPTURE(name);
     auto be = make_backend(name);
     int calls = 0;
     CHECK(be->make_group_reducer(0, 2, [&](std::span<std::byte>) { ++calls; }) == nullptr);
     CHECK(calls == 0);
+    Tensor t = be->allocate(Shape{1 << 16});
+    CHECK(be->device_memory_peak() == 0);
   }
 }
 
