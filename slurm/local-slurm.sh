@@ -17,6 +17,15 @@ conf="$dir/slurm.conf"
 host=$(hostname -s)
 
 stop() {
+  # Jobs first (a test that failed half-way leaves some running): with the daemons gone, their
+  # slurmstepd and srun processes would stay behind.
+  if [[ -f $conf && -f $dir/slurmctld.pid ]] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+    SLURM_CONF=$conf scancel --quiet --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 100); do
+      [[ -z $(SLURM_CONF=$conf squeue -h 2>/dev/null) ]] && break
+      sleep 0.1
+    done
+  fi
   for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munged.pid"; do
     [[ -f $pidfile ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done

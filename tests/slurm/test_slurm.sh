@@ -116,13 +116,25 @@ for _ in $(seq 600); do
   fi
   sleep 0.1
 done
-for _ in $(seq 3000); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.1; done
-squeue -h -j "$job" 2>/dev/null | grep -q . &&
-  fail "sandbox job $job still queued 300 s after SIGUSR1: $(scontrol show job "$job" 2>&1 | grep -E 'JobState|Reason|BeginTime|Restarts|ExitCode' | tr -s ' \n' ' ')
+# Until the restarted job has ended, by scontrol's JobState (squeue's empty answer also comes when
+# the controller is busy: "Zero Bytes were transmitted" in its log, seen once here).
+ended=0
+for _ in $(seq 3000); do
+  info=$(scontrol show job "$job" 2>/dev/null) || { sleep 0.1; continue; }
+  if grep -qE "Restarts=[1-9]" <<<"$info" &&
+    grep -qE "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)" <<<"$info"; then
+    ended=1
+    break
+  fi
+  sleep 0.1
+done
+jobinfo() { scontrol show job "$job" 2>&1 | grep -E 'JobState|Reason|BeginTime|Restarts|ExitCode' | tr -s ' \n' ' '; }
+((ended)) || fail "sandbox job $job not ended 300 s after SIGUSR1: $(jobinfo)
 $(tail -n 15 "$work/sandbox.out" 2>&1)"
 grep -q "requeueing job $job" "$work/sandbox.out" || fail "the sandbox job did not requeue ($(tail -5 "$work/sandbox.out"))"
 grep -q -- "--resume $work/study" "$work/sandbox.out" || fail "the requeued job did not resume"
-grep -q "Sandbox: 3000 updates" "$work/sandbox.out" || fail "the resumed study did not reach 3000 updates"
+grep -q "Sandbox: 3000 updates" "$work/sandbox.out" || fail "the resumed study did not reach 3000 updates: $(jobinfo)
+$(tail -n 15 "$work/sandbox.out" 2>&1)"
 steps=$(cut -d, -f2 "$work/study/updates.csv" | tail -n +2)
 [[ $(sort -n <<<"$steps" | uniq | wc -l) -eq 3000 && $(wc -l <<<"$steps") -eq 3000 ]] ||
   fail "updates.csv does not log updates 1..3000 once each"
