@@ -107,10 +107,14 @@ done
 scancel --signal=USR1 "$job"
 # Slurm holds a requeued job back for about two minutes (Reason=BeginTime; seen: requeued at :09,
 # eligible at +121 s, started at the next scheduling pass, +174 s) - on a cluster the delay does
-# not matter, here it would make the test slow and flaky: once requeued, the job is let go at once.
+# not matter, here it would make the test slow and flaky: once requeued, and once its first run has
+# left the node (node idle: released earlier, the restart raced the old run's teardown and failed
+# to launch, seen once), the job is let go at once.
 for _ in $(seq 600); do
   info=$(scontrol show job "$job" 2>/dev/null)
-  if grep -q "Restarts=1" <<<"$info" && grep -q "JobState=PENDING" <<<"$info"; then
+  if grep -q "Restarts=1" <<<"$info" && grep -q "JobState=PENDING" <<<"$info" &&
+    [[ $(sinfo -h -N -o %T 2>/dev/null) == idle ]]; then
+    sleep 1
     scontrol update JobId="$job" StartTime=now || fail "scontrol update StartTime=now of the requeued job $job"
     break
   fi
