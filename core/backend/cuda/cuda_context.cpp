@@ -3,7 +3,9 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <cstddef>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 namespace mpigan::cuda {
@@ -21,6 +23,48 @@ bool env_flag(const char* name, bool fallback) {
   if (s == "1" || s == "on" || s == "ON" || s == "true") return true;
   if (s == "0" || s == "off" || s == "OFF" || s == "false") return false;
   MPIGAN_FATAL("environment variable {}='{}' is not a flag: use 1/0, on/off or true/false", name, s);
+}
+
+/// One value a settings variable may take: its name, what it means (for the error), the value.
+template <class E>
+struct Choice {
+  const char* name;
+  const char* meaning;
+  E value;
+};
+
+const Choice<Settings::ConvAlgo> kConvAlgos[] = {
+    {"find", "benchmark the cuDNN algorithms once per shape", Settings::ConvAlgo::find},
+    {"heuristic", "cuDNN's heuristics, no benchmarking", Settings::ConvAlgo::heuristic}};
+const Choice<Settings::Wgrad> kWgrads[] = {
+    {"measured", "the faster of cuDNN's weight-gradient algorithms and a forward convolution of the transposed problem",
+     Settings::Wgrad::measured},
+    {"legacy", "cuDNN's weight-gradient algorithms only", Settings::Wgrad::legacy},
+    {"forward", "the forward convolution wherever the stride is 1", Settings::Wgrad::forward}};
+
+/// The value of environment variable @p var among @p choices, @p fallback when it is unset; any
+/// other value is fatal, with every allowed one and its meaning.
+template <class E, std::size_t N>
+E env_choice(const char* var, const Choice<E> (&choices)[N], E fallback) {
+  const char* v = env(var);
+  if (!v) return fallback;
+  for (const auto& c : choices)
+    if (std::string_view(v) == c.name) return c.value;
+  std::string allowed;
+  for (std::size_t i = 0; i < N; ++i)
+    allowed += fmt::format("{}'{}' ({})",
+                           i == 0       ? ""
+                           : i + 1 == N ? " and "
+                                        : ", ",
+                           choices[i].name, choices[i].meaning);
+  MPIGAN_FATAL("environment variable {}='{}': allowed are {}", var, v, allowed);
+}
+
+template <class E, std::size_t N>
+const char* choice_name(const Choice<E> (&choices)[N], E value) {
+  for (const auto& c : choices)
+    if (c.value == value) return c.name;
+  return "?";
 }
 
 }  // namespace
@@ -61,33 +105,8 @@ Settings Settings::from_env() {
   s.tf32 = env_flag("MPIGAN_CUDA_TF32", false);
   s.deterministic = env_flag("MPIGAN_CUDA_DETERMINISTIC", false);
   s.caching = env_flag("MPIGAN_CUDA_CACHING", true);
-  if (const char* v = env("MPIGAN_CUDA_CONV_ALGO")) {
-    const std::string_view a(v);
-    if (a == "find")
-      s.conv_algo = ConvAlgo::find;
-    else if (a == "heuristic")
-      s.conv_algo = ConvAlgo::heuristic;
-    else
-      MPIGAN_FATAL(
-          "environment variable MPIGAN_CUDA_CONV_ALGO='{}': allowed are 'find' (benchmark the cuDNN "
-          "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no benchmarking)",
-          a);
-  }
-  if (const char* v = env("MPIGAN_CUDA_WGRAD")) {
-    const std::string_view a(v);
-    if (a == "measured")
-      s.wgrad = Wgrad::measured;
-    else if (a == "legacy")
-      s.wgrad = Wgrad::legacy;
-    else if (a == "forward")
-      s.wgrad = Wgrad::forward;
-    else
-      MPIGAN_FATAL(
-          "environment variable MPIGAN_CUDA_WGRAD='{}': allowed are 'measured' (the faster of cuDNN's "
-          "weight-gradient algorithms and a forward convolution of the transposed problem), 'legacy' (cuDNN's "
-          "weight-gradient algorithms only) and 'forward' (the forward convolution wherever the stride is 1)",
-          a);
-  }
+  s.conv_algo = env_choice("MPIGAN_CUDA_CONV_ALGO", kConvAlgos, s.conv_algo);
+  s.wgrad = env_choice("MPIGAN_CUDA_WGRAD", kWgrads, s.wgrad);
   if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
@@ -99,11 +118,10 @@ Settings Settings::from_env() {
 }
 
 std::string Settings::to_string() const {
-  const char* wgrad_name = wgrad == Wgrad::measured ? "measured" : wgrad == Wgrad::legacy ? "legacy" : "forward";
   return fmt::format("math {}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
                      tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32",
-                     conv_algo == ConvAlgo::find ? "find" : "heuristic", deterministic ? " (deterministic only)" : "",
-                     wgrad_name, workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
+                     choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "",
+                     choice_name(kWgrads, wgrad), workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

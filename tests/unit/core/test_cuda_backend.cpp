@@ -22,6 +22,7 @@
 
 #include "mpigan/backend/cuda/conv3d_plan.hpp"
 #include "mpigan/backend/cuda/cuda_backend.hpp"
+#include "mpigan/backend/cuda/cuda_context.hpp"
 #include "mpigan/backend/cuda/device_math.hpp"
 #include "mpigan/backend/cuda/nccl_comm.hpp"
 #include "mpigan/backend/reference/kernels.hpp"
@@ -130,6 +131,30 @@ Tensor nan_gpu(Backend& gpu, const Shape& shape) {
   gpu.fill(t, std::numeric_limits<float>::quiet_NaN());
   return t;
 }
+
+/// Sets (nullptr: unsets) an environment variable for a scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : m_name(name) {
+    if (const char* old = std::getenv(name)) m_old = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (m_old)
+      ::setenv(m_name, m_old->c_str(), 1);
+    else
+      ::unsetenv(m_name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* m_name;
+  std::optional<std::string> m_old;
+};
 
 struct Pair {
   std::unique_ptr<Backend> ref = make_backend("reference");
@@ -268,6 +293,40 @@ TEST_CASE("cuda: asymmetric padding = explicit zeros + symmetric cuDNN padding (
     ref::conv3d_backward_weights<float>(sym, plan.padded_src, padded.data(), dy.data(), dw_got.data(), nullptr);
     CHECK(close("backward weights (padded src)", dw_got, dw_want, kExact));
   }
+}
+
+TEST_CASE("cuda: settings from the environment: defaults, named choices, and every allowed value on a bad one (host)") {
+  const ScopedEnv algo("MPIGAN_CUDA_CONV_ALGO", nullptr), wgrad("MPIGAN_CUDA_WGRAD", nullptr);
+  const cuda::Settings defaults = cuda::Settings::from_env();
+  CHECK(defaults.conv_algo == cuda::Settings::ConvAlgo::find);
+  CHECK(defaults.wgrad == cuda::Settings::Wgrad::legacy);
+  CHECK(defaults.to_string().find("conv algorithms find, weight gradients legacy") != std::string::npos);
+  {
+    const ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "heuristic"), w("MPIGAN_CUDA_WGRAD", "forward");
+    const cuda::Settings s = cuda::Settings::from_env();
+    CHECK(s.conv_algo == cuda::Settings::ConvAlgo::heuristic);
+    CHECK(s.wgrad == cuda::Settings::Wgrad::forward);
+    CHECK(s.to_string().find("conv algorithms heuristic, weight gradients forward") != std::string::npos);
+  }
+  {
+    const ScopedEnv w("MPIGAN_CUDA_WGRAD", "measured");
+    CHECK(cuda::Settings::from_env().wgrad == cuda::Settings::Wgrad::measured);
+  }
+  {
+    const ScopedEnv w("MPIGAN_CUDA_WGRAD", "fft");
+    CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
+                         doctest::Contains("MPIGAN_CUDA_WGRAD='fft': allowed are 'measured' (the faster of cuDNN's "
+                                           "weight-gradient algorithms and a forward convolution of the transposed "
+                                           "problem), 'legacy' (cuDNN's weight-gradient algorithms only) and "
+                                           "'forward' (the forward convolution wherever the stride is 1)"),
+                         Error);
+  }
+  const ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "fastest");
+  CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
+                       doctest::Contains("MPIGAN_CUDA_CONV_ALGO='fastest': allowed are 'find' (benchmark the cuDNN "
+                                         "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no "
+                                         "benchmarking)"),
+                       Error);
 }
 
 TEST_CASE("cuda: the weight gradient as a forward convolution of the transposed problem (host)") {
@@ -488,20 +547,14 @@ TEST_CASE("cuda: memory, copies and device choice") {
 
   CHECK_THROWS_AS(make_cuda_backend(BackendOptions{0, cuda_device_count()}), Error);
   // device_id -1: the node-local rank from the launcher's environment, modulo the device count.
-  const char* saved = std::getenv("SLURM_LOCALID");
-  const std::string saved_value = saved ? saved : "";
   const char* others[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"};
   bool other_set = false;
   for (const char* o : others) other_set = other_set || std::getenv(o);
   if (!other_set) {
-    ::setenv("SLURM_LOCALID", "5", 1);
+    const ScopedEnv slurm("SLURM_LOCALID", "5");
     std::string reason;
     CHECK(choose_cuda_device(-1, &reason) == 5 % cuda_device_count());
     CHECK(reason.find("SLURM_LOCALID") != std::string::npos);
-    if (saved)
-      ::setenv("SLURM_LOCALID", saved_value.c_str(), 1);
-    else
-      ::unsetenv("SLURM_LOCALID");
   }
   CHECK(choose_cuda_device(0) == 0);
 }
@@ -528,27 +581,6 @@ TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
     test::check_close("forward", b.gpu->to_host(g_dst), want, test::library_tolerance(*b.gpu, {0.0, 0.0}, want));
   }
 }
-
-/// Sets an environment variable for a scope and restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : m_name(name) {
-    if (const char* old = std::getenv(name)) m_old = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (m_old)
-      ::setenv(m_name, m_old->c_str(), 1);
-    else
-      ::unsetenv(m_name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* m_name;
-  std::optional<std::string> m_old;
-};
 
 TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_WGRAD=forward) equal the reference") {
   MPIGAN_REQUIRE_GPU();
