@@ -176,7 +176,7 @@ class CudaConv3d final : public Conv3dOp {
     // layers), and one pad is cheap next to the convolution.
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.wgrad_as_forward) {
+    if (p.wt) {
       // conv3d_plan.hpp, WgradAsForward: swap the operands' leading axes, convolve forward, add
       // the result with its leading axes swapped back.
       const WgradAsForward& t = *p.wt;
@@ -214,10 +214,9 @@ class CudaConv3d final : public Conv3dOp {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
     std::size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
     std::size_t max_ws() const { return std::max({fwd_ws, bwd_data_ws, bwd_filter_ws}); }
-    // The weight gradient as a forward convolution (conv3d_plan.hpp), when chosen: its operands,
+    // The weight gradient as a forward convolution (conv3d_plan.hpp), set when chosen: its operands,
     // result and cuDNN workspace follow the padded src in the workspace (bwd_filter_ws is their sum).
     std::optional<WgradAsForward> wt;
-    bool wgrad_as_forward = false;
     TensorDescPtr wt_in, wt_out;
     FilterDescPtr wt_filter;
     ConvDescPtr wt_conv;
@@ -254,31 +253,45 @@ class CudaConv3d final : public Conv3dOp {
 
     // cuDNN must agree with our output extent (it does for symmetric padding; a mismatch would be
     // a bug in the decomposition).
-    int out[5];
-    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(p->conv_fwd.get(), p->x.get(), p->w.get(), 5, out));
-    for (int i = 0; i < 5; ++i)
-      MPIGAN_CHECK(out[i] == p->dst[i], "cuda conv3d {}: cuDNN output dim {} is {}, expected {} (src {})",
-                   m_desc.to_string(), i, out[i], p->dst[i], src);
-
     const std::string what = m_desc.to_string() + " src " + src.to_string();
+    check_output(p->conv_fwd, p->x, p->w, p->dst, what);
     choose_forward(*p, what);
     choose_backward_data(*p, what);
     choose_backward_filter(*p, what);
     return p;
   }
 
-  void choose_forward(Plan& p, const std::string& what) {
-    const Settings& s = m_ctx.settings();
+  /// That cuDNN's output shape for (@p x, @p w, @p conv) is @p expected.
+  static void check_output(const ConvDescPtr& conv, const TensorDescPtr& x, const FilterDescPtr& w,
+                           const Shape& expected, const std::string& what) {
+    int out[5];
+    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(conv.get(), x.get(), w.get(), 5, out));
+    for (int i = 0; i < 5; ++i)
+      MPIGAN_CHECK(out[i] == expected[i], "cuda conv3d {}: cuDNN output dim {} is {}, expected {}", what, i, out[i],
+                   expected[i]);
+  }
+
+  /// cuDNN's forward algorithms for (@p x, @p w, @p conv, @p y), measured (find) or ranked by its
+  /// heuristics, best first.
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> forward_candidates(const ConvDescPtr& conv, const TensorDescPtr& x,
+                                                                const FilterDescPtr& w, const TensorDescPtr& y) {
     int max_count = 0, returned = 0;
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-    if (s.conv_algo == Settings::ConvAlgo::find)
-      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
-                                                              p.y.get(), max_count, &returned, perf.data()));
+    if (m_ctx.settings().conv_algo == Settings::ConvAlgo::find)
+      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(m_ctx.cudnn(), x.get(), w.get(), conv.get(), y.get(),
+                                                              max_count, &returned, perf.data()));
     else
-      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
-                                                                p.y.get(), max_count, &returned, perf.data()));
-    const auto& r = pick(perf, returned, s, what + " forward");
+      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_ctx.cudnn(), x.get(), w.get(), conv.get(), y.get(),
+                                                                max_count, &returned, perf.data()));
+    perf.resize(static_cast<std::size_t>(returned));
+    return perf;
+  }
+
+  void choose_forward(Plan& p, const std::string& what) {
+    const Settings& s = m_ctx.settings();
+    const auto perf = forward_candidates(p.conv_fwd, p.x, p.w, p.y);
+    const auto& r = pick(perf, static_cast<int>(perf.size()), s, what + " forward");
     p.fwd_algo = r.algo;
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_fwd.get(), r.mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
@@ -338,25 +351,10 @@ class CudaConv3d final : public Conv3dOp {
     p.wt_filter = make_filter_desc(t.filter);
     const cudnnMathType_t math = s.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
     p.wt_conv = make_conv_desc(p.pad.sym, Dims3{1, 1, 1}, math);
-    int out[5];
-    MPIGAN_CUDNN_CHECK(
-        cudnnGetConvolutionNdForwardOutputDim(p.wt_conv.get(), p.wt_in.get(), p.wt_filter.get(), 5, out));
-    for (int i = 0; i < 5; ++i)
-      MPIGAN_CHECK(out[i] == t.out[i],
-                   "cuda conv3d {}: weight gradient as forward: cuDNN output dim {} is {}, expected {}", what, i,
-                   out[i], t.out[i]);
-    int max_count = 0, returned = 0;
-    MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(m_ctx.cudnn(), &max_count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-    if (s.conv_algo == Settings::ConvAlgo::find)
-      MPIGAN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(),
-                                                              p.wt_conv.get(), p.wt_out.get(), max_count, &returned,
-                                                              perf.data()));
-    else
-      MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(),
-                                                                p.wt_conv.get(), p.wt_out.get(), max_count, &returned,
-                                                                perf.data()));
     const std::string as_forward = what + " backward weights as forward";
+    check_output(p.wt_conv, p.wt_in, p.wt_filter, t.out, as_forward);
+    const auto perf = forward_candidates(p.wt_conv, p.wt_in, p.wt_filter, p.wt_out);
+    const int returned = static_cast<int>(perf.size());
     const auto* r = s.wgrad == Settings::Wgrad::forward ? &pick(perf, returned, s, as_forward)
                                                         : first_usable(perf, returned, s, as_forward);
     const bool faster = r != nullptr && r->time >= 0.0f && r->time <= 0.8f * legacy_ms;
@@ -364,7 +362,6 @@ class CudaConv3d final : public Conv3dOp {
       p.wt.reset();
       return;
     }
-    p.wgrad_as_forward = true;
     p.wt_algo = r->algo;
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.wt_conv.get(), r->mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
