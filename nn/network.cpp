@@ -11,23 +11,23 @@
 namespace mpigan::nn {
 namespace {
 
-/// One layer's pass for LayerTimes: the backend's queued work is finished before the clock starts
-/// and waited for before it stops.
-class TimedPass {
- public:
-  explicit TimedPass(Backend& be) : m_be(be) {
-    m_be.synchronize();
-    m_t0 = std::chrono::steady_clock::now();
+/// Runs one layer's pass @p f; with @p times, the backend's queued work finished before the clock
+/// starts and waited for before it stops, the seconds added to the layer's row.
+template <class F>
+void run_layer(LayerTimes* times, Backend& be, const std::string& network, const Layer& l, bool backward, F&& f) {
+  if (times == nullptr) {
+    f();
+    return;
   }
-  double seconds() const {
-    m_be.synchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - m_t0).count();
-  }
-
- private:
-  Backend& m_be;
-  std::chrono::steady_clock::time_point m_t0;
-};
+  be.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  be.synchronize();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LayerTimes::Row& r = times->row(network, l);
+  (backward ? r.backward_s : r.forward_s) += s;
+  ++(backward ? r.backward_calls : r.forward_calls);
+}
 
 }  // namespace
 
@@ -240,17 +240,7 @@ const std::vector<Tensor>& Network::forward(const Tensor& input, const ForwardCo
   m_outputs.clear();
   for (auto& node : m_nodes) {
     const Tensor* t = node.source < 0 ? &input : &m_nodes[static_cast<std::size_t>(node.source)].out;
-    for (auto& l : node.layers) {
-      if (m_times == nullptr) {
-        t = &l->forward(*t, ctx);
-        continue;
-      }
-      const TimedPass pass(backend());
-      t = &l->forward(*t, ctx);
-      LayerTimes::Row& r = m_times->row(m_name, *l);
-      r.forward_s += pass.seconds();
-      ++r.forward_calls;
-    }
+    for (auto& l : node.layers) run_layer(m_times, backend(), m_name, *l, false, [&] { t = &l->forward(*t, ctx); });
     if (node.out_desc.canonical() && !t->canonical()) {
       backend().reorder(*t, node.canonical_out);
       t = &node.canonical_out;
@@ -298,15 +288,7 @@ const Tensor& Network::backward(const std::vector<Tensor>& diff_outputs, const B
       lctx.need_diff_src = j > 0 || source_wants;
       Tensor next;
       if (lctx.need_diff_src) next = Tensor::in_storage(node.in_descs[j], m_workspace[ws]);
-      if (m_times == nullptr) {
-        node.layers[j]->backward(cur, next, lctx);
-      } else {
-        const TimedPass pass(be);
-        node.layers[j]->backward(cur, next, lctx);
-        LayerTimes::Row& r = m_times->row(m_name, *node.layers[j]);
-        r.backward_s += pass.seconds();
-        ++r.backward_calls;
-      }
+      run_layer(m_times, be, m_name, *node.layers[j], true, [&] { node.layers[j]->backward(cur, next, lctx); });
       cur = next;
       ws ^= 1;
       produced = lctx.need_diff_src;
