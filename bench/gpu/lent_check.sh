@@ -18,12 +18,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bundle=${1:?usage: lent_check.sh BUNDLE.tar.xz OUT_DIR [TRAIN_SECONDS]}
 out=${2:?usage: lent_check.sh BUNDLE.tar.xz OUT_DIR [TRAIN_SECONDS]}
 train_s=${3:-120}
-mkdir -p "$out"
-g=$(mktemp -d)
-tar -xJf "$bundle" -C "$g" || { echo "lent_check.sh: cannot unpack $bundle" >&2; exit 3; }
-# shellcheck disable=SC1091
-source "$g/env.sh" | tee "$out/env.txt"
-source "$g/env.sh" > /dev/null
+source "$root/bench/gpu/lent_common.sh"
+lent_unpack "$bundle" "$out"
 export PYTHON=${PYTHON:-python3} OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 summary="$out/summary.txt"
 { date -u; nvidia-smi -L; uname -r; ldd --version | head -1; } > "$summary" 2>&1
@@ -41,7 +37,6 @@ for batch in 64 128; do
 done
 
 run="$out/train"
-mpigan=$g/build/apps/mpigan
 timeout 120 "$mpigan" simulate --events 12000 --geometry 25x25x25 --energy 10:500 --out "$out/sim" \
   --events-per-file 2000 --seed 7 --threads 16 > "$out/simulate.txt" 2>&1
 echo "simulate exit $?" >> "$summary"

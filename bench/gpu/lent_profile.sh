@@ -14,11 +14,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bundle=${1:?usage: lent_profile.sh BUNDLE.tar.xz OUT_DIR}
 out=${2:?usage: lent_profile.sh BUNDLE.tar.xz OUT_DIR}
-mkdir -p "$out"
-g=$(mktemp -d)
-tar -xJf "$bundle" -C "$g" || { echo "lent_profile.sh: cannot unpack $bundle" >&2; exit 3; }
-source "$g/env.sh" > "$out/env.txt"
-mpigan=$g/build/apps/mpigan
+source "$root/bench/gpu/lent_common.sh"
+lent_unpack "$bundle" "$out"
 py=${PYTHON:-python3}
 summary="$out/summary.txt"
 nvidia-smi -L > "$summary" 2>&1

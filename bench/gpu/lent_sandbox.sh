@@ -17,11 +17,8 @@ out=${2:?usage: lent_sandbox.sh BUNDLE.tar.xz OUT_DIR [RULE:WORKERS:SAMPLES ...]
 shift 2
 runs=("$@")
 ((${#runs[@]})) || runs=(downpour:64:20480 gem:64:20480 downpour:64:102400)
-mkdir -p "$out"
-g=$(mktemp -d)
-tar -xJf "$bundle" -C "$g" || { echo "lent_sandbox.sh: cannot unpack $bundle" >&2; exit 3; }
-source "$g/env.sh" > "$out/env.txt"
-mpigan=$g/build/apps/mpigan
+source "$root/bench/gpu/lent_common.sh"
+lent_unpack "$bundle" "$out"
 summary="$out/summary.txt"
 nvidia-smi -L > "$summary" 2>&1
 work=$(mktemp -d)
