@@ -118,19 +118,18 @@ void bench_step(const BenchStepOptions& o) {
   };
   std::printf("model=%s batch=%lld steps=%d warmup=%d backend=%s\n", o.model.c_str(), static_cast<long long>(o.batch),
               o.steps, o.warmup, backend->describe().c_str());
+  // The n-th step (warm-up, timed and profiled steps count on): its wall time, the GPU waited for.
   using clock = std::chrono::steady_clock;
-  for (int w = 0; w < o.warmup; ++w) {
+  auto timed_step = [&](int n) {
     const auto t0 = clock::now();
-    step.run(batch, static_cast<std::uint64_t>(w), apply);
+    const auto l = step.run(batch, static_cast<std::uint64_t>(n), apply);
     backend->synchronize();
-    std::printf("warmup %d: %.3f s\n", w, std::chrono::duration<double>(clock::now() - t0).count());
-  }
+    return std::pair{std::chrono::duration<double>(clock::now() - t0).count(), l};
+  };
+  for (int w = 0; w < o.warmup; ++w) std::printf("warmup %d: %.3f s\n", w, timed_step(w).first);
   double total = 0.0;
   for (int s = 0; s < o.steps; ++s) {
-    const auto t0 = clock::now();
-    const auto l = step.run(batch, static_cast<std::uint64_t>(o.warmup + s), apply);
-    backend->synchronize();
-    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    const auto [dt, l] = timed_step(o.warmup + s);
     total += dt;
     std::printf("step %d: %.3f s  d_loss %.4f  g_loss %.4f\n", s, dt, l.d_loss(), l.g);
     std::fflush(stdout);
@@ -148,12 +147,7 @@ void bench_step(const BenchStepOptions& o) {
     model->generator.set_layer_times(&times);
     model->discriminator.set_layer_times(&times);
     double profiled = 0.0;
-    for (int s = 0; s < o.profile; ++s) {
-      const auto t0 = clock::now();
-      step.run(batch, static_cast<std::uint64_t>(o.warmup + o.steps + s), apply);
-      backend->synchronize();
-      profiled += std::chrono::duration<double>(clock::now() - t0).count();
-    }
+    for (int s = 0; s < o.profile; ++s) profiled += timed_step(o.warmup + o.steps + s).first;
     model->generator.set_layer_times(nullptr);
     model->discriminator.set_layer_times(nullptr);
     print_layer_times(times, o.profile, profiled);
