@@ -124,27 +124,27 @@ model: {{name: 3dgan-25}}
 data:
   train: {0}/data/*.h5
   simulate: {{events: 48, energy: [20, 200], events_per_file: 24, dir: {0}/data}}
-training: {{batch: 4, max_updates: 6}}
+training: {{batch: 2, max_updates: 4}}
 validation: {{batches: 1}}
-checkpoint: {{every: 3, keep: 5}}
+checkpoint: {{every: 2, keep: 5}}
 logging: {{level: warn}}
 )",
                                        dir);
   std::ofstream(dir + "/exp.yaml") << yaml;
-  // Uninterrupted: 6 steps.
+  // Uninterrupted: 4 steps (of the real 3DGAN at batch 2: its BatchNorm state, its data files).
   const auto full = ExperimentConfig::load(dir + "/exp.yaml");
   const auto s1 = run_single_process(full, {dir + "/full", ""});
-  CHECK(s1.steps == 6);
-  // Interrupted after 3 steps (10 samples at batch 4: the 3rd step spends them), then resumed to 6.
-  const auto part = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=10"});
+  CHECK(s1.steps == 4);
+  // Interrupted after 2 steps (3 samples at batch 2: the 2nd step spends them), then resumed to 4.
+  const auto part = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=3"});
   const auto s0 = run_single_process(part, {dir + "/split", ""});
-  CHECK(s0.steps == 3);
-  CHECK(s0.samples == 12);
+  CHECK(s0.steps == 2);
+  CHECK(s0.samples == 4);
   // A run killed after its last checkpoint had logged two more steps: the resumed run drops them
   // (it logs those steps again) instead of repeating them.
-  std::ofstream(dir + "/split/metrics.csv", std::ios::app) << "step,0,4,16,1,1,9,9,9,9\nstep,0,5,20,1,1,9,9,9,9\n";
+  std::ofstream(dir + "/split/metrics.csv", std::ios::app) << "step,0,3,6,1,1,9,9,9,9\nstep,0,4,8,1,1,9,9,9,9\n";
   const auto s2 = run_single_process(full, {"", dir + "/split"});
-  CHECK(s2.steps == 6);
+  CHECK(s2.steps == 4);
   CheckpointReader a(s1.last_checkpoint), b(s2.last_checkpoint);
   for (const char* name :
        {"model/generator/weights/values", "model/discriminator/weights/values", "model/generator/state/values",
@@ -154,7 +154,7 @@ logging: {{level: warn}}
     REQUIRE(x.size() == y.size());
     CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
   }
-  // The metrics of the resumed run continue the file: 6 step rows in both.
+  // The metrics of the resumed run continue the file: 4 step rows in both.
   auto count_steps = [](const std::string& f) {
     std::ifstream in(f);
     std::string line;
@@ -162,8 +162,8 @@ logging: {{level: warn}}
     while (std::getline(in, line)) n += line.starts_with("step,");
     return n;
   };
-  CHECK(count_steps(dir + "/full/metrics.csv") == 6);
-  CHECK(count_steps(dir + "/split/metrics.csv") == 6);
+  CHECK(count_steps(dir + "/full/metrics.csv") == 4);
+  CHECK(count_steps(dir + "/split/metrics.csv") == 4);
 }
 
 TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; the previous file stays") {
