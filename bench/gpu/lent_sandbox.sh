@@ -7,8 +7,10 @@
 #
 # Default runs: downpour:64:20480 (its CPU run is in docs/algorithms.md's table: the check that
 # the GPU sandbox lands within the run-to-run spread of the CPU one), then gem:64:20480 and
-# downpour:64:102400. Each run is stopped by SIGTERM after 150 s if not done (its state is saved:
-# `--resume` continues it). OUT_DIR gets each run's metrics.csv, sandbox.json and log, and
+# downpour:64:102400. Each run is stopped by SIGTERM after 150 s if not done: it ends cleanly with
+# its metrics, but its saved state stays in the temporary work directory, removed at the end (64
+# workers' weights are too large to come back from a lent machine), so a later call starts it
+# over. OUT_DIR gets each run's metrics.csv, sandbox.json and log, and
 # summary.txt with the physics rows. MPIGAN_SANDBOX_BACKEND=cpu runs the same on the CPU (a dry run).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
