@@ -25,7 +25,21 @@ struct ConvGeometry {
   std::int64_t w_at(std::int64_t oc, std::int64_t ic, std::int64_t kd, std::int64_t kh, std::int64_t kw) const {
     return (((oc * IC + ic) * KD + kd) * KH + kh) * KW + kw;
   }
+  /// Calls f(ow, iw) for each output column ow whose kernel tap kw lands inside the input row, on
+  /// input column iw = ow * SW - PW + kw: the innermost walk of all three passes.
+  template <class F>
+  void for_each_column(std::int64_t kw, F&& f) const {
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      const std::int64_t iw = ow * SW - PW + kw;
+      if (iw >= 0 && iw < IW) f(ow, iw);
+    }
+  }
 };
+
+template <class T>
+void store_row(const std::vector<double>& acc, T* out) {
+  std::transform(acc.begin(), acc.end(), out, [](double v) { return static_cast<T>(v); });
+}
 }  // namespace
 
 // Each output row (fixed n, channel, depth and height) is accumulated in doubles along its whole
@@ -54,16 +68,13 @@ void conv3d_forward(const Conv3dDesc& desc, const Shape& src_shape, const T* src
                 const std::int64_t s = g.src_at(n, ic, id, ih, 0);
                 for (std::int64_t kw = 0; kw < g.KW; ++kw) {
                   const double w = static_cast<double>(weights[g.w_at(oc, ic, kd, kh, kw)]);
-                  for (std::int64_t ow = 0; ow < g.OW; ++ow) {
-                    const std::int64_t iw = ow * g.SW - g.PW + kw;
-                    if (iw < 0 || iw >= g.IW) continue;
+                  g.for_each_column(kw, [&](std::int64_t ow, std::int64_t iw) {
                     acc[static_cast<std::size_t>(ow)] += static_cast<double>(src[s + iw]) * w;
-                  }
+                  });
                 }
               }
             }
-          T* out = dst + g.dst_at(n, oc, od, oh, 0);
-          for (std::int64_t ow = 0; ow < g.OW; ++ow) out[ow] = static_cast<T>(acc[static_cast<std::size_t>(ow)]);
+          store_row(acc, dst + g.dst_at(n, oc, od, oh, 0));
         }
     }
 }
@@ -91,16 +102,13 @@ void conv3d_backward_data(const Conv3dDesc& desc, const Shape& src_shape, const 
                 const std::int64_t d = g.dst_at(n, oc, od, oh, 0);
                 for (std::int64_t kw = 0; kw < g.KW; ++kw) {
                   const double w = static_cast<double>(weights[g.w_at(oc, ic, kd, kh, kw)]);
-                  for (std::int64_t ow = 0; ow < g.OW; ++ow) {
-                    const std::int64_t iw = ow * g.SW - g.PW + kw;
-                    if (iw < 0 || iw >= g.IW) continue;
+                  g.for_each_column(kw, [&](std::int64_t ow, std::int64_t iw) {
                     acc[static_cast<std::size_t>(iw)] += static_cast<double>(diff_dst[d + ow]) * w;
-                  }
+                  });
                 }
               }
             }
-          T* out = diff_src + g.src_at(n, ic, id, ih, 0);
-          for (std::int64_t iw = 0; iw < g.IW; ++iw) out[iw] = static_cast<T>(acc[static_cast<std::size_t>(iw)]);
+          store_row(acc, diff_src + g.src_at(n, ic, id, ih, 0));
         }
     }
 }
@@ -123,13 +131,10 @@ void conv3d_backward_weights(const Conv3dDesc& desc, const Shape& src_shape, con
                 for (std::int64_t oh = 0; oh < g.OH; ++oh) {
                   const std::int64_t ih = oh * g.SH - g.PH + kh;
                   if (ih < 0 || ih >= g.IH) continue;
-                  const std::int64_t d = g.dst_at(n, oc, od, oh, 0);
-                  const std::int64_t s = g.src_at(n, ic, id, ih, 0) - g.PW + kw;  // + ow * SW: iw
-                  for (std::int64_t ow = 0; ow < g.OW; ++ow) {
-                    const std::int64_t iw = ow * g.SW - g.PW + kw;
-                    if (iw < 0 || iw >= g.IW) continue;
-                    acc += static_cast<double>(diff_dst[d + ow]) * static_cast<double>(src[s + ow * g.SW]);
-                  }
+                  const std::int64_t d = g.dst_at(n, oc, od, oh, 0), s = g.src_at(n, ic, id, ih, 0);
+                  g.for_each_column(kw, [&](std::int64_t ow, std::int64_t iw) {
+                    acc += static_cast<double>(diff_dst[d + ow]) * static_cast<double>(src[s + iw]);
+                  });
                 }
               }
             diff_weights[g.w_at(oc, ic, kd, kh, kw)] += static_cast<T>(acc);
