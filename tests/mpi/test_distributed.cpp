@@ -252,7 +252,7 @@ int max_lead_in(const std::string& dir, int workers) {
 TEST_CASE("topology.max_lead keeps every worker within max_lead + 1 updates of a straggler") {
   if (!ranks(4)) return;
   // Worker 0 pauses 60 ms before every exchange; the other two run at full speed.
-  setenv("MPIGAN_FAULT", "slow@0:60", 1);
+  const test::ScopedEnv fault("MPIGAN_FAULT", "slow@0:60");
   const std::vector<std::string> common{"training.max_updates=90", "checkpoint.every=30"};
   auto with = [&](std::vector<std::string> v) {
     v.insert(v.end(), common.begin(), common.end());
@@ -263,7 +263,6 @@ TEST_CASE("topology.max_lead keeps every worker within max_lead + 1 updates of a
   const auto s = run(bounded, with({"algorithm.name=downpour", "topology.max_lead=2"}));
   // GEM's pull-then-push exchange: the pull is what waits.
   const auto g = run(gem, with({"algorithm.name=gem", "topology.max_lead=2"}));
-  unsetenv("MPIGAN_FAULT");
   if (world_rank() != 0) return;
   const int free_lead = max_lead_in(free_run, 3), lead = max_lead_in(bounded, 3), gem_lead = max_lead_in(gem, 3);
   MESSAGE("lead over the straggler: unbounded " << free_lead << ", max_lead 2: downpour " << lead << ", gem "
@@ -532,9 +531,8 @@ TEST_CASE("the sandbox reproduces a real synchronous job bit for bit, and a real
 TEST_CASE("a non-finite update is rejected and logged, never applied") {
   if (!ranks(3)) return;
   const std::string dir = run_dir("nan");
-  setenv("MPIGAN_FAULT", "nan_update@1:5", 1);
+  const test::ScopedEnv fault("MPIGAN_FAULT", "nan_update@1:5");
   const auto s = run(dir, {"algorithm.name=downpour", "training.max_updates=40"});
-  unsetenv("MPIGAN_FAULT");
   if (world_rank() != 0) return;
   CHECK(s.master.rejected == 1);
   int rejected = 0;
@@ -550,9 +548,8 @@ TEST_CASE("a run whose every update is non-finite stops as diverged, with its la
   // From their 4th exchange on, both workers send only non-finite updates: 3 + 3 applied, then
   // max_nonfinite = 5 rejections in a row end the run (a straggler's finite update arriving after
   // another worker's first NaN resets the count, so there may be more rejections than 5).
-  setenv("MPIGAN_FAULT", "nan_update@all:4+", 1);
+  const test::ScopedEnv fault("MPIGAN_FAULT", "nan_update@all:4+");
   const auto s = run(dir, {"algorithm.name=downpour", "training.max_updates=40", "training.max_nonfinite=5"});
-  unsetenv("MPIGAN_FAULT");
   if (world_rank() != 0) return;
   CHECK(s.master.version == 6);
   CHECK(s.master.rejected >= 5);

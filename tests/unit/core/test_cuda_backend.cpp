@@ -132,30 +132,6 @@ Tensor nan_gpu(Backend& gpu, const Shape& shape) {
   return t;
 }
 
-/// Sets (nullptr: unsets) an environment variable for a scope and restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : m_name(name) {
-    if (const char* old = std::getenv(name)) m_old = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (m_old)
-      ::setenv(m_name, m_old->c_str(), 1);
-    else
-      ::unsetenv(m_name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* m_name;
-  std::optional<std::string> m_old;
-};
-
 struct Pair {
   std::unique_ptr<Backend> ref = make_backend("reference");
   std::unique_ptr<Backend> gpu = make_backend("cuda");
@@ -296,24 +272,24 @@ TEST_CASE("cuda: asymmetric padding = explicit zeros + symmetric cuDNN padding (
 }
 
 TEST_CASE("cuda: settings from the environment: defaults, named choices, and every allowed value on a bad one (host)") {
-  const ScopedEnv algo("MPIGAN_CUDA_CONV_ALGO", nullptr), wgrad("MPIGAN_CUDA_WGRAD", nullptr);
+  const test::ScopedEnv algo("MPIGAN_CUDA_CONV_ALGO", nullptr), wgrad("MPIGAN_CUDA_WGRAD", nullptr);
   const cuda::Settings defaults = cuda::Settings::from_env();
   CHECK(defaults.conv_algo == cuda::Settings::ConvAlgo::find);
   CHECK(defaults.wgrad == cuda::Settings::Wgrad::legacy);
   CHECK(defaults.to_string().find("conv algorithms find, weight gradients legacy") != std::string::npos);
   {
-    const ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "heuristic"), w("MPIGAN_CUDA_WGRAD", "forward");
+    const test::ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "heuristic"), w("MPIGAN_CUDA_WGRAD", "forward");
     const cuda::Settings s = cuda::Settings::from_env();
     CHECK(s.conv_algo == cuda::Settings::ConvAlgo::heuristic);
     CHECK(s.wgrad == cuda::Settings::Wgrad::forward);
     CHECK(s.to_string().find("conv algorithms heuristic, weight gradients forward") != std::string::npos);
   }
   {
-    const ScopedEnv w("MPIGAN_CUDA_WGRAD", "measured");
+    const test::ScopedEnv w("MPIGAN_CUDA_WGRAD", "measured");
     CHECK(cuda::Settings::from_env().wgrad == cuda::Settings::Wgrad::measured);
   }
   {
-    const ScopedEnv w("MPIGAN_CUDA_WGRAD", "fft");
+    const test::ScopedEnv w("MPIGAN_CUDA_WGRAD", "fft");
     CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
                          doctest::Contains("MPIGAN_CUDA_WGRAD='fft': allowed are 'measured' (the faster of cuDNN's "
                                            "weight-gradient algorithms and a forward convolution of the transposed "
@@ -321,7 +297,7 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
                                            "'forward' (the forward convolution wherever the stride is 1)"),
                          Error);
   }
-  const ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "fastest");
+  const test::ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "fastest");
   CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
                        doctest::Contains("MPIGAN_CUDA_CONV_ALGO='fastest': allowed are 'find' (benchmark the cuDNN "
                                          "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no "
@@ -551,7 +527,7 @@ TEST_CASE("cuda: memory, copies and device choice") {
   bool other_set = false;
   for (const char* o : others) other_set = other_set || std::getenv(o);
   if (!other_set) {
-    const ScopedEnv slurm("SLURM_LOCALID", "5");
+    const test::ScopedEnv slurm("SLURM_LOCALID", "5");
     std::string reason;
     CHECK(choose_cuda_device(-1, &reason) == 5 % cuda_device_count());
     CHECK(reason.find("SLURM_LOCALID") != std::string::npos);
@@ -584,7 +560,7 @@ TEST_CASE("cuda: conv3d re-plans for another batch size and back") {
 
 TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_WGRAD=forward) equal the reference") {
   MPIGAN_REQUIRE_GPU();
-  const ScopedEnv forced("MPIGAN_CUDA_WGRAD", "forward");
+  const test::ScopedEnv forced("MPIGAN_CUDA_WGRAD", "forward");
   Pair b;
   REQUIRE(b.gpu->describe().find("weight gradients forward") != std::string::npos);
   Rng rng(53);
