@@ -1,6 +1,7 @@
 // `mpigan generate`: showers from a trained generator, written like a data file (train/generate.hpp).
 //
-//   mpigan generate RUN_DIR|CHECKPOINT --events N (--energy A:B | --like FILE.h5) [--angle A:B]
+//   mpigan generate --list                      the shipped generators and their validation
+//   mpigan generate RUN_DIR|CHECKPOINT|NAME --events N (--energy A:B | --like FILE.h5) [--angle A:B]
 //                   --out FILE.h5 [--batch B] [--seed S] [--backend cpu|cuda|reference] [--threads T]
 // Energies in GeV; angles in degrees on the command line (radians in the file), as `simulate`.
 // `mpigan inspect FILE.h5` reads the result like any data file.
@@ -25,10 +26,25 @@ struct GenerateArgs {
   std::uint64_t seed = 1;
   int threads = 0;
   int recalibrate = 0;
+  bool list = false;
 };
+
+void list_generators() {
+  const auto list = train::shipped_generators();
+  std::printf("shipped generators (%s):\n", train::shipped_generators_dir().c_str());
+  if (list.empty()) std::printf("  (none)\n");
+  for (const auto& g : list) std::printf("  %-12s %s\n", g.name.c_str(), g.summary.c_str());
+  std::printf("use one by name: mpigan generate NAME ..., mpigan validate NAME --reference MC.h5\n");
+}
 
 void run_generate(const GenerateArgs& a) {
   init_logging("warn");
+  if (a.list) {
+    list_generators();
+    return;
+  }
+  MPIGAN_CHECK(!a.source.empty() && !a.out.empty(),
+               "generate: give a run directory, checkpoint or shipped generator and --out FILE.h5 (or --list)");
   train::GenerateOptions o;
   o.events = a.events;
   o.like = a.like;
@@ -59,12 +75,14 @@ void run_generate(const GenerateArgs& a) {
 void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate showers with a trained generator into a data file");
-  cmd->add_option("source", a->source, "run directory (its latest checkpoint) or checkpoint file")->required();
+  cmd->add_option("source", a->source,
+                  "run directory (its latest checkpoint), checkpoint file, or the name of a shipped generator");
+  cmd->add_flag("--list", a->list, "list the shipped generators with their validation against Monte Carlo");
   cmd->add_option("--events", a->events, "number of showers (with --like: at most this many; 0 = all)");
   cmd->add_option("--energy", a->energy, "primary energy range in GeV, LO:HI (uniform)");
   cmd->add_option("--like", a->like, "take each shower's energy (and angle) from this data file");
   cmd->add_option("--angle", a->angle, "polar angle range in degrees, LO:HI (angle model; default 90:90)");
-  cmd->add_option("--out", a->out, "output file (.h5)")->required();
+  cmd->add_option("--out", a->out, "output file (.h5)");
   cmd->add_option("--batch", a->batch, "showers per generator call")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")->capture_default_str();
   cmd->add_option("--backend", a->backend, "cpu, cuda or reference (default: the experiment's)");

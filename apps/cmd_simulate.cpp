@@ -64,7 +64,8 @@ void add_simulate_command(CLI::App& app) {
       app.add_subcommand("simulate", "write a data set of parametrised (GFlash) showers in the 3DGAN layouts");
   cmd->add_option("--events", args->events, "number of events")->required()->check(CLI::PositiveNumber);
   cmd->add_option("--geometry", args->geometry,
-                  "25x25x25 (fixed angle, raw GeV) or 51x51x25 (variable angle, GeV x 50)")
+                  "25x25x25 (fixed angle, raw GeV), 51x51x25 (variable angle, GeV x 50) or 5x5x5 (the "
+                  "25x25x25 showers read out in cells of 5x5 pads x 5 layers, raw GeV)")
       ->capture_default_str();
   cmd->add_option("--energy", args->energy, "energy range LO:HI in GeV (uniform); E:E for a fixed energy")
       ->capture_default_str();

@@ -85,7 +85,9 @@ void run_validate(const ValidateArgs& a) {
 void add_validate_command(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   auto* cmd = app.add_subcommand("validate", "Compare generated showers with Monte Carlo (metrics, tables, plots)");
-  cmd->add_option("source", a->source, "run directory or checkpoint to generate from (instead of --generated)");
+  cmd->add_option("source", a->source,
+                  "run directory, checkpoint or shipped generator (mpigan generate --list) to generate from "
+                  "(instead of --generated)");
   cmd->add_option("--generated", a->generated, "generated showers (.h5)");
   cmd->add_option("--reference", a->reference, "reference (Monte Carlo) showers (.h5)")->required();
   cmd->add_option("--out", a->out, "report directory")->capture_default_str();

@@ -4,26 +4,65 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace mpigan::data {
 
 Dims3 geometry_dims(Geometry g) {
-  return g == Geometry::ecal25 ? Dims3{25, 25, 25} : Dims3{51, 51, 25};
+  switch (g) {
+    case Geometry::ecal25:
+      return {25, 25, 25};
+    case Geometry::ecal51:
+      return {51, 51, 25};
+    case Geometry::ecal5:
+      return {5, 5, 5};
+  }
+  return {};
 }
 
 const char* to_string(Geometry g) {
-  return g == Geometry::ecal25 ? "25x25x25" : "51x51x25";
+  switch (g) {
+    case Geometry::ecal25:
+      return "25x25x25";
+    case Geometry::ecal51:
+      return "51x51x25";
+    case Geometry::ecal5:
+      return "5x5x5";
+  }
+  return "?";
 }
 
 Geometry parse_geometry(std::string_view s) {
   if (s == "25x25x25" || s == "ecal25") return Geometry::ecal25;
   if (s == "51x51x25" || s == "ecal51") return Geometry::ecal51;
-  MPIGAN_THROW(ConfigError, "geometry '{}' is not one of 25x25x25 (ecal25), 51x51x25 (ecal51)", s);
+  if (s == "5x5x5" || s == "ecal5") return Geometry::ecal5;
+  MPIGAN_THROW(ConfigError, "geometry '{}' is not one of 25x25x25 (ecal25), 51x51x25 (ecal51), 5x5x5 (ecal5)", s);
+}
+
+Geometry fine_geometry(Geometry g) {
+  return g == Geometry::ecal5 ? Geometry::ecal25 : g;
+}
+
+Dims3 merge_factors(Geometry g) {
+  const Dims3 fine = geometry_dims(fine_geometry(g)), coarse = geometry_dims(g);
+  return {fine.d / coarse.d, fine.h / coarse.h, fine.w / coarse.w};
+}
+
+void rebin_shower(Geometry g, const float* fine, float* coarse) {
+  const Dims3 f = geometry_dims(fine_geometry(g)), c = geometry_dims(g), k = merge_factors(g);
+  std::vector<double> acc(static_cast<std::size_t>(c.product()), 0.0);
+  for (std::int64_t x = 0; x < f.d; ++x)
+    for (std::int64_t y = 0; y < f.h; ++y) {
+      const float* row = fine + (x * f.h + y) * f.w;
+      double* out = acc.data() + ((x / k.d) * c.h + y / k.h) * c.w;
+      for (std::int64_t z = 0; z < f.w; ++z) out[z / k.w] += row[z];
+    }
+  for (std::size_t i = 0; i < acc.size(); ++i) coarse[i] = static_cast<float>(acc[i]);
 }
 
 std::optional<Geometry> geometry_from_ecal_dims(const std::vector<std::int64_t>& dims) {
   if (dims.size() != 4) return std::nullopt;
-  for (Geometry g : {Geometry::ecal25, Geometry::ecal51}) {
+  for (Geometry g : {Geometry::ecal25, Geometry::ecal51, Geometry::ecal5}) {
     const Dims3 d = geometry_dims(g);
     if (dims[1] == d.d && dims[2] == d.h && dims[3] == d.w) return g;
   }

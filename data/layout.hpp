@@ -25,7 +25,10 @@
 
 namespace mpigan::data {
 
-enum class Geometry { ecal25, ecal51 };        ///< (25,25,25) fixed angle; (51,51,25) variable angle
+/// (25,25,25) fixed angle; (51,51,25) variable angle; (5,5,5) the fixed-angle ECAL read out coarser:
+/// each cell the sum of 5x5 pads over 5 layers of the 25^3 window (the coarse Monte Carlo is exactly
+/// the rebinned fine one), the calorimeter rung that trains to convergence on a few CPU cores.
+enum class Geometry { ecal25, ecal51, ecal5 };
 enum class Units { automatic, gev, gev_x50 };  ///< how ECAL cells in a file are expressed
 
 /// Dataset names used by the real files.
@@ -44,10 +47,18 @@ inline constexpr double kX50 = 50.0;
 
 /// Spatial extents (x, y, depth) = (D, H, W) of a geometry.
 Dims3 geometry_dims(Geometry g);
-/// "25x25x25" / "51x51x25".
+/// "25x25x25" / "51x51x25" / "5x5x5".
 const char* to_string(Geometry g);
-/// Accepts "25x25x25", "ecal25", "51x51x25", "ecal51"; throws ConfigError naming the allowed values.
+/// Accepts "25x25x25", "ecal25", "51x51x25", "ecal51", "5x5x5", "ecal5"; throws ConfigError naming the
+/// allowed values.
 Geometry parse_geometry(std::string_view s);
+/// The fine geometry a coarse one is read out from (ecal5 -> ecal25), and the merge factors per axis;
+/// a fine geometry is its own parent with factors 1.
+Geometry fine_geometry(Geometry g);
+Dims3 merge_factors(Geometry g);
+/// Sums the cells of one fine shower (fine_geometry(g)'s extents, x-major, depth fastest) into
+/// @p coarse (geometry_dims(g).product() floats, same order); in double, then rounded once.
+void rebin_shower(Geometry g, const float* fine, float* coarse);
 /// The geometry whose (x, y, depth) equal dims[1..3] of a rank-4 ECAL shape, if any.
 std::optional<Geometry> geometry_from_ecal_dims(const std::vector<std::int64_t>& dims);
 

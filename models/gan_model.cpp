@@ -156,6 +156,64 @@ void build_anglegan_51(GanModel& m, const ModelOptions& o) {
   }
 }
 
+constexpr float kPower3dgan5 = 0.5f;
+
+void build_3dgan_5(GanModel& m, const ModelOptions& o) {
+  // The 3DGAN's design sized for the 5x5x5 read-out: G input (E/100) * z, Dense -> Reshape ->
+  // Conv3D/LeakyReLU/BatchNorm -> UpSampling3D -> Conv3D/LeakyReLU/BatchNorm -> Conv3D/LeakyReLU ->
+  // Conv3D (no bias, Glorot normal) -> ReLU; D Conv3D/LeakyReLU/Dropout then Conv3D/LeakyReLU/
+  // BatchNorm/Dropout twice, flattened into the real/fake and energy heads, and the ECAL sum.
+  const float a = o.leaky_alpha;
+  const float eps = 1e-3f;
+  m.latent = o.latent > 0 ? o.latent : 64;
+  m.noise = m.latent;  // input = (E/100) * z
+  m.image = {1, 5, 5, 5};
+  m.ecal_power = o.power > 0.0f ? o.power : kPower3dgan5;
+  {
+    Layers g;
+    push<nn::Dense>(g, "g_dense", m.latent, 32 * 3 * 3 * 3, Init::glorot_uniform);
+    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{32, 3, 3, 3});
+    conv(g, "g_conv1", Conv3d::same(32, 64, {3, 3, 3}), Init::he_uniform);
+    push<Activation>(g, "g_lrelu1", Activation::leaky_relu(a));
+    push<BatchNorm3d>(g, "g_bn1", 64, o.bn_momentum, eps);
+    push<nn::UpSampling3d>(g, "g_up1", Dims3{2, 2, 2});
+    conv(g, "g_conv2", Conv3d::valid(64, 32, {2, 2, 2}), Init::he_uniform);  // 6^3 -> 5^3
+    push<Activation>(g, "g_lrelu2", Activation::leaky_relu(a));
+    push<BatchNorm3d>(g, "g_bn2", 32, o.bn_momentum, eps);
+    conv(g, "g_conv3", Conv3d::same(32, 16, {3, 3, 3}), Init::he_uniform);
+    push<Activation>(g, "g_lrelu3", Activation::leaky_relu(a));
+    conv(g, "g_conv4", Conv3d::same(16, 1, {3, 3, 3}, false), Init::glorot_normal);
+    push<Activation>(g, "g_relu", Activation::relu());
+    m.generator.add_node("image", "input", std::move(g), true);
+  }
+  {
+    Layers d;
+    conv(d, "d_conv1", Conv3d::same(1, 32, {3, 3, 3}), Init::glorot_uniform);
+    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
+    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    for (int i = 0; i < 2; ++i) {
+      const std::string k = std::to_string(i + 2);
+      conv(d, "d_conv" + k, Conv3d::same(i == 0 ? 32 : 16, 16, {3, 3, 3}), Init::glorot_uniform);
+      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
+      push<BatchNorm3d>(d, "d_bn" + k, 16, o.bn_momentum, eps);
+      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
+    }
+    push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{16 * 5 * 5 * 5});
+    m.discriminator.add_node("features", "input", std::move(d));
+    add_feature_heads(m.discriminator, 16 * 5 * 5 * 5);
+    std::string cells = "input";
+    if (m.ecal_power != 1.0f) {
+      Layers inv;
+      push<nn::Pow>(inv, "inv_pow", 1.0f / m.ecal_power);
+      m.discriminator.add_node("inv", "input", std::move(inv));
+      cells = "inv";
+    }
+    Layers ecal;
+    push<nn::SumCells>(ecal, "ecal_sum");
+    m.discriminator.add_node("ecal", cells, std::move(ecal), true);
+  }
+}
+
 void build_tiny_8(GanModel& m, const ModelOptions& o) {
   const float a = o.leaky_alpha;
   m.latent = o.latent > 0 ? o.latent : 16;
@@ -197,7 +255,7 @@ void build_tiny_8(GanModel& m, const ModelOptions& o) {
 }  // namespace
 
 std::vector<std::string> model_names() {
-  return {"3dgan-25", "anglegan-51", "tiny-8"};
+  return {"3dgan-25", "anglegan-51", "3dgan-5", "tiny-8"};
 }
 
 LossWeights reference_loss_weights(const std::string& name) {
@@ -205,9 +263,13 @@ LossWeights reference_loss_weights(const std::string& name) {
   return {2.0f, 0.1f, 0.1f, 0.0f};
 }
 
-float ecal_fit(float x, float xscale) {
-  const float ratio = (((0.0018f * x - 0.023f) * x + 0.11f) * x - 0.28f) * x + 2.21f;
+float ecal_fit(float x, float xscale, const std::array<float, 5>& c) {
+  const float ratio = (((c[0] * x + c[1]) * x + c[2]) * x + c[3]) * x + c[4];
   return ratio * x * xscale;
+}
+
+float ecal_fit(float x, float xscale) {
+  return ecal_fit(x, xscale, {0.0018f, -0.023f, 0.11f, -0.28f, 2.21f});
 }
 
 std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std::uint64_t seed) {
@@ -220,10 +282,12 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   } else if (o.name == "anglegan-51") {
     m->angle_model = true;
     build_anglegan_51(*m, o);
+  } else if (o.name == "3dgan-5") {
+    build_3dgan_5(*m, o);
   } else if (o.name == "tiny-8") {
     build_tiny_8(*m, o);
   } else {
-    MPIGAN_FATAL("unknown model '{}': expected one of 3dgan-25, anglegan-51, tiny-8", o.name);
+    MPIGAN_FATAL("unknown model '{}': expected one of 3dgan-25, anglegan-51, 3dgan-5, tiny-8", o.name);
   }
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);

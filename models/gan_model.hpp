@@ -3,6 +3,10 @@
 //   "3dgan-25"     fixed-angle EcalEnergyGan, 25x25x25 showers: G 872,808 / D 73,402 parameters
 //   "anglegan-51"  variable-angle AngleGAN, 51x51x25 showers: G ~1.37 M / D ~87 k, with the
 //                  measured-angle and ECAL-sum heads on image^(1/0.85)
+//   "3dgan-5"      the fixed-angle 3DGAN's design sized for the 5x5x5 read-out of the same ECAL (the
+//                  converging rung), cells preprocessed to the power 0.5 (the angle model's power
+//                  transform, stronger: the coarse cells span six decades), the ECAL-sum head on
+//                  image^(1/power)
 //   "tiny-8"       an 8x8x8 sandbox with the same structure and heads as 3dgan-25, for tests
 //
 // Images are (N, 1, X, Y, Z) = NCDHW with D = x, H = y, W = depth; Keras channels_last shapes
@@ -13,6 +17,7 @@
 #include "mpigan/core/backend.hpp"
 #include "mpigan/nn/network.hpp"
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +35,10 @@ struct ModelOptions {
   float dropout = 0.2f;      ///< discriminator dropout rate
   float leaky_alpha = 0.3f;  ///< Keras LeakyReLU default
   float bn_momentum = 0.99f;
+  /// The cell power of the data's preprocessing (X <- X^power); 0 = the model's default. The ECAL-sum
+  /// head sums image^(1/power), the deposited energy the ECAL target counts (3dgan-5 only; the
+  /// angle model's 0.85 is part of its architecture).
+  float power = 0.0f;
   /// Loss weights; unset (negative bce) = the reference weights of the model.
   LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f};
 };
@@ -56,5 +65,7 @@ LossWeights reference_loss_weights(const std::string& name);
 /// GetEcalFit of the reference code: the ECAL-sum target of a fake shower of energy x = E/100,
 /// ratio(x) = 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21; target = ratio(x) * x * xscale.
 float ecal_fit(float x, float xscale);
+/// The same with the ratio's polynomial coefficients @p c (highest power first).
+float ecal_fit(float x, float xscale, const std::array<float, 5>& c);
 
 }  // namespace mpigan::models

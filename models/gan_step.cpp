@@ -26,6 +26,8 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
                config.fake_energy_hi);
   MPIGAN_CHECK(config.generator_passes >= 1, "gan step: generator_passes must be >= 1, got {}",
                config.generator_passes);
+  MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
+               "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
   m_heads = m_model.discriminator.output_names();
   for (const auto& h : m_heads) {
     const LossWeights& w = m_model.loss_weights;
@@ -110,8 +112,31 @@ void GanStep::check_grads(Net net, std::uint64_t step, const char* phase) const 
                  n.grads().size(), to_string(net), phase);
 }
 
+Tensor GanStep::energy_scaled(const Tensor& images, const Tensor& energy) const {
+  if (!m_config.normalise_energy) return images;
+  const Tensor host = to_host(images);
+  const std::int64_t n = host.shape()[0];
+  const std::int64_t per = host.numel() / n;
+  MPIGAN_CHECK_SHAPE(energy.numel() == n, "gan step: {} energies for {} showers", energy.numel(), n);
+  Tensor out = Tensor::empty(host.shape());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float k = std::pow(energy.data()[i], -m_model.ecal_power);
+    const float* src = host.data() + i * per;
+    float* dst = out.data() + i * per;
+    for (std::int64_t j = 0; j < per; ++j) dst[j] = src[j] * k;
+  }
+  return to_device(out);
+}
+
+Tensor GanStep::energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) const {
+  if (!m_config.normalise_energy) return ecal;
+  Tensor out = Tensor::empty(ecal.shape());
+  for (std::int64_t i = 0; i < ecal.numel(); ++i) out.data()[i] = ecal.data()[i] / energy.data()[i];
+  return out;
+}
+
 float GanStep::fake_ecal_target(float x) const {
-  return m_config.ecal_linear > 0.0f ? m_config.ecal_linear * x : ecal_fit(x, m_config.ecal_xscale);
+  return m_config.ecal_linear > 0.0f ? m_config.ecal_linear * x : ecal_fit(x, m_config.ecal_xscale, m_config.ecal_fit);
 }
 
 // Long on purpose (~90 lines): the reference Keras step in its exact order (generate, D on real,
@@ -162,13 +187,15 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
 
   std::vector<Tensor> diffs;
   const nn::BackwardContext d_only{true, false};
-  const Tensor real_image = to_device(batch.image);
+  const Tensor real_image = energy_scaled(to_device(batch.image), batch.energy);
+  const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
+  fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   // 2. D on real.
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
     const auto& out = D.forward(real_image, ctx);
     L.d_real =
-        head_losses(out, head_targets(flipped(1.0f), batch.energy, batch.ecal, batch.angle), L.d_real_heads, diffs);
+        head_losses(out, head_targets(flipped(1.0f), batch.energy, real_ecal, batch.angle), L.d_real_heads, diffs);
     check_loss(L.d_real, Net::discriminator, "D on real");
     D.zero_grads();
     D.backward(diffs, d_only);
@@ -178,7 +205,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   // 3. D on fake (the generator's output buffer stays valid: G runs again only in step 4).
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 1};
-    const auto& out = D.forward(fake, ctx);
+    const auto& out = D.forward(energy_scaled(fake, fake_energy), ctx);
     L.d_fake =
         head_losses(out, head_targets(flipped(0.0f), fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
     check_loss(L.d_fake, Net::discriminator, "D on fake");
@@ -194,7 +221,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   for (int pass = 0; pass < m_config.generator_passes; ++pass) {
     const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
     nn::ForwardContext g_ctx{nn::Phase::train, true, m_seed, step * 8 + 2 + static_cast<std::uint64_t>(pass) * 2};
-    const Tensor image = G.forward(z, g_ctx)[0];
+    const Tensor image = energy_scaled(G.forward(z, g_ctx)[0], fake_energy);
     nn::ForwardContext d_ctx{nn::Phase::train, false, m_seed, step * 8 + 3 + static_cast<std::uint64_t>(pass) * 2};
     const auto& out = D.forward(image, d_ctx);
     std::vector<double> heads;
@@ -202,7 +229,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     check_loss(total, Net::generator, "G through frozen D");
     L.g += total / m_config.generator_passes;
     for (std::size_t h = 0; h < heads.size(); ++h) L.g_heads[h] += heads[h] / m_config.generator_passes;
-    const Tensor& d_image = D.backward(diffs, {false, true});
+    const Tensor d_image = energy_scaled(D.backward(diffs, {false, true}), fake_energy);
     G.zero_grads();
     G.backward({d_image}, {true, false});
     check_grads(Net::generator, step, "G through frozen D");
@@ -231,10 +258,12 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
   std::vector<Tensor> diffs;
   const Tensor ones = Tensor::full(col, 1.0f), zeros = Tensor::zeros(col);
-  L.d_real = head_losses(m_model.discriminator.forward(to_device(batch.image), infer),
-                         head_targets(ones, batch.energy, batch.ecal, batch.angle), L.d_real_heads, diffs);
+  L.d_real = head_losses(m_model.discriminator.forward(energy_scaled(to_device(batch.image), batch.energy), infer),
+                         head_targets(ones, batch.energy, energy_scaled_ecal(batch.ecal, batch.energy), batch.angle),
+                         L.d_real_heads, diffs);
   const Tensor fake = m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0];
-  const auto& out = m_model.discriminator.forward(fake, infer);
+  const auto& out = m_model.discriminator.forward(energy_scaled(fake, fake_energy), infer);
+  fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   return L;

@@ -13,6 +13,8 @@
 // the step, the network and the phase.
 #pragma once
 
+#include <array>
+
 #include "mpigan/models/gan_model.hpp"
 
 #include <functional>
@@ -29,13 +31,25 @@ struct RealBatch {
   Tensor angle;   ///< (N, 1) radians (angle model only)
 };
 
+/// GetEcalFit of the reference code: 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21.
+inline constexpr std::array<float, 5> kReferenceEcalFit{0.0018f, -0.023f, 0.11f, -0.28f, 2.21f};
+
 struct StepConfig {
   float label_flip = 0.05f;
   float fake_energy_lo = 0.1f, fake_energy_hi = 5.0f;  ///< E/100 of the fixed-angle model's fake showers
   float ecal_xscale = 1.0f;                            ///< the data's xscale, for the ECAL fit of fakes
   float ecal_linear = 0.0f;  ///< > 0: fake ECAL target = ecal_linear * E/100 (toy data), instead of the fit
+  /// The fit's ratio(x) = c[0] x^4 + c[1] x^3 + c[2] x^2 + c[3] x + c[4], x = E/100: sum(ECAL)/E in
+  /// percent. Default: the reference's GetEcalFit, fitted to its Geant4 data.
+  std::array<float, 5> ecal_fit = kReferenceEcalFit;
   int generator_passes = 2;
   bool check_finite = true;
+  /// The discriminator sees each shower divided by its primary energy (E/100; cells in the data's
+  /// power space scaled by (E/100)^-power), and its ECAL-sum targets are divided alike. Without
+  /// it the discriminator cannot tell a shower of E from one of E' at the wrong sampling fraction
+  /// (it never sees the condition); with it, sum/E and the shape per unit energy are what the
+  /// real/fake head compares. Fixed-angle models only.
+  bool normalise_energy = false;
 };
 
 enum class Net { generator, discriminator };
@@ -81,6 +95,11 @@ class GanStep {
  private:
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
   float fake_ecal_target(float x) const;
+  /// With normalise_energy: a copy of @p images (N,1,X,Y,Z) with item i scaled by energy_i^-power,
+  /// on the backend's device (the images themselves when off). Also the gradient's back-scaling.
+  Tensor energy_scaled(const Tensor& images, const Tensor& energy) const;
+  /// With normalise_energy: @p ecal_i / energy_i (else @p ecal).
+  Tensor energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) const;
   /// The discriminator heads' targets in head order: the real/fake @p labels, the energy, ECAL sum
   /// and angle regressions.
   std::vector<Tensor> head_targets(const Tensor& labels, const Tensor& energy, const Tensor& ecal,

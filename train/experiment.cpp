@@ -6,6 +6,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mpigan::train {
 
@@ -13,6 +14,10 @@ void data_defaults_for_model(const std::string& model, data::Geometry& geometry,
   if (model == "anglegan-51") {
     geometry = data::Geometry::ecal51;
     preprocess = data::preprocess_anglegan();
+  } else if (model == "3dgan-5") {
+    geometry = data::Geometry::ecal5;
+    preprocess = data::preprocess_3dgan();
+    preprocess.power = 0.5f;  // the model's ECAL-sum head follows data.preprocess.power (parse below)
   } else {
     geometry = data::Geometry::ecal25;
     preprocess = data::preprocess_3dgan();
@@ -198,6 +203,8 @@ void parse_optimizers(ConfigNode& root, ExperimentConfig& e) {
     *target = parse_optimizer(sub, common);
     sub.reject_unknown();
   }
+  e.lr_schedule.kind = o.get_choice("schedule", e.lr_schedule.kind, {"constant", "cosine"});
+  e.lr_schedule.final_fraction = o.get_real("final_fraction", e.lr_schedule.final_fraction, 0.0, 1.0);
   o.reject_unknown();
 }
 
@@ -215,7 +222,13 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.fake_energy_lo = static_cast<float>(fe[0]);
   e.step.fake_energy_hi = static_cast<float>(fe[1]);
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
+  e.step.normalise_energy = t.get_bool("normalise_energy", false);
   e.step.ecal_xscale = e.data.preprocess.xscale;
+  {
+    const std::vector<double> ref(models::kReferenceEcalFit.begin(), models::kReferenceEcalFit.end());
+    const auto c = t.get_reals("ecal_fit", ref, 5);
+    for (std::size_t i = 0; i < 5; ++i) e.step.ecal_fit[i] = static_cast<float>(c[i]);
+  }
   if (toy) e.step.ecal_linear = 2.0f;  // data/synthetic.hpp: sum = 2 E/100
   t.accept("sync_every");              // read by the distributed layers
   t.accept("max_nonfinite");
@@ -318,6 +331,8 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
     s["seed"] = e.simulate.seed;
     s["dir"] = e.simulate.dir;
   }
+  r["optimizer"]["schedule"] = e.lr_schedule.kind;
+  r["optimizer"]["final_fraction"] = e.lr_schedule.final_fraction;
   r["optimizer"]["generator"] = optimizer_yaml(e.opt_generator);
   r["optimizer"]["discriminator"] = optimizer_yaml(e.opt_discriminator);
   r["training"]["epochs"] = e.epochs;
@@ -328,6 +343,8 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["fake_energy"].push_back(e.step.fake_energy_lo);
   r["training"]["fake_energy"].push_back(e.step.fake_energy_hi);
   r["training"]["generator_passes"] = e.step.generator_passes;
+  r["training"]["normalise_energy"] = e.step.normalise_energy;
+  for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);
   r["validation"]["enabled"] = e.validate;
   r["validation"]["every"] = e.validate_every;
   r["validation"]["batches"] = e.validation_batches;
@@ -379,10 +396,17 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   parse_training(root, e);
   parse_run_sections(root, e);
   root.reject_unknown();
+  if (e.model.name == "3dgan-5") e.model.power = e.data.preprocess.power;
 
   if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
   e.resolved = resolved_yaml(e, doc, extra_sections);
   return e;
+}
+
+double LrSchedule::factor(std::int64_t step, std::int64_t total) const {
+  if (kind == "constant" || total <= 0) return 1.0;
+  const double t = std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0);
+  return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + std::cos(std::acos(-1.0) * t));
 }
 
 const char* ExperimentConfig::budget_spent(std::int64_t version, std::int64_t samples) const {

@@ -81,6 +81,15 @@ struct PhysicsValidationSpec {
   std::int64_t recalibrate_passes(bool borrowed) const { return recalibrate_bn.value_or(borrowed ? 8 : 0); }
 };
 
+/// The learning rate over a run: constant, or a cosine from optimizer.lr down to final_fraction of
+/// it at the end of the run's budget (its total steps), for both networks.
+struct LrSchedule {
+  std::string kind = "constant";  ///< constant | cosine
+  double final_fraction = 0.1;
+  /// The factor on the configured learning rates after @p step of @p total steps.
+  double factor(std::int64_t step, std::int64_t total) const;
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   std::uint64_t seed = 1;
@@ -96,6 +105,7 @@ struct ExperimentConfig {
 
   nn::OptimizerConfig opt_generator = nn::OptimizerConfig::defaults("rmsprop");
   nn::OptimizerConfig opt_discriminator = nn::OptimizerConfig::defaults("rmsprop");
+  LrSchedule lr_schedule;  ///< the single-process trainer's
 
   std::int64_t epochs = 1;
   std::int64_t max_updates = 0;  ///< training steps (distributed: versions); 0 = no limit (epochs decide)

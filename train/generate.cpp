@@ -12,9 +12,14 @@
 #include "mpigan/train/run_dir.hpp"
 #include "mpigan/train/session.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace mpigan::train {
 
@@ -82,14 +87,45 @@ Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const Ge
 
 }  // namespace
 
+std::string shipped_generators_dir() {
+  if (const char* env = std::getenv("MPIGAN_GENERATORS"); env != nullptr && *env != '\0') return env;
+  return MPIGAN_SOURCE_DIR "/generators";
+}
+
+std::vector<ShippedGenerator> shipped_generators() {
+  std::vector<ShippedGenerator> out;
+  const fs::path root(shipped_generators_dir());
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (!entry.is_directory() || !fs::exists(entry.path() / "config.yaml")) continue;
+    ShippedGenerator g{entry.path().filename().string(), entry.path().string(), ""};
+    std::ifstream in(entry.path() / "validation.json");
+    if (in) {
+      const auto j = nlohmann::json::parse(in, nullptr, false);
+      if (!j.is_discarded() && j.contains("summary") && j["summary"].is_string()) g.summary = j["summary"];
+    }
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
 TrainedModel locate_trained(const std::string& source) {
   TrainedModel m;
-  const fs::path p(source);
-  MPIGAN_CHECK(fs::exists(p), "generate: '{}' does not exist (expected a run directory or a checkpoint file)", source);
+  fs::path p(source);
+  if (!fs::exists(p) && p.filename() == p) {
+    const fs::path shipped = fs::path(shipped_generators_dir()) / source;
+    if (fs::exists(shipped / "config.yaml")) p = shipped;
+  }
+  MPIGAN_CHECK(fs::exists(p),
+               "generate: '{}' does not exist (expected a run directory, a checkpoint file or the name of a shipped "
+               "generator: `mpigan generate --list`)",
+               source);
   if (fs::is_directory(p)) {
     m.run_dir = p.string();
     MPIGAN_CHECK(fs::exists(p / "checkpoints" / "latest"),
-                 "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)", source);
+                 "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)", m.run_dir);
     RunDirectory run(m.run_dir, true);
     const auto latest = run.latest_checkpoint();
     MPIGAN_CHECK(latest.has_value(), "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)",

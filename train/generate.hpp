@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace mpigan::train {
 
@@ -30,8 +31,20 @@ struct TrainedModel {
   std::string run_dir;
   std::string checkpoint;
 };
-/// Throws Error naming what is missing (config.yaml, checkpoints/latest, the file).
+/// Throws Error naming what is missing (config.yaml, checkpoints/latest, the file). A name that is
+/// not a path but names a shipped generator (below) is that generator.
 TrainedModel locate_trained(const std::string& run_dir_or_checkpoint);
+
+/// Generators shipped with mpigan: each a folder of shipped_generators_dir() laid out as a run
+/// directory (config.yaml, checkpoints/latest, the checkpoint), with validation.json (its physics
+/// against Monte Carlo of another seed) and PROVENANCE.md (the experiment, commands and commit that
+/// made it). The folder is $MPIGAN_GENERATORS when set, else generators/ of the source tree.
+std::string shipped_generators_dir();
+struct ShippedGenerator {
+  std::string name, dir;
+  std::string summary;  ///< one line from validation.json ("" when it has none)
+};
+std::vector<ShippedGenerator> shipped_generators();
 
 struct GenerateOptions {
   std::int64_t events = 0;                          ///< 0 with `like`: one per event of that file

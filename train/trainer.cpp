@@ -269,6 +269,11 @@ class SingleProcessRun {
   void train_step(const data::Batch& batch) {
     const auto t0 = clock::now();
     const auto apply = [&](models::Net n) { m_s.apply_local(n); };
+    if (m_e.lr_schedule.kind != "constant") {
+      const double f = m_e.lr_schedule.factor(m_step, m_total_steps);
+      m_s.opt_g->set_lr(m_e.opt_generator.lr * f);
+      m_s.opt_d->set_lr(m_e.opt_discriminator.lr * f);
+    }
     models::StepLosses l;
     try {
       l = m_s.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);

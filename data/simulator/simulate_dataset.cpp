@@ -52,7 +52,8 @@ std::pair<double, double> parse_range(std::string_view text, std::string_view wh
 }
 
 std::string simulated_file_name(Geometry g, std::int64_t index) {
-  return fmt::format("{}_{:03d}.h5", g == Geometry::ecal25 ? "EleEscan" : "EleEscan_RandomAngle", index + 1);
+  const char* stem = g == Geometry::ecal51 ? "EleEscan_RandomAngle" : g == Geometry::ecal5 ? "EleEscan5" : "EleEscan";
+  return fmt::format("{}_{:03d}.h5", stem, index + 1);
 }
 
 Rng event_rng(std::uint64_t seed, std::int64_t g) {
@@ -68,11 +69,11 @@ void validate(const SimulateOptions& o) {
     problems.push_back(
         fmt::format("simulate: --energy {}:{} must satisfy 0 < LO <= HI (GeV)", o.energy_lo, o.energy_hi));
   }
-  if (o.geometry == Geometry::ecal25 && (o.angle_lo != 90.0 || o.angle_hi != 90.0)) {
+  if (o.geometry != Geometry::ecal51 && (o.angle_lo != 90.0 || o.angle_hi != 90.0)) {
     problems.push_back(
-        fmt::format("simulate: --angle {}:{} needs --geometry 51x51x25 (the 25x25x25 set is at normal "
+        fmt::format("simulate: --angle {}:{} needs --geometry 51x51x25 (the {} set is at normal "
                     "incidence, 90 degrees)",
-                    o.angle_lo, o.angle_hi));
+                    o.angle_lo, o.angle_hi, to_string(o.geometry)));
   }
   if (!(o.angle_lo >= 10.0) || !(o.angle_hi <= 170.0) || !(o.angle_lo <= o.angle_hi)) {
     problems.push_back(
@@ -93,8 +94,11 @@ SimulateReport simulate_dataset(const SimulateOptions& o,
   fs::create_directories(o.out_dir, ec);
   if (ec) MPIGAN_THROW(DataError, "simulate: cannot create output directory '{}': {}", o.out_dir, ec.message());
 
-  const ShowerSimulator simulator(o.shower, o.geometry);
-  const Dims3 dims = simulator.dims();
+  // A coarse geometry is simulated in its fine parent and each shower rebinned, so its Monte Carlo
+  // is exactly the fine one read out with merged cells.
+  const ShowerSimulator simulator(o.shower, fine_geometry(o.geometry));
+  const bool coarse = fine_geometry(o.geometry) != o.geometry;
+  const Dims3 dims = geometry_dims(o.geometry);
   const bool angled = o.geometry == Geometry::ecal51;
   const double scale = angled ? kX50 : 1.0;  // file units: raw GeV (25^3) or GeV x 50 (51x51x25)
   const int threads = resolve_threads(o.threads);
@@ -119,9 +123,15 @@ SimulateReport simulate_dataset(const SimulateOptions& o,
         EventOut& e = out[static_cast<std::size_t>(i)];
         const double energy_gev = o.energy_lo + (o.energy_hi - o.energy_lo) * rng.uniform_double();
         const double th = (o.angle_lo + (o.angle_hi - o.angle_lo) * rng.uniform_double()) * deg;
-        thread_local std::vector<float> cells;
+        thread_local std::vector<float> cells, fine;
         cells.resize(static_cast<std::size_t>(dims.product()));
-        simulator.simulate(energy_gev, th, rng, cells);
+        if (coarse) {
+          fine.resize(static_cast<std::size_t>(simulator.dims().product()));
+          simulator.simulate(energy_gev, th, rng, fine);
+          rebin_shower(o.geometry, fine.data(), cells.data());
+        } else {
+          simulator.simulate(energy_gev, th, rng, cells);
+        }
         double s = 0;
         for (float& c : cells) {
           c = static_cast<float>(c * scale);

@@ -53,6 +53,52 @@ TEST_CASE("simulate: 25x25x25 files in raw GeV with ECAL and energy, split over 
   CHECK(format_summary(s).find("gev") != std::string::npos);
 }
 
+TEST_CASE("simulate: a 5x5x5 file is exactly the 25x25x25 file of the same seed read out in merged cells") {
+  TempDir dir;
+  SimulateOptions o;
+  o.events = 6;
+  o.energy_lo = 20;
+  o.energy_hi = 400;
+  o.threads = 2;
+  o.seed = 17;
+  o.out_dir = dir.file("fine");
+  const SimulateReport fine = simulate_dataset(o);
+  o.geometry = Geometry::ecal5;
+  o.out_dir = dir.file("coarse");
+  const SimulateReport coarse = simulate_dataset(o);
+  REQUIRE(coarse.files.size() == 1);
+  CHECK(coarse.files[0].ends_with("EleEscan5_001.h5"));
+  auto ff = EventFile::open(fine.files[0], Geometry::ecal25);
+  auto fc = EventFile::open(coarse.files[0], Geometry::ecal5);
+  REQUIRE(fc->events() == 6);
+  CHECK(std::equal(ff->energy().begin(), ff->energy().end(), fc->energy().begin()));
+  std::vector<float> big(25 * 25 * 25), small(125), rebinned(125);
+  for (std::int64_t e = 0; e < 6; ++e) {
+    ff->read_event(e, big);
+    fc->read_event(e, small);
+    rebin_shower(Geometry::ecal5, big.data(), rebinned.data());
+    CHECK(small == rebinned);
+    // By hand: coarse cell (2, 1, 3) is fine x 10..14, y 5..9, depth 15..19.
+    double cell = 0, all = 0;
+    for (int x = 0; x < 25; ++x)
+      for (int y = 0; y < 25; ++y)
+        for (int z = 0; z < 25; ++z) {
+          const float c = big[static_cast<std::size_t>((x * 25 + y) * 25 + z)];
+          all += c;
+          if (x / 5 == 2 && y / 5 == 1 && z / 5 == 3) cell += c;
+        }
+    CHECK(small[(2 * 5 + 1) * 5 + 3] == doctest::Approx(cell).epsilon(1e-6));
+    double sum = 0;
+    for (float c : small) sum += c;
+    CHECK(sum == doctest::Approx(all).epsilon(1e-6));
+  }
+  CHECK(parse_geometry("5x5x5") == Geometry::ecal5);
+  CHECK(merge_factors(Geometry::ecal5) == Dims3{5, 5, 5});
+  CHECK(geometry_from_ecal_dims({3, 5, 5, 5}) == Geometry::ecal5);
+  o.angle_lo = o.angle_hi = 60;
+  CHECK_THROWS_WITH(validate(o), doctest::Contains("needs --geometry 51x51x25"));
+}
+
 TEST_CASE("simulate: 51x51x25 files in GeV x 50 with theta, eta, mtheta, sum; trainable by the angle model") {
   TempDir dir;
   SimulateOptions o;

@@ -170,3 +170,40 @@ TEST_CASE(
   CHECK(contains(p, "a.big: '2.5': expected a number of versions in [0, 100], or 'workers'"));
   CHECK(contains(p, "a.list: [1]: expected a number of versions >= 0, or 'workers'"));
 }
+
+TEST_CASE("3dgan-5: the 5x5x5 geometry, the power its ECAL head follows, the fit and the schedule") {
+  const auto e = parse(R"(
+name: t
+model: {name: 3dgan-5}
+data: {train: "data/*.h5"}
+optimizer: {name: adam, lr: 2.0e-4, schedule: cosine, final_fraction: 0.25}
+training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 1000}
+)");
+  CHECK(e.data.geometry == data::Geometry::ecal5);
+  CHECK(e.data.preprocess.power == doctest::Approx(0.5));
+  CHECK(e.model.power == doctest::Approx(0.5));
+  CHECK(e.step.ecal_fit[3] == doctest::Approx(-0.3));
+  CHECK(e.step.ecal_fit[4] == doctest::Approx(2.3));
+  CHECK(e.step.normalise_energy);
+  CHECK(e.resolved["training"]["ecal_fit"].size() == 5);
+  CHECK(e.resolved["optimizer"]["schedule"].as<std::string>() == "cosine");
+  // cosine from 1 to the final fraction over the run
+  CHECK(e.lr_schedule.factor(0, 100) == doctest::Approx(1.0));
+  CHECK(e.lr_schedule.factor(50, 100) == doctest::Approx(0.625));
+  CHECK(e.lr_schedule.factor(100, 100) == doctest::Approx(0.25));
+  CHECK(e.lr_schedule.factor(200, 100) == doctest::Approx(0.25));
+  // a power set in the data section reaches the model
+  const auto p = parse("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\", preprocess: {power: 0.7}}\n");
+  CHECK(e.model.power == doctest::Approx(0.5));
+  CHECK(p.model.power == doctest::Approx(0.7f));
+  // the reference model keeps the reference fit and a constant learning rate
+  const auto r = parse("name: t\nmodel: {name: 3dgan-25}\ndata: {train: \"d/*.h5\"}\n");
+  CHECK(r.step.ecal_fit == models::kReferenceEcalFit);
+  CHECK(r.lr_schedule.factor(30, 100) == 1.0);
+  CHECK_FALSE(r.step.normalise_energy);
+  const auto bad = problems_of(
+      "name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
+      "optimizer: {schedule: step}\ntraining: {ecal_fit: [1, 2]}\n");
+  CHECK(contains(bad, "optimizer.schedule"));
+  CHECK(contains(bad, "training.ecal_fit"));
+}

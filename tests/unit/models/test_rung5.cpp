@@ -1,0 +1,136 @@
+// The 5x5x5 rung's model (3dgan-5): its sizes, the ECAL-sum head on image^(1/power), the fitted
+// ECAL targets, and the energy-normalised discriminator input of the GAN step.
+#include "test_utils.hpp"
+
+#include "mpigan/core/error.hpp"
+#include "mpigan/models/gan_model.hpp"
+#include "mpigan/models/gan_step.hpp"
+
+#include <cmath>
+
+using namespace mpigan;
+using namespace mpigan::models;
+using namespace mpigan::test;
+
+namespace {
+
+/// n showers of 5^3 in the model's power space: cells c (model units) stored as c^power, with an
+/// ECAL target sum(c) and E/100 in [0.2, 4].
+RealBatch power_batch(std::int64_t n, float power, Rng& rng) {
+  RealBatch b;
+  b.image = Tensor::empty({n, 1, 5, 5, 5});
+  b.energy = Tensor::empty({n, 1});
+  b.ecal = Tensor::empty({n, 1});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = rng.uniform(0.2f, 4.0f);
+    double sum = 0;
+    for (int j = 0; j < 125; ++j) {
+      const float c = x * 100.0f * rng.uniform(0.0f, 0.02f);
+      sum += c;
+      b.image.data()[i * 125 + j] = std::pow(c, power);
+    }
+    b.energy.data()[i] = x;
+    b.ecal.data()[i] = static_cast<float>(sum);
+  }
+  return b;
+}
+
+std::size_t head(const GanModel& m, const std::string& name) {
+  const auto names = m.discriminator.output_names();
+  return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+}
+
+}  // namespace
+
+TEST_CASE("3dgan-5: sizes, heads, and the ECAL sum of image^(1/power)") {
+  auto be = make_backend("reference");
+  auto m = make_gan({.name = "3dgan-5"}, *be, 1);
+  CHECK(m->image == Shape{1, 5, 5, 5});
+  CHECK(m->latent == 64);
+  CHECK(m->ecal_power == 0.5f);
+  CHECK(m->generator.weights().count() == 142400);
+  CHECK(m->discriminator.weights().count() == 25730);
+  CHECK(m->discriminator.output_names() == std::vector<std::string>{"fake", "energy", "ecal"});
+  // The ECAL head undoes the power: sum over cells of image^2.
+  Rng rng(3, 1);
+  const RealBatch b = power_batch(4, 0.5f, rng);
+  GanStep step(*m, *be, StepConfig{}, 1);
+  const auto out = step.discriminate(b.image, nn::Phase::infer);
+  for (int i = 0; i < 4; ++i) CHECK(out[head(*m, "ecal")].data()[i] == doctest::Approx(b.ecal.data()[i]).epsilon(1e-4));
+  // Another power reaches the head; power 1 has no Pow node.
+  auto m1 = make_gan({.name = "3dgan-5", .power = 1.0f}, *be, 1);
+  CHECK(m1->ecal_power == 1.0f);
+  CHECK(m1->discriminator.summary().find("inv_pow") == std::string::npos);
+  CHECK(m->discriminator.summary().find("inv_pow") != std::string::npos);
+}
+
+TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {
+  for (float x : {0.1f, 1.0f, 2.5f, 5.0f}) {
+    CHECK(ecal_fit(x, 100.0f, kReferenceEcalFit) == ecal_fit(x, 100.0f));
+    // ratio(x) = 2 + x (percent): target = (2 + x) x xscale
+    CHECK(ecal_fit(x, 100.0f, {0, 0, 0, 1, 2}) == doctest::Approx((2.0f + x) * x * 100.0f));
+  }
+}
+
+TEST_CASE("normalise_energy: the discriminator's ECAL head and targets are divided by E alike") {
+  auto be = make_backend("cpu");
+  auto m = make_gan({.name = "3dgan-5"}, *be, 2);
+  Rng rng(5, 2);
+  const RealBatch b = power_batch(16, 0.5f, rng);
+  for (bool normalise : {false, true}) {
+    CAPTURE(normalise);
+    StepConfig sc;
+    sc.normalise_energy = normalise;
+    GanStep step(*m, *be, sc, 7);
+    // Real showers whose ECAL targets are their sums: the ECAL head's MAPE on real is ~0 whether
+    // or not both sides are divided by E (a mismatch of the two scalings would be off by E).
+    const StepLosses l = step.evaluate(b, 11);
+    CHECK(l.d_real_heads[head(*m, "ecal")] < 1e-3);
+  }
+  // The D input is the image over E: D's ECAL head sees sum / (E/100).
+  StepConfig sc;
+  sc.normalise_energy = true;
+  GanStep step(*m, *be, sc, 7);
+  RealBatch wrong = b;  // targets not divided: the head must now be off by the factor E/100
+  const StepLosses l = step.evaluate(b, 11);
+  StepConfig off;
+  GanStep plain(*m, *be, off, 7);
+  wrong.ecal = Tensor::empty({16, 1});
+  for (int i = 0; i < 16; ++i) wrong.ecal.data()[i] = b.ecal.data()[i] / b.energy.data()[i];
+  // plain: the head sees sum, the target is sum / x: MAPE = mean |1 - x| in percent
+  double expect = 0;
+  for (int i = 0; i < 16; ++i) expect += 100.0 * std::abs(1.0 - b.energy.data()[i]) / 1.0;
+  expect /= 16;
+  const StepLosses lp = plain.evaluate(wrong, 11);
+  CHECK(lp.d_real_heads[head(*m, "ecal")] == doctest::Approx(expect).epsilon(1e-3));
+  CHECK(l.d_real_heads[head(*m, "ecal")] < 1e-3);
+  // The angle model refuses it.
+  auto a = make_gan({.name = "anglegan-51"}, *be, 1);
+  CHECK_THROWS_WITH_AS(GanStep(*a, *be, sc, 1), doctest::Contains("normalise_energy"), Error);
+}
+
+TEST_CASE("normalise_energy trains: the generator's gradient is scaled back through the division") {
+  // One step on and off from the same weights: both finite, and different (the D sees other inputs).
+  auto be = make_backend("cpu");
+  Rng rng(9, 3);
+  const RealBatch b = power_batch(8, 0.5f, rng);
+  std::vector<float> g_after[2];
+  for (int k = 0; k < 2; ++k) {
+    auto m = make_gan({.name = "3dgan-5"}, *be, 4);
+    StepConfig sc;
+    sc.normalise_energy = k == 1;
+    sc.ecal_fit = {0, 0, 0, 0, 2.0f};
+    sc.ecal_xscale = 100.0f;
+    GanStep step(*m, *be, sc, 3);
+    const StepLosses l = step.run(b, 0, [&](Net n) {
+      auto& net = n == Net::generator ? m->generator : m->discriminator;
+      // plain SGD, lr 1e-3, on the cpu backend's host buffers
+      Tensor w = net.weights().flat(), g = net.grads().flat();
+      for (std::int64_t i = 0; i < w.numel(); ++i) w.data()[i] -= 1e-3f * g.data()[i];
+    });
+    CHECK(std::isfinite(l.g));
+    const Tensor w = m->generator.weights().flat();
+    g_after[k].assign(w.data(), w.data() + w.numel());
+  }
+  CHECK(g_after[0] != g_after[1]);
+}
