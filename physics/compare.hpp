@@ -25,7 +25,12 @@
 // it a sum of squared shifts in units of the reference's spreads plus the covariance mismatch.
 // Its blind spot: a small global energy scale (1 %) moves it less than its error at a few thousand
 // events, where the sampling-fraction MRE, an average over events, sees it at 9 standard errors
-// (1800 events); report both (compare() does).
+// (1800 events); report both (compare() does), and the per-bin response with its pulls
+// (response.hpp), which names what is wrong and by how many standard errors.
+//
+// Errors: FigureOfMerit::error is the subsampling error of FPD's extrapolation, which measures the
+// noise of subsampling the two samples at hand; bootstrap_error resamples both samples and covers
+// how the value moves from one pair of samples to the next (4-9 times the former, measured).
 #pragma once
 
 #include "mpigan/physics/binning.hpp"
@@ -97,9 +102,10 @@ struct CompareOptions {
   bool kpd_enabled = true;
   bool calochallenge_enabled = true;  ///< fpd_cc and kpd_cc (max_abs scaling, x 10^3)
   bool response_enabled = true;       ///< resolution, linearity, occupancy, shape per bin (response.hpp)
-  /// Bootstrap errors of fpd_hlf and fpd_cc (replicas 0: off). Each replica recomputes FPD_inf
-  /// with `bootstrap_fpd`: fewer subsamples than `fpd` (their noise adds to the replicas' spread,
-  /// so the error errs high, by the replicas' subsampling error in quadrature).
+  /// Bootstrap errors of fpd_hlf and fpd_cc (replicas 0 or 1: off). Each replica recomputes both
+  /// FPD_inf with `bootstrap_fpd`'s sizes and subsamples (its scaling is ignored): fewer than
+  /// `fpd`'s, whose noise adds to the replicas' spread, so the error errs high. 8 replicas cost
+  /// 1.5 s at 2 000 vs 2 000 showers of 25^3 on 2 cores (docs/physics.md "Statistics").
   BootstrapOptions bootstrap;
   FpdOptions bootstrap_fpd = {.points = 5, .batches = 4};
   /// The classifier test (~0.1 s at 2 000 events; not in the figure of merit). Skipped, leaving
