@@ -184,7 +184,8 @@ json to_json(const Comparison& c) {
   json sep = json::object();
   for (const auto& r : c.separation.rows)
     if (r.observable.find('[') == std::string::npos)  // scalars only here; per-layer rows are in the CSV
-      sep[r.bin][r.observable] = {{"s", number(r.s)}, {"floor", number(r.floor)}};
+      sep[r.bin][r.observable] = {
+          {"s", number(r.s)}, {"floor", number(r.floor)}, {"floor_error", number(r.floor_error)}};
   j["separation_power"] = sep;
   j["seconds"] = {{"separation", c.seconds.separation},
                   {"gan3d", c.seconds.gan3d},
@@ -234,10 +235,10 @@ ReportSummary write_report(const std::string& generated, const std::string& refe
   s.json_path = dir + "/report.json";
   std::ofstream(s.json_path) << j.dump(2) << '\n';
 
-  auto sep = open_csv(dir, "separation.csv", "observable,bin,n_ref,n_gen,s,floor");
+  auto sep = open_csv(dir, "separation.csv", "observable,bin,n_ref,n_gen,s,floor,floor_error");
   for (const auto& r : c.separation.rows)
     sep << '"' << r.observable << "\",\"" << r.bin << "\"," << r.n_ref << ',' << r.n_gen << ',' << r.s << ',' << r.floor
-        << '\n';
+        << ',' << r.floor_error << '\n';
   auto sf = open_csv(dir, "sampling_fraction.csv", "bin,n_ref,n_gen,mean_ref,mean_gen,sigma_ref,sigma_gen,mre,error");
   for (const auto& b : c.sampling_fraction.bins)
     sf << '"' << b.bin << "\"," << b.n_ref << ',' << b.n_gen << ',' << b.mean_ref << ',' << b.mean_gen << ','

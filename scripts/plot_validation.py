@@ -40,7 +40,10 @@ def rows(path):
 def title(report):
     fom = report["figure_of_merit"]
     v = fom["value"]
-    return f"{fom['name']} = {v:.3g} ± {fom['error']:.2g}" if v is not None else fom["name"]
+    if v is None:
+        return fom["name"]
+    boot = fom.get("bootstrap_error")
+    return f"{fom['name']} = {v:.3g} ± {fom['error']:.2g}" + (f" (bootstrap ± {boot:.2g})" if boot is not None else "")
 
 
 def plot_sampling_fraction(d, report):
