@@ -127,6 +127,7 @@ struct Comparison {
   std::optional<ClassifierResult> classifier;
   struct Seconds {
     double separation = 0, gan3d = 0, sampling_fraction = 0, features = 0, fpd = 0, kpd = 0;
+    /// calochallenge: kpd_cc (fpd_cc shares fpd_hlf's subsamples and is counted in fpd).
     double calochallenge = 0, bootstrap = 0, response = 0, classifier = 0;
     double total() const {
       return separation + gan3d + sampling_fraction + features + fpd + kpd + calochallenge + bootstrap + response +
