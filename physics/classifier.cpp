@@ -54,7 +54,6 @@ namespace {
 
 // Rng streams of one seed: what is drawn for the data does not shift the weights, and vice versa.
 constexpr std::uint64_t kSplitStream = 0xC1A551F1ull, kInitStream = 0x1A17ull, kBatchStream = 0xBA7C4ull;
-constexpr std::int64_t kMinEvents = 50;
 constexpr std::int64_t kEvalBatch = 1024;
 
 struct Split {
@@ -254,9 +253,9 @@ ClassifierResult classifier_test(const Observables& ref, const Observables& gen,
   const ScopedHostThreads threads(o.threads);
   MPIGAN_CHECK_SHAPE(ref.dims == gen.dims, "classifier: reference showers of {} cells, generated of {}",
                      ref.dims.to_string(), gen.dims.to_string());
-  MPIGAN_CHECK(std::min(ref.events, gen.events) >= kMinEvents,
+  MPIGAN_CHECK(std::min(ref.events, gen.events) >= kClassifierMinEvents,
                "classifier: {} reference and {} generated events; at least {} of each are needed", ref.events,
-               gen.events, kMinEvents);
+               gen.events, kClassifierMinEvents);
   const Splits s = make_splits(ref, gen, o);
   nn::Network net("classifier");
   build_network(net, backend, s.d, o);

@@ -41,6 +41,39 @@ void scale_energy(std::span<float> cells, double factor) {
   for (float& c : cells) c = static_cast<float>(c * factor);
 }
 
+void scale_response_spread(std::span<float> cells, const Dims3& dims, std::span<const float> energy_gev,
+                           std::span<const std::int64_t> group, double factor) {
+  MPIGAN_CHECK(factor > 0, "scale_response_spread: factor {} must be > 0", factor);
+  const std::int64_t n = event_count(cells, dims), per = dims.product();
+  MPIGAN_CHECK_SHAPE(static_cast<std::int64_t>(energy_gev.size()) == n && static_cast<std::int64_t>(group.size()) == n,
+                     "scale_response_spread: {} showers, {} energies, {} groups", n, energy_gev.size(), group.size());
+  std::vector<double> response(static_cast<std::size_t>(n));
+  std::int64_t groups = 0;
+  for (std::int64_t e = 0; e < n; ++e) {
+    const auto k = static_cast<std::size_t>(e);
+    MPIGAN_CHECK(group[k] >= 0 && energy_gev[k] > 0, "scale_response_spread: event {} has group {} and Ep {} GeV", e,
+                 group[k], energy_gev[k]);
+    const auto first = cells.begin() + e * per;
+    response[k] = std::accumulate(first, first + per, 0.0) / energy_gev[k];
+    groups = std::max(groups, group[k] + 1);
+  }
+  std::vector<double> sum(static_cast<std::size_t>(groups), 0.0), count(static_cast<std::size_t>(groups), 0.0);
+  for (std::int64_t e = 0; e < n; ++e) {
+    const auto g = static_cast<std::size_t>(group[static_cast<std::size_t>(e)]);
+    sum[g] += response[static_cast<std::size_t>(e)];
+    count[g] += 1;
+  }
+  for (std::int64_t e = 0; e < n; ++e) {
+    const double r = response[static_cast<std::size_t>(e)];
+    if (!(r > 0)) continue;
+    const auto g = static_cast<std::size_t>(group[static_cast<std::size_t>(e)]);
+    const double m = sum[g] / count[g];
+    const double scale = std::max(0.0, m + factor * (r - m)) / r;
+    for (float& c : cells.subspan(static_cast<std::size_t>(e * per), static_cast<std::size_t>(per)))
+      c = static_cast<float>(c * scale);
+  }
+}
+
 void shift_depth(std::span<float> cells, const Dims3& dims, double layers) {
   MPIGAN_CHECK(layers >= 0, "shift_depth: {} layers must be >= 0", layers);
   const std::int64_t n = event_count(cells, dims), Z = dims.w;

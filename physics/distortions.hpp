@@ -6,6 +6,7 @@
 //   shift_depth         the shower s layers deeper        (longitudinal: z moments, profile, thirds)
 //   scale_width         transverse size x f               (lateral: x/y second moments, widths)
 //   drop_highest_energy the top fraction of Ep dropped    (a generator that cannot make high-energy showers)
+//   scale_response_spread E/Ep spread x f about its mean  (energy resolution; the mean response kept)
 //
 // Showers are X*Y*Z floats back to back in the data layer's order (observables.hpp); cells.size()
 // must be a multiple of X*Y*Z. Energy moved out of the window is lost, as leakage would be.
@@ -33,6 +34,15 @@ void shift_depth(std::span<float> cells, const Dims3& dims, double layers);
 /// it overlaps in proportion to the overlap; x first, then y. Energy is conserved except what
 /// leaves the window.
 void scale_width(std::span<float> cells, const Dims3& dims, double factor);
+
+/// Multiplies the spread of each shower's response r = E / Ep about the mean response of its group
+/// by @p factor (> 0), keeping that mean: with m_g the mean r over the events of group g,
+/// @f$ r' = m_g + f\,(r - m_g) @f$, i.e. every cell of the shower x r'/r (x 0 where r' < 0, which
+/// for f = 3 needs r < 2/3 m_g: never for a calorimeter). @p group: one id >= 0 per event (an
+/// energy bin); showers with E <= 0 are left alone. f = 3 is a generator right on average with a
+/// three times worse resolution.
+void scale_response_spread(std::span<float> cells, const Dims3& dims, std::span<const float> energy_gev,
+                           std::span<const std::int64_t> group, double factor);
 
 /// Indices (increasing) of the events kept after dropping the round(@p fraction * n) events with
 /// the highest primary energy (ties broken by index).

@@ -73,17 +73,30 @@ double frechet_distance(const FeatureMatrix& a, const FeatureMatrix& b) {
   return frechet(fit_gaussian(a, every_row(a.rows)), fit_gaussian(b, every_row(b.rows)));
 }
 
-Fpd fpd(const FeatureMatrix& ref_in, const FeatureMatrix& gen_in, const FpdOptions& options) {
-  MPIGAN_CHECK_SHAPE(ref_in.cols == gen_in.cols, "fpd: reference has {} features, generated {}", ref_in.cols,
-                     gen_in.cols);
-  MPIGAN_CHECK(ref_in.rows >= 10 && gen_in.rows >= 10, "fpd: {} reference and {} generated events, need >= 10 each",
-               ref_in.rows, gen_in.rows);
+namespace {
+
+// The Gaussian of features scaled x -> (x - offset) / scale, from the Gaussian of the raw ones.
+Gaussian scaled(const Gaussian& g, const FeatureScaler& s) {
+  const auto d = static_cast<Eigen::Index>(s.scale.size());
+  const Eigen::VectorXd inv = Eigen::Map<const Eigen::VectorXd>(s.scale.data(), d).cwiseInverse();
+  Gaussian r;
+  r.mean = (g.mean - Eigen::Map<const Eigen::VectorXd>(s.offset.data(), d)).cwiseProduct(inv);
+  r.cov = inv.asDiagonal() * g.cov * inv.asDiagonal();
+  return r;
+}
+
+}  // namespace
+
+std::vector<Fpd> fpd(const FeatureMatrix& ref, const FeatureMatrix& gen, const FpdOptions& options,
+                     std::span<const FeatureScaling> scalings) {
+  MPIGAN_CHECK_SHAPE(ref.cols == gen.cols, "fpd: reference has {} features, generated {}", ref.cols, gen.cols);
+  MPIGAN_CHECK(ref.rows >= 10 && gen.rows >= 10, "fpd: {} reference and {} generated events, need >= 10 each", ref.rows,
+               gen.rows);
   MPIGAN_CHECK(options.points >= 3 && options.batches >= 1, "fpd: points {} (>= 3) and batches {} (>= 1)",
                options.points, options.batches);
-  const FeatureScaler scaler = FeatureScaler::fit(ref_in, options.scaling);
-  FeatureMatrix ref = ref_in, gen = gen_in;
-  scaler.apply(ref);
-  scaler.apply(gen);
+  MPIGAN_CHECK(!scalings.empty(), "fpd: no scaling asked for");
+  std::vector<FeatureScaler> scalers;
+  for (FeatureScaling how : scalings) scalers.push_back(FeatureScaler::fit(ref, how));
 
   const std::int64_t n_max = std::min(ref.rows, gen.rows);
   const std::int64_t hi = options.max_samples > 0 ? std::min(options.max_samples, n_max) : n_max;
@@ -98,32 +111,46 @@ Fpd fpd(const FeatureMatrix& ref_in, const FeatureMatrix& gen_in, const FpdOptio
         std::clamp<std::int64_t>(static_cast<std::int64_t>(std::llround(1.0 / inv)), lo, hi);
   }
 
+  // One Gaussian fit of the raw features per subsample, scaled for each scaling (a diagonal affine
+  // map of its mean and covariance): the fit, N d^2, is most of the cost, so a second scaling
+  // costs only its Frechet distances.
   const int tasks = options.points * options.batches;
-  std::vector<double> fd(static_cast<std::size_t>(tasks));
+  const std::size_t ns = scalers.size();
+  std::vector<double> fd(static_cast<std::size_t>(tasks) * ns);
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int t = 0; t < tasks; ++t) {
     const std::int64_t n = sizes[static_cast<std::size_t>(t / options.batches)];
     Rng ra(options.seed, 2 * static_cast<std::uint64_t>(t)), rg(options.seed, 2 * static_cast<std::uint64_t>(t) + 1);
     const auto ia = sample_without_replacement(ref.rows, n, ra), ig = sample_without_replacement(gen.rows, n, rg);
-    fd[static_cast<std::size_t>(t)] = frechet(fit_gaussian(ref, ia), fit_gaussian(gen, ig));
+    const Gaussian a = fit_gaussian(ref, ia), g = fit_gaussian(gen, ig);
+    for (std::size_t s = 0; s < ns; ++s)
+      fd[static_cast<std::size_t>(t) * ns + s] = frechet(scaled(a, scalers[s]), scaled(g, scalers[s]));
   }
 
-  Fpd r;
-  std::vector<double> x, y;
-  for (int k = 0; k < options.points; ++k) {
-    double s = 0;
-    for (int b = 0; b < options.batches; ++b) s += fd[static_cast<std::size_t>(k * options.batches + b)];
-    const FpdPoint p{sizes[static_cast<std::size_t>(k)], s / options.batches};
-    r.points.push_back(p);
-    x.push_back(1.0 / static_cast<double>(p.n));
-    y.push_back(p.mean);
+  std::vector<Fpd> out(ns);
+  for (std::size_t s = 0; s < ns; ++s) {
+    Fpd& r = out[s];
+    std::vector<double> x, y;
+    for (int k = 0; k < options.points; ++k) {
+      double sum = 0;
+      for (int b = 0; b < options.batches; ++b) sum += fd[static_cast<std::size_t>(k * options.batches + b) * ns + s];
+      const FpdPoint p{sizes[static_cast<std::size_t>(k)], sum / options.batches};
+      r.points.push_back(p);
+      x.push_back(1.0 / static_cast<double>(p.n));
+      y.push_back(p.mean);
+    }
+    const LineFit f = fit_line_nonnegative(x, y);
+    r.value = f.intercept;
+    r.error = f.intercept_error;
+    r.slope = f.slope;
   }
-  const LineFit f = fit_line_nonnegative(x, y);
-  r.value = f.intercept;
-  r.error = f.intercept_error;
-  r.slope = f.slope;
-  return r;
+  return out;
+}
+
+Fpd fpd(const FeatureMatrix& ref, const FeatureMatrix& gen, const FpdOptions& options) {
+  const FeatureScaling how[] = {options.scaling};
+  return fpd(ref, gen, options, how).front();
 }
 
 }  // namespace mpigan::physics

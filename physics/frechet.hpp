@@ -65,4 +65,11 @@ struct Fpd {
 /// Throws Error when a sample has fewer than 10 events or the columns differ.
 Fpd fpd(const FeatureMatrix& ref, const FeatureMatrix& gen, const FpdOptions& options = {});
 
+/// FPD under each of @p scalings (options.scaling is ignored) on the same subsamples: each
+/// subsample's Gaussian is fitted once on the raw features and scaled for each scaling (a
+/// diagonal affine map of mean and covariance), so a second scaling costs only its Frechet
+/// distances. fpd_hlf (standardise) and fpd_cc (max_abs) come from one call.
+std::vector<Fpd> fpd(const FeatureMatrix& ref, const FeatureMatrix& gen, const FpdOptions& options,
+                     std::span<const FeatureScaling> scalings);
+
 }  // namespace mpigan::physics

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace mpigan::physics {
 
@@ -83,11 +84,74 @@ void write_spectrum(const std::string& dir, const Observables& ref, const Observ
     }
 }
 
+json to_json(const ComparedValue& v) {
+  return {{"ref", number(v.ref)},     {"ref_error", number(v.ref_error)},
+          {"gen", number(v.gen)},     {"gen_error", number(v.gen_error)},
+          {"ratio", number(v.ratio)}, {"ratio_error", number(v.ratio_error)},
+          {"pull", number(v.pull)}};
+}
+
+/// Per bin: resolution, linearity, occupancy and shape of E / Ep (response.hpp), with the largest
+/// |pull| of each over the bins.
+json to_json(const EnergyResponse& r) {
+  json j = {{"max_abs_pull",
+             {{"linearity", number(r.max_abs_pull_linearity)},
+              {"resolution", number(r.max_abs_pull_resolution)},
+              {"occupancy", number(r.max_abs_pull_occupancy)},
+              {"shape", number(r.max_abs_pull_shape)}}},
+            {"bins", json::array()}};
+  for (const auto& b : r.bins)
+    j["bins"].push_back({{"bin", b.bin},
+                         {"n_ref", b.n_ref},
+                         {"n_gen", b.n_gen},
+                         {"resolution", to_json(b.resolution)},
+                         {"linearity", to_json(b.linearity)},
+                         {"occupancy", to_json(b.occupancy)},
+                         {"shape",
+                          {{"s", number(b.shape_s)},
+                           {"floor", number(b.shape_floor)},
+                           {"floor_error", number(b.shape_floor_error)},
+                           {"pull", number(b.shape_pull)}}}});
+  return j;
+}
+
+/// response.csv: one row per bin and figure; for the shape, gen = S, ref = its floor and
+/// ref_error the floor's spread.
+void write_response(const std::string& dir, const EnergyResponse& r) {
+  auto out =
+      open_csv(dir, "response.csv", "bin,quantity,n_ref,n_gen,ref,ref_error,gen,gen_error,ratio,ratio_error,pull");
+  const auto row = [&](const ResponseBin& b, const char* name, const ComparedValue& v) {
+    out << '"' << b.bin << "\"," << name << ',' << b.n_ref << ',' << b.n_gen << ',' << v.ref << ',' << v.ref_error
+        << ',' << v.gen << ',' << v.gen_error << ',' << v.ratio << ',' << v.ratio_error << ',' << v.pull << '\n';
+  };
+  for (const auto& b : r.bins) {
+    row(b, "resolution", b.resolution);
+    row(b, "linearity", b.linearity);
+    row(b, "occupancy", b.occupancy);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    row(b, "shape_separation",
+        ComparedValue{b.shape_floor, b.shape_floor_error, b.shape_s, nan, nan, nan, b.shape_pull});
+  }
+}
+
 json to_json(const Comparison& c) {
   json j;
-  j["figure_of_merit"] = {{"name", c.fom.name}, {"value", number(c.fom.value)}, {"error", number(c.fom.error)}};
-  j["fpd"] = {{"value", number(c.fpd.value)}, {"error", number(c.fpd.error)}, {"slope", number(c.fpd.slope)}};
+  j["figure_of_merit"] = {{"name", c.fom.name},
+                          {"value", number(c.fom.value)},
+                          {"error", number(c.fom.error)},
+                          {"bootstrap_error", number(c.fom.bootstrap_error)}};
+  j["fpd"] = {{"value", number(c.fpd.value)},
+              {"error", number(c.fpd.error)},
+              {"bootstrap_error", number(c.fom.bootstrap_error)},
+              {"slope", number(c.fpd.slope)}};
   j["kpd"] = {{"value", number(c.kpd.value)}, {"error", number(c.kpd.error)}};
+  // The CaloChallenge convention: max_abs-scaled features, x 10^3 (compare.hpp).
+  j["fpd_cc"] = {{"value", number(c.cc.fpd)},
+                 {"error", number(c.cc.fpd_error)},
+                 {"bootstrap_error", number(c.cc.fpd_bootstrap_error)},
+                 {"scaled_by", 1000}};
+  j["kpd_cc"] = {{"value", number(c.cc.kpd)}, {"error", number(c.cc.kpd_error)}, {"scaled_by", 1000}};
+  j["response"] = to_json(c.response);
   if (c.classifier)
     j["classifier"] = {
         {"auc", number(c.classifier->auc)},           {"auc_error", number(c.classifier->auc_error)},
@@ -120,13 +184,19 @@ json to_json(const Comparison& c) {
   json sep = json::object();
   for (const auto& r : c.separation.rows)
     if (r.observable.find('[') == std::string::npos)  // scalars only here; per-layer rows are in the CSV
-      sep[r.bin][r.observable] = {{"s", number(r.s)}, {"floor", number(r.floor)}};
+      sep[r.bin][r.observable] = {
+          {"s", number(r.s)}, {"floor", number(r.floor)}, {"floor_error", number(r.floor_error)}};
   j["separation_power"] = sep;
   j["seconds"] = {{"separation", c.seconds.separation},
                   {"gan3d", c.seconds.gan3d},
                   {"sampling_fraction", c.seconds.sampling_fraction},
                   {"fpd", c.seconds.fpd},
-                  {"kpd", c.seconds.kpd}};
+                  {"kpd", c.seconds.kpd},
+                  {"calochallenge", c.seconds.calochallenge},
+                  {"bootstrap", c.seconds.bootstrap},
+                  {"response", c.seconds.response},
+                  {"classifier", c.seconds.classifier},
+                  {"total", c.seconds.total()}};
   return j;
 }
 
@@ -165,10 +235,10 @@ ReportSummary write_report(const std::string& generated, const std::string& refe
   s.json_path = dir + "/report.json";
   std::ofstream(s.json_path) << j.dump(2) << '\n';
 
-  auto sep = open_csv(dir, "separation.csv", "observable,bin,n_ref,n_gen,s,floor");
+  auto sep = open_csv(dir, "separation.csv", "observable,bin,n_ref,n_gen,s,floor,floor_error");
   for (const auto& r : c.separation.rows)
     sep << '"' << r.observable << "\",\"" << r.bin << "\"," << r.n_ref << ',' << r.n_gen << ',' << r.s << ',' << r.floor
-        << '\n';
+        << ',' << r.floor_error << '\n';
   auto sf = open_csv(dir, "sampling_fraction.csv", "bin,n_ref,n_gen,mean_ref,mean_gen,sigma_ref,sigma_gen,mre,error");
   for (const auto& b : c.sampling_fraction.bins)
     sf << '"' << b.bin << "\"," << b.n_ref << ',' << b.n_gen << ',' << b.mean_ref << ',' << b.mean_gen << ','
@@ -176,6 +246,7 @@ ReportSummary write_report(const std::string& generated, const std::string& refe
   auto g3 = open_csv(dir, "gan3d_metric.csv", "bin,n_ref,n_gen,moments,profiles");
   for (const auto& b : c.gan3d.bins)
     g3 << '"' << b.bin << "\"," << b.n_ref << ',' << b.n_gen << ',' << b.moments << ',' << b.profiles << '\n';
+  write_response(dir, c.response);
   write_profiles(dir, ref, gen, c.bins);
   write_events(dir, ref, gen);
   write_spectrum(dir, ref, gen, c.bins);

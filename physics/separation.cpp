@@ -3,6 +3,7 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/physics/histogram.hpp"
+#include "mpigan/physics/stats.hpp"
 
 #include <omp.h>
 
@@ -31,6 +32,13 @@ double scalar_separation(const std::vector<double>& a, const std::vector<double>
   ha.fill(a);
   hb.fill(b);
   return separation_power(ha.counts(), hb.counts());
+}
+
+// Mean into row.floor and standard deviation into row.floor_error of the rescaled half-split S values.
+void set_floor(SeparationRow& row, const std::vector<double>& values) {
+  if (values.empty()) return;
+  row.floor = mean(values);
+  if (values.size() >= 2) row.floor_error = std::sqrt(variance(values));
 }
 
 double floor_scale(std::int64_t n_ref, std::int64_t n_gen, std::size_t h1, std::size_t h2) {
@@ -114,26 +122,25 @@ SeparationTable separation_powers(const Observables& ref, const Observables& gen
       row.bin = bins[b].label;
       row.n_ref = n_ref;
       row.n_gen = n_gen;
-      double floor_sum = 0;
+      std::vector<double> floors;
       if (j < sref.size()) {
         row.observable = sref[j].name;
         if (usable) row.s = scalar_separation(gather(sref[j], er), gather(sgen[j], eg), options);
         for (std::size_t k = 0; k < used_splits; ++k) {
           const auto& [h1, h2] = splits[k];
-          floor_sum += scalar_separation(gather(sref[j], h1), gather(sref[j], h2), options) *
-                       floor_scale(n_ref, n_gen, h1.size(), h2.size());
+          floors.push_back(scalar_separation(gather(sref[j], h1), gather(sref[j], h2), options) *
+                           floor_scale(n_ref, n_gen, h1.size(), h2.size()));
         }
-        if (used_splits > 0) row.floor = floor_sum / static_cast<double>(used_splits);
       } else {
         const HistObs& h = hobs[j - sref.size()];
         row.observable = h.name;
         if (usable) row.s = separation_power(h.sum(ref, er), h.sum(gen, eg));
         for (const auto& [h1, h2] : splits) {
-          floor_sum +=
-              separation_power(h.sum(ref, h1), h.sum(ref, h2)) * floor_scale(n_ref, n_gen, h1.size(), h2.size());
+          floors.push_back(separation_power(h.sum(ref, h1), h.sum(ref, h2)) *
+                           floor_scale(n_ref, n_gen, h1.size(), h2.size()));
         }
-        if (!splits.empty()) row.floor = floor_sum / static_cast<double>(splits.size());
       }
+      set_floor(row, floors);
     }
   }
   return table;

@@ -51,6 +51,10 @@ struct SeparationRow {
   std::int64_t n_ref = 0, n_gen = 0;
   double s = std::numeric_limits<double>::quiet_NaN();      ///< generated vs reference
   double floor = std::numeric_limits<double>::quiet_NaN();  ///< expected S for two reference samples of these sizes
+  /// The spread of S for two reference samples of these sizes: the standard deviation of the
+  /// rescaled S over the floor's splits (NaN with fewer than 2). (s - floor) / floor_error is how
+  /// many standard deviations S stands above its floor.
+  double floor_error = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct SeparationTable {

@@ -10,6 +10,9 @@ Reads DIR/{sampling_fraction,profiles,spectrum,events}.csv and DIR/report.json a
   spectrum.png           cell-energy spectrum per energy bin, log-log
   moments.png            distributions of the first and second moments along x, y, z
   observables.png        ECAL sum, sampling fraction and hit multiplicity distributions
+  response.png           per energy bin, the resolution sigma/mean of E/Ep and the linearity (mean E/Ep
+                         relative to the reference), with errors, and the pulls (gen - ref) / error of
+                         resolution, linearity, occupancy and E/Ep shape (response.csv)
 Reference (Monte Carlo) in black, generated in red, everywhere.
 """
 
@@ -37,7 +40,10 @@ def rows(path):
 def title(report):
     fom = report["figure_of_merit"]
     v = fom["value"]
-    return f"{fom['name']} = {v:.3g} ± {fom['error']:.2g}" if v is not None else fom["name"]
+    if v is None:
+        return fom["name"]
+    boot = fom.get("bootstrap_error")
+    return f"{fom['name']} = {v:.3g} ± {fom['error']:.2g}" + (f" (bootstrap ± {boot:.2g})" if boot is not None else "")
 
 
 def plot_sampling_fraction(d, report):
@@ -171,6 +177,47 @@ def plot_events(d):
     plt.close(fig)
 
 
+def plot_response(d):
+    path = os.path.join(d, "response.csv")
+    if not os.path.exists(path):
+        return
+    q = defaultdict(dict)
+    for x in rows(path):
+        if int(x["n_ref"]) > 1 and int(x["n_gen"]) > 1:
+            q[x["quantity"]][x["bin"]] = {k: float(v) if k not in ("bin", "quantity") else v for k, v in x.items()}
+    bins = sorted(q.get("resolution", {}), key=bin_order)
+    if not bins:
+        return
+    e = np.array([float(b.split()[0]) if b.split()[0].replace(".", "").isdigit() else i for i, b in enumerate(bins)])
+    col = lambda name, key: np.array([q[name][b][key] for b in bins])  # noqa: E731
+    fig, (a, b, c) = plt.subplots(3, 1, sharex=True, figsize=(6, 7.5), gridspec_kw={"height_ratios": [3, 2, 2]})
+    a.errorbar(e, col("resolution", "ref"), col("resolution", "ref_error"), fmt="o", capsize=3, **REF)
+    a.errorbar(e + 4, col("resolution", "gen"), col("resolution", "gen_error"), fmt="s", capsize=3, **GEN)
+    a.set_ylabel("resolution  σ / mean of E_ECAL / E_p")
+    a.legend(fontsize=8)
+    a.set_title("Energy response per bin, with statistical errors", fontsize=9)
+    b.errorbar(e, col("resolution", "ratio"), col("resolution", "ratio_error"), fmt="s", capsize=3,
+               color="tab:red", label="resolution gen / MC")
+    b.errorbar(e + 4, col("linearity", "ratio"), col("linearity", "ratio_error"), fmt="^", capsize=3,
+               color="tab:blue", label="linearity gen / MC")
+    b.axhline(1.0, color="black", lw=0.8)
+    b.set_ylabel("gen / MC")
+    b.legend(fontsize=8)
+    for k, (name, m) in enumerate([("resolution", "s"), ("linearity", "^"), ("occupancy", "o"),
+                                   ("shape_separation", "D")]):
+        if name in q:
+            c.plot(e + 3 * k, col(name, "pull"), m, label=name)
+    c.axhspan(-3, 3, color="grey", alpha=0.2, label="±3")
+    c.axhline(5, color="tab:red", lw=0.8, ls="--")
+    c.axhline(-5, color="tab:red", lw=0.8, ls="--")
+    c.set_ylabel("pull  (gen − MC) / error")
+    c.set_xlabel("primary energy E_p [GeV]")
+    c.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "response.png"), dpi=110)
+    plt.close(fig)
+
+
 def main(argv):
     if len(argv) != 2:
         print(__doc__)
@@ -182,6 +229,7 @@ def main(argv):
     plot_profiles(d)
     plot_spectrum(d)
     plot_events(d)
+    plot_response(d)
     return 0
 
 

@@ -25,6 +25,11 @@ physics::Observables observables_of(const std::vector<float>& cells, const Dims3
   return physics::compute_observables(cells, dims, c.energy, c.angle);
 }
 
+/// A figure that may not have been computed: empty when NaN (the classifier skipped).
+std::string optional_number(double v) {
+  return std::isnan(v) ? std::string() : csv_number(v);
+}
+
 }  // namespace
 
 std::string PhysicsScore::describe() const {
@@ -32,10 +37,11 @@ std::string PhysicsScore::describe() const {
   if (dead()) return fmt::format("dead: every one of the generator's {} showers is empty", events);
   const std::string empties = empty > 0 ? fmt::format(", {} of {} showers empty", empty, events) : std::string();
   return fmt::format(
-      "{} {:.3g} +- {:.2g}, sampling-fraction MRE {:.2f} % +- {:.2f}, 3DGAN metric {:.3g}, KPD {:.3g} "
+      "{} {:.3g} +- {:.2g}, sampling-fraction MRE {:.2f} % +- {:.2f}, 3DGAN metric {:.3g}, KPD {:.3g}{} "
       "({} events{}{}, {:.1f} s)",
-      physics::kFigureOfMeritName, fom, fom_error, 100 * sf_mre, 100 * sf_mre_error, gan3d, kpd, events, empties,
-      recalibrated > 0 ? fmt::format(", BatchNorm statistics re-estimated over {} batches", recalibrated) : "",
+      physics::kFigureOfMeritName, fom, fom_error, 100 * sf_mre, 100 * sf_mre_error, gan3d, kpd,
+      std::isnan(auc) ? std::string() : fmt::format(", classifier AUC {:.3f} +- {:.3f}", auc, auc_error), events,
+      empties, recalibrated > 0 ? fmt::format(", BatchNorm statistics re-estimated over {} batches", recalibrated) : "",
       seconds);
 }
 
@@ -75,17 +81,25 @@ std::string PhysicsOutcome::summary() const {
 }
 
 std::vector<std::string> physics_columns() {
-  return {
-      physics::kFigureOfMeritName, "fpd_hlf_error", "sf_mre", "sf_mre_error", "gan3d_metric", "kpd", "empty_showers"};
+  return {physics::kFigureOfMeritName,
+          "fpd_hlf_error",
+          "sf_mre",
+          "sf_mre_error",
+          "gan3d_metric",
+          "kpd",
+          "empty_showers",
+          "auc",
+          "auc_error"};
 }
 
 std::vector<std::string> physics_row(const std::vector<std::string>& columns, std::int64_t epoch, double elapsed_s,
                                      const PhysicsScore& s) {
   std::vector<std::string> r{"physics", std::to_string(epoch), std::to_string(s.step), std::to_string(s.samples),
                              csv_number(elapsed_s)};
-  const std::vector<std::string> values{csv_number(s.fom),          csv_number(s.fom_error), csv_number(s.sf_mre),
-                                        csv_number(s.sf_mre_error), csv_number(s.gan3d),     csv_number(s.kpd),
-                                        std::to_string(s.empty)};
+  const std::vector<std::string> values{
+      csv_number(s.fom),          csv_number(s.fom_error), csv_number(s.sf_mre),
+      csv_number(s.sf_mre_error), csv_number(s.gan3d),     csv_number(s.kpd),
+      std::to_string(s.empty),    optional_number(s.auc),  optional_number(s.auc_error)};
   MPIGAN_CHECK(columns.size() >= r.size() + values.size(), "physics_row: {} metrics columns", columns.size());
   r.resize(columns.size() - values.size());
   r.insert(r.end(), values.begin(), values.end());
@@ -161,6 +175,7 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
     const physics::Observables gen = observables_of(cells, m_ref.dims, m_conditions);
     physics::CompareOptions o;
     o.separation_enabled = false;
+    o.binning.energy_half_width = physics::kValidationEnergyHalfWidthGev;
     const physics::Comparison c = physics::compare(m_ref, gen, o);
     r.fom = c.fom.value;
     r.fom_error = c.fom.error;
@@ -168,6 +183,10 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
     r.sf_mre_error = c.sampling_fraction.error;
     r.gan3d = c.gan3d.total;
     r.kpd = c.kpd.value;
+    if (c.classifier) {
+      r.auc = c.classifier->auc;
+      r.auc_error = c.classifier->auc_error;
+    }
   } catch (const NumericError&) {
     return diverged();
   }

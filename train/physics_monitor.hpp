@@ -5,7 +5,8 @@
 // validation the current generator makes one shower per reference event, at that event's energy
 // (and angle), with a fixed seed, so two validations differ only by the weights; the showers'
 // observables are compared with the reference's (physics/compare.hpp, separation powers off): the
-// figure of merit fpd_hlf with its error, the sampling-fraction MRE, the 3DGAN metric and KPD.
+// figure of merit fpd_hlf with its error, the sampling-fraction MRE, the 3DGAN metric, KPD and the
+// classifier's AUC.
 // A generator whose showers hold NaN or inf scores +inf and says so (`diverged`).
 //
 // The single-process trainer scores synchronously on its own session. The distributed master must
@@ -23,6 +24,7 @@
 
 #include <atomic>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -39,6 +41,9 @@ struct PhysicsScore {
   double fom = 0, fom_error = 0;
   double sf_mre = 0, sf_mre_error = 0;
   double gan3d = 0, kpd = 0;
+  /// The classifier test's ROC AUC on held-out events and its error (physics/classifier.hpp; 0.5:
+  /// indistinguishable); NaN when it did not run (fewer than physics::kClassifierMinEvents events).
+  double auc = std::numeric_limits<double>::quiet_NaN(), auc_error = std::numeric_limits<double>::quiet_NaN();
   /// Generated showers with no energy in any cell. All of them: the generator is dead (its output
   /// ReLU is off for every cell; its gradients are zero there, so training cannot bring it back).
   std::int64_t empty = 0;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `mpigan validate` end to end: two simulator samples (different seeds) give a report.json with a
-# finite figure of merit near its floor, the CSV tables and the PNG plots; a bad input is named.
+# finite figure of merit near its floor, its bootstrap error, the CaloChallenge-convention FPD and
+# KPD, the per-bin response within a few standard errors and the classifier's AUC near 0.5, the CSV
+# tables and the PNG plots; a bad input is named.
 #
 #   tests/physics/test_validate.sh MPIGAN
 set -uo pipefail
@@ -21,9 +23,22 @@ assert fom["name"] == "fpd_hlf" and fom["value"] is not None and fom["value"] < 
 bins = [b for b in r["sampling_fraction"]["bins"] if b["n_ref"] > 0]
 assert [b["bin"] for b in bins] == ["50 GeV", "100 GeV"], bins
 assert r["sampling_fraction"]["mre"] < 0.03, r["sampling_fraction"]
+# By default: the bootstrap error, the CaloChallenge-convention distances, the per-bin response
+# with pulls (Monte Carlo against Monte Carlo: within ~3 standard errors) and the classifier.
+assert fom["bootstrap_error"] is not None and fom["bootstrap_error"] > 0, fom
+for k in ("fpd_cc", "kpd_cc"):
+    assert r[k]["value"] is not None and r[k]["error"] is not None and r[k]["scaled_by"] == 1000, r[k]
+assert r["fpd_cc"]["bootstrap_error"] > 0, r["fpd_cc"]
+resp = [b for b in r["response"]["bins"] if b["n_ref"] > 0]
+assert [b["bin"] for b in resp] == ["50 GeV", "100 GeV"], resp
+for b in resp:
+    for q in ("resolution", "linearity", "occupancy"):
+        assert abs(b[q]["pull"]) < 4, (b["bin"], q, b[q])
+assert all(abs(v) < 4 for v in r["response"]["max_abs_pull"].values()), r["response"]["max_abs_pull"]
+assert abs(r["classifier"]["auc"] - 0.5) < 4 * r["classifier"]["auc_error"], r["classifier"]
 PY
-for f in report.json separation.csv sampling_fraction.csv gan3d_metric.csv profiles.csv spectrum.csv events.csv \
-         sampling_fraction.png profiles.png spectrum.png moments.png observables.png; do
+for f in report.json separation.csv sampling_fraction.csv gan3d_metric.csv response.csv profiles.csv spectrum.csv \
+         events.csv sampling_fraction.png profiles.png spectrum.png moments.png observables.png response.png; do
   [[ -s $work/v/$f ]] || fail "validate did not write $f"
 done
 bad=$("$mpigan" validate --generated "$work/nope.h5" --reference "$work/a/EleEscan_001.h5" --out "$work/w" 2>&1) &&

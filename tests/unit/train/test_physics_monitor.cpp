@@ -195,7 +195,18 @@ TEST_CASE("physics validation: a dead generator (every shower empty) is named, a
   CHECK(out.ruined());
   CHECK(out.summary().find("WARNING: the generator is dead") != std::string::npos);
   const auto row = physics_row(metrics_columns(t.s.model->discriminator.output_names()), 0, 1.0, sc);
-  CHECK(row.back() == "48");  // metrics.csv's empty_showers column
+  CHECK(row[row.size() - 3] == "48");  // metrics.csv's empty_showers column
+  CHECK(row.back().empty());           // auc_error: no classifier at 48 events (< kClassifierMinEvents)
+  PhysicsScore with_auc = sc;
+  with_auc.auc = 0.625;
+  with_auc.auc_error = 0.0125;
+  const auto cols = metrics_columns(t.s.model->discriminator.output_names());
+  const auto auc_row = physics_row(cols, 0, 1.0, with_auc);
+  REQUIRE(cols.size() >= 2);
+  CHECK(cols[cols.size() - 2] == "auc");
+  CHECK(cols.back() == "auc_error");
+  CHECK(auc_row[auc_row.size() - 2] == "0.625");
+  CHECK(auc_row.back() == "0.0125");
 
   // Part of the showers empty: alive, but the summary says it is dying, from 10 % of them on.
   PhysicsScore some = alive;
