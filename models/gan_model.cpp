@@ -289,6 +289,9 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   } else {
     MPIGAN_FATAL("unknown model '{}': expected one of 3dgan-25, anglegan-51, 3dgan-5, tiny-8", o.name);
   }
+  MPIGAN_CHECK(o.noise == "normal" || o.noise == "sphere", "model '{}': noise must be normal or sphere, got '{}'",
+               o.name, o.noise);
+  m->noise_on_sphere = o.noise == "sphere";
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
   m->generator.build(backend, {m->latent});

@@ -39,6 +39,11 @@ struct ModelOptions {
   /// head sums image^(1/power), the deposited energy the ECAL target counts (3dgan-5 only; the
   /// angle model's 0.85 is part of its architecture).
   float power = 0.0f;
+  /// The noise of the fixed-angle models' input (E/100) * z: "normal" (the reference, z ~ N(0, 1)^n)
+  /// or "sphere" (z drawn the same, then scaled to norm sqrt(n)). A generator that is nearly
+  /// homogeneous in its input turns |z|'s relative spread, 1/sqrt(2n), into a spread of the
+  /// shower's energy that Monte Carlo does not have; on the sphere only z's direction varies.
+  std::string noise = "normal";
   /// Loss weights; unset (negative bce) = the reference weights of the model.
   LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f};
 };
@@ -46,9 +51,10 @@ struct ModelOptions {
 struct GanModel {
   std::string name;
   bool angle_model = false;
-  std::int64_t latent = 0;  ///< generator input size
-  std::int64_t noise = 0;   ///< random part of the generator input (latent minus conditions)
-  Shape image;              ///< item shape (1, X, Y, Z)
+  bool noise_on_sphere = false;  ///< ModelOptions::noise == "sphere"
+  std::int64_t latent = 0;       ///< generator input size
+  std::int64_t noise = 0;        ///< random part of the generator input (latent minus conditions)
+  Shape image;                   ///< item shape (1, X, Y, Z)
   LossWeights loss_weights;
   float ecal_power = 1.0f;  ///< the data's cell power (0.85 for the angle model)
   nn::Network generator{"generator"};

@@ -67,8 +67,15 @@ Tensor GanStep::generator_input(const Tensor& energy, const Tensor& angle, Rng& 
       row[1] = angle.data()[i];
       for (std::int64_t j = 2; j < m_model.latent; ++j) row[j] = rng.normal();
     } else {
-      // (E/100) * z
-      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] = energy.data()[i] * rng.normal();
+      // (E/100) * z, z on the sphere of radius sqrt(n) when noise_on_sphere
+      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] = rng.normal();
+      float k = energy.data()[i];
+      if (m_model.noise_on_sphere) {
+        double norm2 = 0;
+        for (std::int64_t j = 0; j < m_model.latent; ++j) norm2 += static_cast<double>(row[j]) * row[j];
+        k *= static_cast<float>(std::sqrt(static_cast<double>(m_model.latent) / std::max(norm2, 1e-30)));
+      }
+      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] *= k;
     }
   }
   return in;

@@ -92,8 +92,12 @@ class GanStep {
 
   const StepConfig& config() const { return m_config; }
 
- private:
+  /// The generator's input (N, latent) for conditions @p energy (N,1) E/100 (and @p angle): (E/100) z
+  /// for the fixed-angle models (z on the sphere of radius sqrt(latent) with GanModel::noise_on_sphere),
+  /// concat(E/100, theta, z) for the angle model; z ~ N(0, 1) from @p rng.
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
+
+ private:
   float fake_ecal_target(float x) const;
   /// With normalise_energy: a copy of @p images (N,1,X,Y,Z) with item i scaled by energy_i^-power,
   /// on the backend's device (the images themselves when off). Also the gradient's back-scaling.

@@ -82,6 +82,7 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.dropout = static_cast<float>(m.get_real("dropout", 0.2, 0.0, 0.95));
   e.model.leaky_alpha = static_cast<float>(m.get_real("leaky_alpha", 0.3, 0.0, 1.0));
   e.model.bn_momentum = static_cast<float>(m.get_real("bn_momentum", 0.99, 0.0, 1.0));
+  e.model.noise = m.get_choice("noise", "normal", {"normal", "sphere"});
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
   if (m.has("loss_weights")) {
     ConfigNode w = m.section("loss_weights");
@@ -294,6 +295,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["dropout"] = e.model.dropout;
   r["model"]["leaky_alpha"] = e.model.leaky_alpha;
   r["model"]["bn_momentum"] = e.model.bn_momentum;
+  r["model"]["noise"] = e.model.noise;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
   r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
   r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;

@@ -40,7 +40,7 @@ run="$out/train"
 timeout 120 "$mpigan" simulate --events 12000 --geometry 25x25x25 --energy 10:500 --out "$out/sim" \
   --events-per-file 2000 --seed 7 --threads 16 > "$out/simulate.txt" 2>&1
 echo "simulate exit $?" >> "$summary"
-timeout -s TERM "$train_s" "$mpigan" train "$root/examples/quickstart.yaml" --set backend=cuda \
+timeout -s TERM "$train_s" "$mpigan" train "$root/examples/3dgan-25-quick.yaml" --set backend=cuda \
   --set "data.train=$out/sim/*.h5" --set data.validation_fraction=0.17 --set training.batch=64 \
   --set training.epochs=1000 --set training.max_updates=0 --set threads=8 --set validation.every=200 \
   --set validation.physics.every=200 --set checkpoint.every=500 --set "output.dir=$run" > "$out/train.txt" 2>&1
@@ -52,7 +52,7 @@ echo "validate exit $?" >> "$summary"
 grep -iE "figure of merit|fpd|sampling fraction|verdict" "$out/validate.txt" | head -12 >> "$summary"
 # Master and two workers as MPI ranks on the one GPU (downpour, 60 updates): the pinned staging of
 # payloads between device and MPI.
-timeout 90 mpiexec.hydra -launcher fork -n 3 "$mpigan" train "$root/examples/quickstart.yaml" --set backend=cuda \
+timeout 90 mpiexec.hydra -launcher fork -n 3 "$mpigan" train "$root/examples/3dgan-25-quick.yaml" --set backend=cuda \
   --set "data.train=$out/sim/*.h5" --set data.validation_fraction=0.17 --set training.batch=64 \
   --set algorithm.name=downpour --set training.max_updates=60 --set threads=4 \
   --set "output.dir=$out/train-mpi" > "$out/train_mpi.txt" 2>&1

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gan3d  # noqa: E402
 
 # Inverse preprocessing of the two models (data/preprocess.hpp): xscale and cell power.
-POST = {"3dgan-25": (100.0, 1.0), "anglegan-51": (1.0, 0.85)}
+POST = {"3dgan-25": (100.0, 1.0), "anglegan-51": (1.0, 0.85), "3dgan-5": (100.0, 1.0)}
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,12 @@
 """PyTorch peer of the CERN openlab 3DGAN models, for side-by-side benchmarks with mpigan.
 
-Two architectures, transcribed from the Keras reference (svalleco/3Dgan; see
+Three architectures, the first two transcribed from the Keras reference (svalleco/3Dgan; see
 shared/research/3dgan.md sections 1.1-1.3 and docs/performance-pytorch-peer.md):
 
 * ``3dgan-25``  -- EcalEnergyGan, fixed angle, 25x25x25 showers (``keras/EcalEnergyGan.py``).
 * ``anglegan-51`` -- AngleGAN, variable angle, 51x51x25 showers (``keras/AngleArch3dGAN.py``).
+* ``3dgan-5``   -- mpigan's fixed-angle 3DGAN sized for the 5x5x5 read-out (the converging rung;
+  ``build_3dgan_5`` in models/gan_model.cpp), trained by ``train_rung.py``.
 
 Layout: NCDHW with D = x, H = y, W = depth, i.e. tensors of shape (N, 1, X, Y, Z); the Keras
 code is channels_last (N, X, Y, Z, 1). Keras conventions reproduced: LeakyReLU slope 0.3,
@@ -210,6 +212,85 @@ class EcalDiscriminator(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------
+# 3dgan-5: the fixed-angle design sized for the 5x5x5 read-out (mpigan build_3dgan_5)
+# --------------------------------------------------------------------------------------------
+class KerasBatchNorm3d(nn.BatchNorm3d):
+    """BatchNorm3d whose running variance tracks the *biased* batch variance, as Keras and
+    mpigan's BatchNorm3d do (torch's tracks the unbiased one). Normalisation is unchanged:
+    batch statistics (biased variance) in train mode, running statistics in eval mode.
+    ``momentum`` is torch's (fraction of the new batch: Keras 0.99 -> 0.01); momentum 0 (as
+    ``frozen`` sets it) leaves the running statistics untouched."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                False, 0.0, self.eps)
+        y = F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+        if self.momentum:
+            with torch.no_grad():
+                xd = x.detach()
+                dims = [0] + list(range(2, xd.dim()))
+                var, mean = torch.var_mean(xd, dims, unbiased=False)
+                m = float(self.momentum)
+                self.running_mean.mul_(1.0 - m).add_(mean, alpha=m)
+                self.running_var.mul_(1.0 - m).add_(var, alpha=m)
+                self.num_batches_tracked += 1
+        return y
+
+
+def _kbn(c: int, eps: float) -> KerasBatchNorm3d:
+    return KerasBatchNorm3d(c, eps=eps, momentum=BN_MOMENTUM)
+
+
+class Ecal5Generator(nn.Module):
+    """Generator of mpigan's ``3dgan-5`` (models/gan_model.cpp, build_3dgan_5); input (E/100) * z,
+    z ~ N(0, 1)^64. Dense 64->864 (glorot_uniform), view (32, 3, 3, 3), Conv3D 64 k3 same
+    (he_uniform) -> LReLU -> BN, UpSampling x2 (6^3), Conv3D 32 k2 valid (5^3) -> LReLU -> BN,
+    Conv3D 16 k3 same -> LReLU, Conv3D 1 k3 same without bias (glorot_normal) -> ReLU."""
+
+    latent = 64
+
+    def __init__(self, bn_eps: float = 1e-3):
+        super().__init__()
+        h = "he_uniform"
+        self.dense = _dense(self.latent, 32 * 3 * 3 * 3)
+        self.net = nn.Sequential(
+            SameConv3d(32, 64, 3, h), _lrelu(), _kbn(64, bn_eps),
+            nn.Upsample(scale_factor=(2, 2, 2), mode="nearest"),                  # 6^3
+            _conv(64, 32, 2, h), _lrelu(), _kbn(32, bn_eps),                       # 5^3
+            SameConv3d(32, 16, 3, h), _lrelu(),
+            SameConv3d(16, 1, 3, "glorot_normal", bias=False), nn.ReLU(inplace=True),
+        )
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(self.dense(z).view(-1, 32, 3, 3, 3))
+
+
+class Ecal5Discriminator(nn.Module):
+    """Discriminator of mpigan's ``3dgan-5``: Conv3D 32 k3 same -> LReLU -> Dropout 0.2, then twice
+    Conv3D 16 k3 same -> LReLU -> BN -> Dropout (all glorot_uniform), flatten (2000); outputs
+    (sigmoid real/fake, linear E/100, ECAL sum of input**(1/power): the cells' energy)."""
+
+    def __init__(self, bn_eps: float = 1e-3, dropout: float = 0.2, power: float = 0.5):
+        super().__init__()
+        g = "glorot_uniform"
+        self.power = power  # cells are X**power; the ECAL head sums image**(1/power)
+        self.features = nn.Sequential(
+            SameConv3d(1, 32, 3, g), _lrelu(), nn.Dropout(dropout),
+            SameConv3d(32, 16, 3, g), _lrelu(), _kbn(16, bn_eps), nn.Dropout(dropout),
+            SameConv3d(16, 16, 3, g), _lrelu(), _kbn(16, bn_eps), nn.Dropout(dropout),
+            nn.Flatten(),
+        )
+        self.fake = _dense(16 * 5 ** 3, 1)
+        self.aux = _dense(16 * 5 ** 3, 1)
+
+    def forward(self, image: torch.Tensor):
+        h = self.features(image)
+        cells = image if self.power == 1.0 else image.pow(1.0 / self.power)
+        return torch.sigmoid(self.fake(h)), self.aux(h), ecal_sum(cells)
+
+
+# --------------------------------------------------------------------------------------------
 # AngleGAN, 51x51x25
 # --------------------------------------------------------------------------------------------
 class AngleGenerator(nn.Module):
@@ -277,9 +358,17 @@ def keras_mae(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (y - p.float()).abs().mean()
 
 
-def ecal_fit(x: torch.Tensor, xscale: float = 1.0) -> torch.Tensor:
-    """GetEcalFit(mod=1): ECAL-sum target for generated showers, x = E/100."""
-    ratio = (((0.0018 * x - 0.023) * x + 0.11) * x - 0.28) * x + 2.21
+REFERENCE_ECAL_FIT = (0.0018, -0.023, 0.11, -0.28, 2.21)   # GetEcalFit, highest power first
+
+
+def ecal_fit(x: torch.Tensor, xscale: float = 1.0, coeffs=REFERENCE_ECAL_FIT) -> torch.Tensor:
+    """GetEcalFit(mod=1): ECAL-sum target for generated showers, x = E/100.
+
+    ratio(x) = c0 x^4 + c1 x^3 + c2 x^2 + c3 x + c4 (``coeffs`` highest power first, as mpigan's
+    StepConfig::ecal_fit / training.ecal_fit; default the reference's fit), target = ratio * x * xscale.
+    """
+    c0, c1, c2, c3, c4 = coeffs
+    ratio = (((c0 * x + c1) * x + c2) * x + c3) * x + c4
     return ratio * x * xscale
 
 
@@ -311,6 +400,15 @@ SPECS = {
     "anglegan-51": Spec("anglegan-51", (51, 51, 25), AngleGenerator, AngleDiscriminator,
                         1_364_983, 87_354, (3.0, 0.1, 25.0, 0.1), angle=True,
                         extra_checks={"g.dense": 1_332_288, "d.features.0.conv": 2_896}),
+    # mpigan `inspect 3dgan-5`: generator 142,400 / discriminator 25,730 trainable parameters
+    "3dgan-5": Spec("3dgan-5", (5, 5, 5), Ecal5Generator, Ecal5Discriminator,
+                    142_400, 25_730, (2.0, 0.1, 0.1), angle=False,
+                    extra_checks={"g.dense": 56_160, "g.net.0.conv": 55_360, "g.net.2": 128,
+                                  "g.net.4": 16_416, "g.net.6": 64, "g.net.7.conv": 13_840,
+                                  "g.net.9.conv": 432,
+                                  "d.features.0.conv": 896, "d.features.3.conv": 13_840,
+                                  "d.features.5": 32, "d.features.7.conv": 6_928,
+                                  "d.features.9": 32, "d.fake": 2_001, "d.aux": 2_001}),
 }
 
 

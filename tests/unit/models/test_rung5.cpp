@@ -134,3 +134,30 @@ TEST_CASE("normalise_energy trains: the generator's gradient is scaled back thro
   }
   CHECK(g_after[0] != g_after[1]);
 }
+
+TEST_CASE("noise sphere: the fixed model's input is (E/100) z with |z| = sqrt(latent); normal draws the same z") {
+  auto be = make_backend("reference");
+  auto normal = make_gan({.name = "3dgan-5"}, *be, 1);
+  auto sphere = make_gan({.name = "3dgan-5", .noise = "sphere"}, *be, 1);
+  CHECK_FALSE(normal->noise_on_sphere);
+  CHECK(sphere->noise_on_sphere);
+  GanStep a(*normal, *be, StepConfig{}, 1), b(*sphere, *be, StepConfig{}, 1);
+  const Tensor energy = Tensor::from({3, 1}, std::vector<float>{0.1f, 1.0f, 4.0f});
+  Rng r1(7, 1), r2(7, 1);
+  const Tensor za = a.generator_input(energy, Tensor(), r1), zb = b.generator_input(energy, Tensor(), r2);
+  const std::int64_t n = normal->latent;
+  for (std::int64_t i = 0; i < 3; ++i) {
+    double na = 0, nb = 0, dot = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double x = za.data()[i * n + j], y = zb.data()[i * n + j];
+      na += x * x;
+      nb += y * y;
+      dot += x * y;
+    }
+    const double e = energy.data()[i];
+    CHECK(std::sqrt(nb) == doctest::Approx(e * std::sqrt(static_cast<double>(n))).epsilon(1e-5));
+    CHECK(dot / std::sqrt(na * nb) == doctest::Approx(1.0).epsilon(1e-6));                  // the same direction
+    CHECK(std::abs(std::sqrt(na) / (e * std::sqrt(static_cast<double>(n))) - 1.0) > 1e-4);  // |z| varies
+  }
+  CHECK_THROWS_WITH_AS(make_gan({.name = "3dgan-5", .noise = "uniform"}, *be, 1), doctest::Contains("noise"), Error);
+}

@@ -174,12 +174,14 @@ TEST_CASE(
 TEST_CASE("3dgan-5: the 5x5x5 geometry, the power its ECAL head follows, the fit and the schedule") {
   const auto e = parse(R"(
 name: t
-model: {name: 3dgan-5}
+model: {name: 3dgan-5, noise: sphere}
 data: {train: "data/*.h5"}
 optimizer: {name: adam, lr: 2.0e-4, schedule: cosine, final_fraction: 0.25}
 training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 1000}
 )");
   CHECK(e.data.geometry == data::Geometry::ecal5);
+  CHECK(e.model.noise == "sphere");
+  CHECK(e.resolved["model"]["noise"].as<std::string>() == "sphere");
   CHECK(e.data.preprocess.power == doctest::Approx(0.5));
   CHECK(e.model.power == doctest::Approx(0.5));
   CHECK(e.step.ecal_fit[3] == doctest::Approx(-0.3));

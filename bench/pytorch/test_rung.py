@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""Checks of the 3dgan-5 PyTorch peer (gan3d.Ecal5*, train_rung.py): plain asserts, < 30 s.
+
+    /usr/bin/python3 bench/pytorch/test_rung.py
+
+Parameter counts against `mpigan inspect 3dgan-5`, shapes, the Keras losses and mpigan's optimizer
+formulas on hand values, BatchNorm statistics, the step's semantics (which conditions, labels and
+statistics each pass uses), one step changing the weights, the showers file's layout, and a
+two-snapshot run of train_rung.main on a small made-up data set.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gan3d  # noqa: E402
+import train_rung as tr  # noqa: E402
+
+YAML = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "3dgan-5.yaml")
+RUNG_FIT = [0.00238946, -0.0294496, 0.134395, -0.307053, 2.26919]
+
+
+def settings(**over):
+    s, _ = tr.resolve_settings(tr.parse_args(["--out", "unused"]), tr.load_yaml(YAML))
+    s.update(over)
+    return s
+
+
+def close(a, b, tol=1e-5):
+    return abs(float(a) - float(b)) <= tol * max(1.0, abs(float(b)))
+
+
+def test_models():
+    spec = gan3d.SPECS["3dgan-5"]
+    g, d = spec.make_g(), spec.make_d()
+    gan3d.check_param_counts(spec, g, d)
+    assert gan3d.n_params(g) == 142_400 and gan3d.n_params(d) == 25_730
+    # BatchNorm state: 192 (G) and 64 (D) non-trainable values, as `inspect` reports
+    assert sum(b.numel() for n, b in g.named_buffers() if "running" in n) == 192
+    assert sum(b.numel() for n, b in d.named_buffers() if "running" in n) == 64
+    bns = [m for m in list(g.modules()) + list(d.modules()) if isinstance(m, nn_bn())]
+    assert len(bns) == 4 and all(b.momentum == 0.01 and b.eps == 1e-3 for b in bns)
+    assert all(isinstance(m, gan3d.KerasBatchNorm3d) for m in bns)
+    assert all(m.negative_slope == 0.3 for m in d.modules() if isinstance(m, torch.nn.LeakyReLU))
+    assert g.net[9].conv.bias is None and isinstance(g.net[10], torch.nn.ReLU)
+    assert g.net[3].mode == "nearest"
+    # initialisers: zero biases, he_uniform / glorot limits, truncated glorot_normal
+    lim = math.sqrt(6.0 / (32 * 27))
+    w = g.net[0].conv.weight
+    assert w.abs().max() <= lim and w.abs().max() > 0.9 * lim and g.net[0].conv.bias.abs().sum() == 0
+    lim = math.sqrt(6.0 / (64 + 864))
+    assert g.dense.weight.abs().max() <= lim and g.dense.weight.abs().max() > 0.9 * lim
+    std = math.sqrt(2.0 / (16 * 27 + 27))
+    assert g.net[9].conv.weight.abs().max() <= 2 * std / 0.87962566103423978 + 1e-6
+    z = torch.randn(8, 64)
+    img = g(z)
+    assert img.shape == (8, 1, 5, 5, 5) and (img >= 0).all()
+    outs = d(img)
+    assert [tuple(o.shape) for o in outs] == [(8, 1)] * 3
+    assert ((outs[0] > 0) & (outs[0] < 1)).all() and torch.allclose(outs[2], img.pow(2).sum(dim=(2, 3, 4)))  # power 0.5
+    # 'same' padding keeps 5^3; the k2 valid conv takes the upsampled 6^3 to 5^3
+    h = g.net[:4](g.dense(z).view(-1, 32, 3, 3, 3))
+    assert h.shape == (8, 64, 6, 6, 6) and g.net[4](h).shape == (8, 32, 5, 5, 5)
+    assert torch.equal(h[:, :, 0, 0, 0], h[:, :, 1, 1, 1])   # nearest = repeat
+
+
+def nn_bn():
+    return torch.nn.modules.batchnorm._BatchNorm
+
+
+def test_losses_and_fit():
+    p, y = torch.tensor([[0.9], [0.2], [0.0]]), torch.tensor([[1.0], [0.0], [1.0]])
+    want = (-math.log(0.9 + 1e-7) - math.log(0.8 + 1e-7) - math.log(1e-7 + 1e-7)) / 3   # clipped p = 1e-7
+    assert close(gan3d.keras_bce(p, y), want)
+    p, y = torch.tensor([[1.1], [2.0], [0.5]]), torch.tensor([[1.0], [4.0], [0.0]])
+    assert close(gan3d.keras_mape(p, y), 100 * (0.1 + 0.5 + 0.5 / 1e-7) / 3, 1e-5)
+    # the step's weighted total: 2 BCE + 0.1 MAPE(E/100) + 0.1 MAPE(ECAL sum)
+    st = tr.RungStep(None, None, None, None, settings())
+    outs = (torch.tensor([[0.5]]), torch.tensor([[1.5]]), torch.tensor([[90.0]]))
+    total, heads = st.losses(outs, torch.tensor([[1.0]]), torch.tensor([[1.0]]), torch.tensor([[100.0]]))
+    assert close(heads[0], math.log(2.0), 1e-5) and close(heads[1], 50.0) and close(heads[2], 10.0)
+    assert close(total, 2 * math.log(2.0) + 5.0 + 1.0, 1e-5)
+    # GetEcalFit, default (reference) coefficients unchanged, and the rung's coefficients
+    x = torch.tensor([[1.0], [2.5]])
+    old = (((0.0018 * x - 0.023) * x + 0.11) * x - 0.28) * x + 2.21
+    assert torch.equal(gan3d.ecal_fit(x), old * x)
+    assert close(gan3d.ecal_fit(torch.tensor(1.0), 100.0), 201.88, 1e-5)
+    got = gan3d.ecal_fit(x, 100.0, RUNG_FIT)
+    want = np.polyval(RUNG_FIT, x.numpy().astype(np.float64)) * x.numpy() * 100.0
+    assert np.allclose(got.numpy(), want, rtol=1e-5)
+
+
+def test_batchnorm():
+    torch.manual_seed(0)
+    bn = gan3d.KerasBatchNorm3d(3, eps=1e-3, momentum=0.01)
+    x = torch.randn(4, 3, 2, 2, 2) * 2 + 1
+    y = bn(x)
+    var, mean = torch.var_mean(x, dim=(0, 2, 3, 4), unbiased=False)
+    assert torch.allclose(y, (x - mean.view(1, 3, 1, 1, 1)) / torch.sqrt(var.view(1, 3, 1, 1, 1) + 1e-3), atol=1e-5)
+    assert torch.allclose(bn.running_mean, 0.01 * mean) and torch.allclose(bn.running_var, 0.99 + 0.01 * var)
+    rm, rv = bn.running_mean.clone(), bn.running_var.clone()
+    bn.momentum = 0.0          # as gan3d.frozen sets it
+    bn(x * 3)
+    assert torch.equal(bn.running_mean, rm) and torch.equal(bn.running_var, rv)
+    bn.eval()
+    assert torch.allclose(bn(x), (x - rm.view(1, 3, 1, 1, 1)) / torch.sqrt(rv.view(1, 3, 1, 1, 1) + 1e-3), atol=1e-6)
+
+
+def test_optimizers():
+    w0, gr = torch.tensor([1.0, -2.0]), torch.tensor([0.5, -0.25])
+    for name in ("rmsprop", "adam"):
+        p = torch.nn.Parameter(w0.clone())
+        opt = tr.make_optimizer([p], settings(optimizer=name, lr=1e-3))
+        ms = np.zeros(2)
+        m, v = np.zeros(2), np.zeros(2)
+        w = w0.double().numpy()
+        for t in (1, 2):
+            g = gr.double().numpy() * t
+            p.grad = torch.from_numpy(g).float()
+            opt.step()
+            if name == "rmsprop":   # ms = rho ms + (1-rho) g^2; w -= lr g / (sqrt(ms) + eps)
+                ms = 0.9 * ms + 0.1 * g * g
+                w = w - 1e-3 * g / (np.sqrt(ms) + 1e-7)
+            else:                   # w -= lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(v) + eps)
+                m = 0.9 * m + 0.1 * g
+                v = 0.999 * v + 0.001 * g * g
+                w = w - 1e-3 * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (np.sqrt(v) + 1e-7)
+        assert np.allclose(p.detach().double().numpy(), w, rtol=0, atol=1e-6), (name, p, w)
+
+
+def test_preprocess_and_split():
+    raw = np.zeros((2, 5, 5, 5), np.float32)
+    raw[0, 2, 2, 1] = 0.5
+    raw[0, 0, 0, 0] = 5e-7      # below 1e-6 GeV: dropped
+    raw[1, 1, 2, 3] = 2.0
+    x, e, s = tr.preprocess(raw, np.array([250.0, 10.0], np.float32), 1e-6, 100.0)
+    assert x.shape == (2, 1, 5, 5, 5) and x.dtype == np.float32
+    assert x[0, 0, 2, 2, 1] == 50.0 and x[0, 0, 0, 0, 0] == 0.0 and x[1, 0, 1, 2, 3] == 200.0
+    assert np.allclose(s[:, 0], [50.0, 200.0]) and np.allclose(e[:, 0], [2.5, 0.1])
+    # power 0.5 (3dgan-5's): cells to the power, the ECAL target still the sum before it
+    xp, _, sp = tr.preprocess(raw, np.array([250.0, 10.0], np.float32), 1e-6, 100.0, 0.5)
+    assert np.isclose(xp[0, 0, 2, 2, 1], 50.0 ** 0.5) and xp[0, 0, 0, 0, 0] == 0.0 and np.allclose(sp, s)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(12):
+            open(os.path.join(tmp, f"f_{i + 1:03d}.h5"), "w").close()
+        train, held = tr.split_files(tmp, 0.1667)
+        assert [os.path.basename(f) for f in held] == ["f_011.h5", "f_012.h5"] and len(train) == 10
+    p0, p1 = tr.epoch_permutation(100, 1, 0), tr.epoch_permutation(100, 1, 1)
+    assert sorted(p0) == list(range(100)) and not np.array_equal(p0, p1)
+    assert np.array_equal(p0, tr.epoch_permutation(100, 1, 0))
+    y = tr.tiny_yaml(open(YAML).read())
+    assert tr._get(y, "training.ecal_fit") == RUNG_FIT and tr._get(y, "training.batch") == 64
+    assert tr._get(y, "data.validation_fraction") == 0.1667 and tr._get(y, "optimizer.name") == "rmsprop"
+    s = settings()
+    assert s["batch"] == 64 and s["max_samples"] == 400000 and s["ecal_fit"] == RUNG_FIT
+    assert s["fake_energy"] == [0.1, 5.0] and s["loss_weights"] == [2.0, 0.1, 0.1] and s["label_flip"] == 0.05
+
+
+def test_step():
+    torch.manual_seed(3)
+    spec = gan3d.SPECS["3dgan-5"]
+    g, d = spec.make_g(), spec.make_d()
+    s = settings()
+    st = tr.RungStep(g, d, tr.make_optimizer(g.parameters(), s), tr.make_optimizer(d.parameters(), s), s)
+    n = 64
+    image = torch.rand(n, 1, 5, 5, 5) * 20
+    energy = torch.rand(n, 1) * 4.9 + 0.1
+    ecal = image.sum(dim=(2, 3, 4))
+    flips = st._flipped(1.0, 200000)
+    assert set(flips.unique().tolist()) == {0.0, 1.0} and abs(flips.mean().item() - 0.95) < 0.003
+    # record what each loss evaluation sees
+    calls, totals = [], []
+    real_losses = st.losses
+
+    def spy(outs, label, e, c):
+        calls.append((label.clone(), e.clone(), c.clone(), d.training,
+                      [m.momentum for m in d.modules() if isinstance(m, nn_bn())],
+                      any(p.requires_grad for p in d.parameters())))
+        total, heads = real_losses(outs, label, e, c)
+        totals.append(total.item())
+        return total, heads
+    st.losses = spy
+    before_g = [p.detach().clone() for p in g.parameters()]
+    before_d = [p.detach().clone() for p in d.parameters()]
+    g_bn = [m for m in g.modules() if isinstance(m, nn_bn())]
+    d_bn = [m for m in d.modules() if isinstance(m, nn_bn())]
+    L = st.run(image, energy, ecal)
+    assert all(math.isfinite(v) for v in L.values()), L
+    assert len(calls) == 4                       # D real, D fake, G pass 1, G pass 2
+    (l_r, e_r, c_r, *_), (l_f, e_f, c_f, *_) = calls[0], calls[1]
+    assert torch.equal(e_r, energy) and torch.equal(c_r, ecal)
+    assert set(l_r.unique().tolist()) <= {0.0, 1.0} and set(l_f.unique().tolist()) <= {0.0, 1.0}
+    assert l_r.mean() > 0.5 and l_f.mean() < 0.5
+    assert e_f.min() >= 0.1 and e_f.max() <= 5.0 and not torch.equal(e_f, energy)
+    assert torch.allclose(c_f, gan3d.ecal_fit(e_f, 100.0, RUNG_FIT))
+    for label, e, c, training, moms, d_grad in calls[2:]:   # same conditions, labels 1, D frozen
+        assert torch.equal(e, e_f) and torch.equal(c, c_f) and bool((label == 1).all())
+        assert training and all(m == 0.0 for m in moms) and not d_grad
+    for _, _, _, training, moms, d_grad in calls[:2]:
+        assert training and all(m == 0.01 for m in moms) and d_grad
+    # running statistics: D's updated by its two passes only, G's by the two G passes only
+    assert all(int(m.num_batches_tracked) == 2 for m in d_bn), [int(m.num_batches_tracked) for m in d_bn]
+    assert all(int(m.num_batches_tracked) == 2 for m in g_bn)
+    assert all(m.momentum == 0.01 for m in d_bn) and all(p.requires_grad for p in d.parameters())
+    assert all(not torch.equal(a, b) for a, b in zip(before_g, g.parameters())), "every G tensor moves"
+    assert all(not torch.equal(a, b) for a, b in zip(before_d, d.parameters())), "every D tensor moves"
+    # reported losses: the weighted totals of the D passes, the mean over the G passes
+    assert close(L["d_real"], totals[0]) and close(L["d_fake"], totals[1])
+    assert close(L["g"], (totals[2] + totals[3]) / 2)
+
+
+def test_generate_and_file():
+    torch.manual_seed(5)
+    g = gan3d.SPECS["3dgan-5"].make_g()
+    energy = np.array([10.0, 250.0, 500.0] * 5, np.float32)
+    out = tr.generate(g, energy, 100.0, seed=7, batch=4)
+    assert out.shape == (15, 5, 5, 5) and out.dtype == np.float32 and (out >= 0).all()
+    assert np.array_equal(out, tr.generate(g, energy, 100.0, seed=7, batch=4)) and g.training
+    g.eval()
+    gen = torch.Generator().manual_seed(7)
+    cond = torch.from_numpy(energy * np.float32(0.01)).view(-1, 1)
+    with torch.no_grad():
+        ref = torch.cat([g(cond[i:i + 4] * torch.randn(len(cond[i:i + 4]), 64, generator=gen))
+                         for i in range(0, 15, 4)])
+    assert np.allclose(out, (ref.clamp_min(0) / 100.0).squeeze(1).numpy(), atol=1e-7)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gen-64.h5")
+        tr.write_showers(path, out, energy, {"samples": 64})
+        with h5py.File(path, "r") as f:
+            assert set(f.keys()) == {"ECAL", "energy"}
+            e = f["ECAL"]
+            assert e.shape == (15, 5, 5, 5) and e.dtype == np.float32 and e.chunks == (1, 5, 5, 5)
+            assert e.compression == "gzip" and np.array_equal(e[...], out)
+            assert f["energy"].shape == (15,) and f["energy"].dtype == np.float32
+            assert np.array_equal(f["energy"][...], energy)
+
+
+def test_main_small():
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "data")
+        os.makedirs(data)
+        for i in range(12):
+            e = rng.uniform(10, 500, 40).astype(np.float32)
+            cells = rng.exponential(1.0, (40, 5, 5, 5)).astype(np.float32)
+            cells *= (0.02 * e / cells.reshape(40, -1).sum(1))[:, None, None, None]
+            with h5py.File(os.path.join(data, f"EleEscan5_{i + 1:03d}.h5"), "w") as f:
+                f["ECAL"], f["energy"] = cells, e
+        out = os.path.join(tmp, "run")
+        rc = tr.main(["--data-dir", data, "--out", out, "--max-samples", "96", "--batch", "16",
+                      "--snapshots", "32,96", "--events", "50", "--optimizer", "adam", "--log-every", "100"])
+        assert rc == 0
+        rows = list(csv.reader(open(os.path.join(out, "losses.csv"))))
+        assert rows[0] == ["samples", "d_real", "d_fake", "g"] and len(rows) == 7
+        assert [int(r[0]) for r in rows[1:]] == [16, 32, 48, 64, 80, 96]
+        cfg = json.load(open(os.path.join(out, "config.json")))
+        assert cfg["settings"]["optimizer"] == "adam" and cfg["source"]["batch"] == "flag"
+        assert cfg["settings"]["ecal_fit"] == RUNG_FIT and cfg["steps"] == 6 and cfg["batches_per_epoch"] == 25
+        assert len(cfg["train_files"]) == 10 and cfg["events_generated"] == 50
+        for snap in (32, 96):
+            with h5py.File(os.path.join(out, f"gen-{snap}.h5"), "r") as f:
+                assert f["ECAL"].shape == (50, 5, 5, 5) and f.attrs["samples"] == snap
+        assert cfg["result"]["samples"] == 96
+
+
+def test_noise_and_normalise():
+    e = torch.tensor([[0.1], [1.0], [4.0]])
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    zn, zs = tr.latent(e, 64, False, g1), tr.latent(e, 64, True, g2)
+    assert torch.allclose(zs.norm(dim=1), e[:, 0] * 8.0, rtol=1e-5)          # |z| = sqrt(64)
+    assert torch.allclose(torch.nn.functional.cosine_similarity(zn, zs), torch.ones(3), atol=1e-6)
+    assert not torch.allclose(zn.norm(dim=1), e[:, 0] * 8.0, rtol=1e-4)
+    spec = gan3d.SPECS["3dgan-5"]
+    s = {"loss_weights": [2.0, 0.1, 0.1], "label_flip": 0.05, "fake_energy": [0.1, 5.0], "xscale": 100.0,
+         "ecal_fit": list(RUNG_FIT), "generator_passes": 2, "noise": "sphere", "normalise_energy": True,
+         "power": 0.5}
+    st = tr.RungStep(spec.make_g(), spec.make_d(), None, None, s)
+    img = torch.rand(3, 1, 5, 5, 5)
+    assert torch.allclose(st._scaled(img, e), img / e.view(-1, 1, 1, 1, 1).sqrt())
+    # the D's ECAL head on the scaled image equals the scaled target: sum(c) / (E/100)
+    ecal = img.pow(2).sum(dim=(2, 3, 4))
+    assert torch.allclose(st.d(st._scaled(img, e))[2], st._ecal(ecal, e), rtol=1e-5)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]
+    for t in tests:
+        t()
+        print(f"ok {t.__name__}")
+    print(f"all {len(tests)} checks passed")
