@@ -7,7 +7,8 @@ with the band of its seeds, for runs of mpigan and of another trainer scored the
 Each RUN is a run directory with metrics.csv (its `physics` rows) or a CSV file with the columns
 samples, fpd_hlf, fpd_hlf_error[, auc, auc_error] (bench/pytorch/score_rung.sh writes one per
 PyTorch run). Runs of one group are put on a common grid of sample counts (the counts the runs
-share; a run without a score at a count is left out there). Panels: fpd_hlf (log y) and, where
+share; a run without that metric, e.g. a run from before the metric was recorded, is left out of
+its panel, and the legend says over how many seeds each median is). Panels: fpd_hlf (log y) and, where
 the runs have it, the classifier AUC. Prints, per group, the median and range over seeds at the
 last common count, and writes them with --csv.
 """
@@ -78,15 +79,16 @@ def main(argv):
             med, lo, hi, xs = [], [], [], []
             for s in counts:
                 vals = [r[s][key] for r in runs if not math.isnan(r[s][key])]
-                if len(vals) < len(runs):
+                if not vals:
                     continue
+                have = len(vals)
                 xs.append(s)
                 med.append(np.median(vals))
                 lo.append(min(vals))
                 hi.append(max(vals))
             if not xs:
                 continue
-            ax.plot(xs, med, "-o", color=colour, ms=3, label=f"{label}: median of {len(runs)} seeds")
+            ax.plot(xs, med, "-o", color=colour, ms=3, label=f"{label}: median of {have} seeds")
             ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, label=f"{label}: seed range")
             ax.set_title(title)
             ax.set_xlabel("training samples seen")
@@ -97,7 +99,7 @@ def main(argv):
                 ax.axhline(0.5, color="black", ls=":", lw=0.8)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-            summary.append((label, key, xs[-1], med[-1], lo[-1], hi[-1], len(runs)))
+            summary.append((label, key, xs[-1], med[-1], lo[-1], hi[-1], have))
     fig.tight_layout()
     fig.savefig(out_png, dpi=110)
     for label, key, s, m, lo, hi, n in summary:

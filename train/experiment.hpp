@@ -69,7 +69,7 @@ struct EarlyStoppingSpec {
 struct PhysicsValidationSpec {
   bool enabled = false;
   std::int64_t every = 0;  ///< steps (master versions); 0 = with each loss validation
-  std::int64_t events = 2000;
+  std::int64_t events = 3000;  // <= 1 % on every +-10 GeV bin's SF comparison (docs/physics.md)
   std::int64_t batch = 64;  ///< generation batch
   /// Passes re-estimating the generator's BatchNorm statistics for its weights before each score
   /// (nn::Network::recalibrate_state); nullopt: auto, 8 for a distributed run with an asynchronous
