@@ -68,9 +68,9 @@ struct EarlyStoppingSpec {
 /// showers generated at the conditions of the first `events` held-out events, compared with them.
 struct PhysicsValidationSpec {
   bool enabled = false;
-  std::int64_t every = 0;  ///< steps (master versions); 0 = with each loss validation
+  std::int64_t every = 0;      ///< steps (master versions); 0 = with each loss validation
   std::int64_t events = 3000;  // <= 1 % on every +-10 GeV bin's SF comparison (docs/physics.md)
-  std::int64_t batch = 64;  ///< generation batch
+  std::int64_t batch = 64;     ///< generation batch
   /// Passes re-estimating the generator's BatchNorm statistics for its weights before each score
   /// (nn::Network::recalibrate_state); nullopt: auto, 8 for a distributed run with an asynchronous
   /// rule (its canonical statistics were gathered on other weights: stale ones, or EASGD's

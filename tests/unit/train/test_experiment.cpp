@@ -85,8 +85,9 @@ optimizer:
 )");
   INFO(fmt::format("{}", fmt::join(p, "\n")));
   CHECK(p.size() == 6);
-  CHECK(contains(
-      p, "exp.yaml:3:9: model.name: value 'stylegan' is not allowed: expected one of 3dgan-25, anglegan-51, tiny-8"));
+  CHECK(contains(p,
+                 "exp.yaml:3:9: model.name: value 'stylegan' is not allowed: expected one of 3dgan-25, anglegan-51, "
+                 "3dgan-5, tiny-8"));
   CHECK(contains(p, "exp.yaml:4:12: model.dropout: value 2 is out of range: expected a number in [0, 0.95]"));
   CHECK(contains(p, "exp.yaml:8:10: training.batch: expected an integer, got 'abc'"));
   CHECK(contains(p, "exp.yaml:9:11: training.epochs: value 0 is out of range: expected an integer in [1, 1000000]"));
