@@ -121,7 +121,7 @@ def test_optimizers():
     w0, gr = torch.tensor([1.0, -2.0]), torch.tensor([0.5, -0.25])
     for name in ("rmsprop", "adam"):
         p = torch.nn.Parameter(w0.clone())
-        opt = tr.make_optimizer([p], settings(optimizer=name, lr=1e-3))
+        opt = tr.make_optimizer([p], settings(optimizer=name, lr=1e-3, beta1=0.9))  # Keras defaults
         ms = np.zeros(2)
         m, v = np.zeros(2), np.zeros(2)
         w = w0.double().numpy()
@@ -161,7 +161,7 @@ def test_preprocess_and_split():
     assert np.array_equal(p0, tr.epoch_permutation(100, 1, 0))
     y = tr.tiny_yaml(open(YAML).read())
     assert tr._get(y, "training.ecal_fit") == RUNG_FIT and tr._get(y, "training.batch") == 64
-    assert tr._get(y, "data.validation_fraction") == 0.1667 and tr._get(y, "optimizer.name") == "rmsprop"
+    assert tr._get(y, "data.validation_fraction") == 0.1667 and tr._get(y, "optimizer.name") == "adam"
     s = settings()
     assert s["batch"] == 64 and s["max_samples"] == 400000 and s["ecal_fit"] == RUNG_FIT
     assert s["fake_energy"] == [0.1, 5.0] and s["loss_weights"] == [2.0, 0.1, 0.1] and s["label_flip"] == 0.05
