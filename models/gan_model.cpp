@@ -269,7 +269,7 @@ float ecal_fit(float x, float xscale, const std::array<float, 5>& c) {
 }
 
 float ecal_fit(float x, float xscale) {
-  return ecal_fit(x, xscale, {0.0018f, -0.023f, 0.11f, -0.28f, 2.21f});
+  return ecal_fit(x, xscale, kReferenceEcalFit);
 }
 
 std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std::uint64_t seed) {

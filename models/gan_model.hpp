@@ -71,6 +71,8 @@ LossWeights reference_loss_weights(const std::string& name);
 /// GetEcalFit of the reference code: the ECAL-sum target of a fake shower of energy x = E/100,
 /// ratio(x) = 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21; target = ratio(x) * x * xscale.
 float ecal_fit(float x, float xscale);
+/// GetEcalFit's coefficients, highest power first: 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21.
+inline constexpr std::array<float, 5> kReferenceEcalFit{0.0018f, -0.023f, 0.11f, -0.28f, 2.21f};
 /// The same with the ratio's polynomial coefficients @p c (highest power first).
 float ecal_fit(float x, float xscale, const std::array<float, 5>& c);
 

@@ -31,9 +31,6 @@ struct RealBatch {
   Tensor angle;   ///< (N, 1) radians (angle model only)
 };
 
-/// GetEcalFit of the reference code: 0.0018x^4 - 0.023x^3 + 0.11x^2 - 0.28x + 2.21.
-inline constexpr std::array<float, 5> kReferenceEcalFit{0.0018f, -0.023f, 0.11f, -0.28f, 2.21f};
-
 struct StepConfig {
   float label_flip = 0.05f;
   float fake_energy_lo = 0.1f, fake_energy_hi = 5.0f;  ///< E/100 of the fixed-angle model's fake showers
