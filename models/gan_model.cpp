@@ -40,12 +40,28 @@ void add_feature_heads(nn::Network& d, std::int64_t features) {
   d.add_node("energy", "features", std::move(energy), true);
 }
 
+/// The ECAL-sum head: the sum of the cells in the data's units, i.e. of input^(1/power) when the
+/// cells are preprocessed to a power.
+void add_ecal_head(GanModel& m) {
+  std::string cells = "input";
+  if (m.ecal_power != 1.0f) {
+    Layers inv;
+    push<nn::Pow>(inv, "inv_pow", 1.0f / m.ecal_power);
+    m.discriminator.add_node("inv", "input", std::move(inv));
+    cells = "inv";
+  }
+  Layers ecal;
+  push<nn::SumCells>(ecal, "ecal_sum");
+  m.discriminator.add_node("ecal", cells, std::move(ecal), true);
+}
+
 void build_3dgan_25(GanModel& m, const ModelOptions& o) {
   const float a = o.leaky_alpha;
   const float eps = 1e-3f;
   m.latent = o.latent > 0 ? o.latent : 200;
   m.noise = m.latent;  // input = (E/100) * z
   m.image = {1, 25, 25, 25};
+  m.ecal_power = o.power > 0.0f ? o.power : 1.0f;
   {
     Layers g;
     push<nn::Dense>(g, "g_dense", m.latent, 64 * 7 * 7, Init::glorot_uniform);
@@ -85,9 +101,7 @@ void build_3dgan_25(GanModel& m, const ModelOptions& o) {
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 11 * 11 * 11});
     m.discriminator.add_node("features", "input", std::move(d));
     add_feature_heads(m.discriminator, 8 * 11 * 11 * 11);
-    Layers ecal;
-    push<nn::SumCells>(ecal, "ecal_sum");
-    m.discriminator.add_node("ecal", "input", std::move(ecal), true);
+    add_ecal_head(m);
   }
 }
 
@@ -201,16 +215,7 @@ void build_3dgan_5(GanModel& m, const ModelOptions& o) {
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{16 * 5 * 5 * 5});
     m.discriminator.add_node("features", "input", std::move(d));
     add_feature_heads(m.discriminator, 16 * 5 * 5 * 5);
-    std::string cells = "input";
-    if (m.ecal_power != 1.0f) {
-      Layers inv;
-      push<nn::Pow>(inv, "inv_pow", 1.0f / m.ecal_power);
-      m.discriminator.add_node("inv", "input", std::move(inv));
-      cells = "inv";
-    }
-    Layers ecal;
-    push<nn::SumCells>(ecal, "ecal_sum");
-    m.discriminator.add_node("ecal", cells, std::move(ecal), true);
+    add_ecal_head(m);
   }
 }
 

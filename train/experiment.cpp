@@ -398,7 +398,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   parse_training(root, e);
   parse_run_sections(root, e);
   root.reject_unknown();
-  if (e.model.name == "3dgan-5") e.model.power = e.data.preprocess.power;
+  if (e.model.name == "3dgan-5" || e.model.name == "3dgan-25") e.model.power = e.data.preprocess.power;
 
   if (e.output_dir.empty()) e.output_dir = "runs/" + e.name;
   e.resolved = resolved_yaml(e, doc, extra_sections);

@@ -72,7 +72,7 @@ struct Settings {
   enum class Wgrad { measured, legacy, forward };
   bool tf32 = false;                    ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
   ConvAlgo conv_algo = ConvAlgo::find;  ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
-  Wgrad wgrad = Wgrad::legacy;          ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
+  Wgrad wgrad = Wgrad::measured;        ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
   bool deterministic = false;           ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator

@@ -275,8 +275,8 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
   const test::ScopedEnv algo("MPIGAN_CUDA_CONV_ALGO", nullptr), wgrad("MPIGAN_CUDA_WGRAD", nullptr);
   const cuda::Settings defaults = cuda::Settings::from_env();
   CHECK(defaults.conv_algo == cuda::Settings::ConvAlgo::find);
-  CHECK(defaults.wgrad == cuda::Settings::Wgrad::legacy);
-  CHECK(defaults.to_string().find("conv algorithms find, weight gradients legacy") != std::string::npos);
+  CHECK(defaults.wgrad == cuda::Settings::Wgrad::measured);
+  CHECK(defaults.to_string().find("conv algorithms find, weight gradients measured") != std::string::npos);
   {
     const test::ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "heuristic"), w("MPIGAN_CUDA_WGRAD", "forward");
     const cuda::Settings s = cuda::Settings::from_env();
@@ -285,8 +285,8 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
     CHECK(s.to_string().find("conv algorithms heuristic, weight gradients forward") != std::string::npos);
   }
   {
-    const test::ScopedEnv w("MPIGAN_CUDA_WGRAD", "measured");
-    CHECK(cuda::Settings::from_env().wgrad == cuda::Settings::Wgrad::measured);
+    const test::ScopedEnv w("MPIGAN_CUDA_WGRAD", "legacy");
+    CHECK(cuda::Settings::from_env().wgrad == cuda::Settings::Wgrad::legacy);
   }
   {
     const test::ScopedEnv w("MPIGAN_CUDA_WGRAD", "fft");

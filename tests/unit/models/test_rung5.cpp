@@ -64,6 +64,28 @@ TEST_CASE("3dgan-5: sizes, heads, and the ECAL sum of image^(1/power)") {
   CHECK(m->discriminator.summary().find("inv_pow") != std::string::npos);
 }
 
+TEST_CASE("3dgan-25 follows the data's power in its ECAL head; power 1 (its default) adds no node") {
+  auto be = make_backend("reference");
+  auto plain = make_gan({.name = "3dgan-25"}, *be, 1);
+  CHECK(plain->ecal_power == 1.0f);
+  CHECK(plain->discriminator.summary().find("inv_pow") == std::string::npos);
+  auto m = make_gan({.name = "3dgan-25", .power = 0.5f}, *be, 1);
+  CHECK(m->ecal_power == 0.5f);
+  CHECK(m->discriminator.weights().count() == plain->discriminator.weights().count());
+  // Two showers of 25^3 cells c stored as sqrt(c): the head returns sum(c), not sum(sqrt(c)).
+  Rng rng(5, 1);
+  Tensor image = Tensor::empty({2, 1, 25, 25, 25});
+  double sums[2] = {0, 0};
+  for (std::int64_t i = 0; i < image.numel(); ++i) {
+    const float c = rng.uniform(0.0f, 0.5f);
+    sums[i / (25 * 25 * 25)] += c;
+    image.data()[i] = std::sqrt(c);
+  }
+  GanStep step(*m, *be, StepConfig{}, 1);
+  const auto out = step.discriminate(image, nn::Phase::infer);
+  for (int i = 0; i < 2; ++i) CHECK(out[head(*m, "ecal")].data()[i] == doctest::Approx(sums[i]).epsilon(1e-4));
+}
+
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {
   for (float x : {0.1f, 1.0f, 2.5f, 5.0f}) {
     CHECK(ecal_fit(x, 100.0f, kReferenceEcalFit) == ecal_fit(x, 100.0f));

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One short GPU window, from a bundle of bench/gpu/bundle.sh, in one command that ends by itself
+# inside BUDGET seconds (default 540):
+#
+#   bench/gpu/lent_window.sh BUNDLE.tar.xz OUT_DIR [BUDGET] [RESUME.tar]
+#
+#  1. the convolutions against the reference with every stride-1 weight gradient computed as a
+#     forward convolution (MPIGAN_CUDA_WGRAD=forward), strict fp32 and TF32;
+#  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with the
+#     weight gradients chosen by measurement (MPIGAN_CUDA_WGRAD=measured) and with cuDNN's legacy
+#     algorithms, beside the PyTorch peer in the same math, all on this GPU;
+#  3. one window of the 3dgan-25 campaign (examples/3dgan-25-campaign.yaml, TF32): continues the run
+#     packed in RESUME.tar (a previous window's OUT_DIR/run.tar) or starts it, trains until the
+#     budget's last ~70 s, is stopped by SIGTERM (it checkpoints), then validates its best generator
+#     against the held-out showers.
+# OUT_DIR gets summary.txt, logs.tar.xz (every log and profile), run.tar (the run directory: config,
+# metrics.csv, the latest checkpoint, the validation report) and best.h5 (the generator of the best
+# figure of merit): four files, each small enough to come back from a lent machine.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+usage="usage: lent_window.sh BUNDLE.tar.xz OUT_DIR [BUDGET_SECONDS] [RESUME.tar]"
+bundle=${1:?$usage}
+out=${2:?$usage}
+budget=${3:-540}
+resume=${4:-}
+start=$SECONDS
+left() { echo $((budget - (SECONDS - start))); }
+source "$root/bench/gpu/lent_common.sh"
+lent_unpack "$bundle" "$out"
+py=${PYTHON:-python3}
+logs="$out/logs"
+mkdir -p "$logs"
+summary="$out/summary.txt"
+{ date -u; nvidia-smi -L; } > "$summary" 2>&1
+say() { echo "$*" >> "$summary"; }
+
+# The campaign's showers, simulated on the CPU cores while the GPU runs the tests and benchmarks.
+work=$(mktemp -d)
+cfg="$root/examples/3dgan-25-campaign.yaml"
+data="$work/data"
+"$mpigan" simulate --events 30000 --geometry 25x25x25 --energy 10:500 --events-per-file 3000 --seed 7 \
+  --threads 6 --out "$data" > "$logs/simulate.txt" 2>&1 &
+sim_pid=$!
+
+# 1. correctness of the forward-convolution weight gradient
+wgrad_ok=1
+for tf32 in 0 1; do
+  MPIGAN_CUDA_WGRAD=forward MPIGAN_CUDA_TF32=$tf32 timeout 60 "$g/build/tests/mpigan_test_core" \
+    -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_wgrad-forward_tf32-$tf32.txt" 2>&1
+  rc=$?
+  say "tests MPIGAN_CUDA_WGRAD=forward TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_wgrad-forward_tf32-$tf32.txt")"
+  [[ $rc == 0 ]] || wgrad_ok=0
+done
+
+# 2. the step, both sides, same GPU
+bench() {  # bench MODEL BATCH TF32 WGRAD STEPS
+  local tag="$1_b$2_tf32-$3"
+  MPIGAN_CUDA_TF32=$3 MPIGAN_CUDA_WGRAD=$4 timeout 60 "$mpigan" bench step --device cuda --model "$1" --batch "$2" \
+    --steps "$5" --threads 6 --profile 2 --log-level debug > "$logs/mpigan_${tag}_$4.txt" 2>&1
+  say "mpigan  $tag wgrad $4: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_${tag}_$4.txt" | tr '\n' ' ')" \
+    "forward-form weight gradients: $(grep -c 'as a forward convolution' "$logs/mpigan_${tag}_$4.txt")"
+}
+peer() {  # peer MODEL BATCH TF32 STEPS
+  local tag="$1_b$2_tf32-$3" flag=()
+  [[ $3 == 1 ]] && flag=(--tf32)
+  timeout 60 "$py" "$root/bench/pytorch/bench_step.py" --device cuda --model "$1" --batch "$2" --steps "$4" \
+    --threads 6 --profile 25 "${flag[@]}" > "$logs/pytorch_$tag.txt" 2>&1
+  say "pytorch $tag: exit $? $(grep -h 'step_time_s\|samples_per_s' "$logs/pytorch_$tag.txt" | tr '\n' ' ')"
+}
+for tf32 in 1 0; do
+  ((tf32 == 1 || $(left) > 420)) || continue
+  [[ $wgrad_ok == 1 ]] && bench 3dgan-25 128 $tf32 measured 8
+  bench 3dgan-25 128 $tf32 legacy 8
+  peer 3dgan-25 128 $tf32 8
+done
+if (($(left) > 360)); then
+  [[ $wgrad_ok == 1 ]] && bench anglegan-51 64 1 measured 4
+  peer anglegan-51 64 1 4
+fi
+
+# 3. the campaign's window
+wait "$sim_pid"
+say "simulate exit $? $(tail -n 1 "$logs/simulate.txt")"
+run="$work/run"
+args=(--set "data.train=$data/*.h5" --set threads=6)
+if [[ -n $resume && -f $resume ]]; then
+  mkdir -p "$run" && tar -xf "$resume" -C "$run"
+  args+=(--resume "$run")
+  say "resuming $(tail -n 1 "$run/metrics.csv" | cut -d, -f1-4)"
+else
+  args+=(--out "$run")
+fi
+wgrad=measured
+[[ $wgrad_ok == 1 ]] || wgrad=legacy
+train_s=$(($(left) - 75))
+say "training for $train_s s (TF32, weight gradients: $wgrad)"
+if ((train_s > 30)); then
+  MPIGAN_CUDA_TF32=1 MPIGAN_CUDA_WGRAD=$wgrad timeout -s TERM "$train_s" "$mpigan" train "$cfg" "${args[@]}" \
+    > "$logs/train.txt" 2>&1
+  say "train exit $? (124/75: stopped by SIGTERM at the window's end, checkpointed)"
+  grep '^physics' "$run/metrics.csv" | tail -n 3 | cut -d, -f1-12 >> "$summary"
+  tail -n 1 "$run/metrics.csv" | cut -d, -f1-6 >> "$summary"
+  held_out=$(ls "$data"/*.h5 | tail -n 1)
+  MPIGAN_CUDA_TF32=1 timeout $(($(left) - 15)) "$mpigan" validate "$run" --reference "$held_out" \
+    --out "$run/validation" > "$logs/validate.txt" 2>&1
+  say "validate exit $?"
+  grep -iE "figure of merit|fpd|auc|sampling fraction|verdict" "$logs/validate.txt" | head -16 >> "$summary"
+fi
+# What comes back: the run without its older checkpoints and without the validation's generated
+# showers (3 000 of 25^3 cells: more than a lent machine sends back), and the logs.
+if [[ -d $run ]]; then
+  latest=$(cat "$run/checkpoints/latest" 2>/dev/null)
+  (cd "$run" && tar -cf "$out/run.tar" --exclude='checkpoints/*' --exclude=generated.h5 --exclude=events.csv . &&
+    tar -rf "$out/run.tar" checkpoints/latest ${latest:+"checkpoints/$latest"})
+  cp "$run/checkpoints/best.h5" "$out/best.h5" 2>/dev/null
+fi
+tar -cJf "$out/logs.tar.xz" -C "$out" logs env.txt && rm -rf "$logs" "$out/env.txt"
+ls -la "$out" >> "$summary"
+say "elapsed $((SECONDS - start)) s"
+rm -rf "$g" "$work"
+cat "$summary"
