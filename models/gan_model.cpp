@@ -44,10 +44,16 @@ void add_feature_heads(nn::Network& d, std::int64_t features) {
 /// cells are preprocessed to a power.
 void add_ecal_head(GanModel& m) {
   std::string cells = "input";
+  if (m.conditioned) {  // the shower is channel 0; channel 1 holds E/100
+    Layers shower;
+    push<nn::Channel>(shower, "shower", std::int64_t{0});
+    m.discriminator.add_node("shower", "input", std::move(shower));
+    cells = "shower";
+  }
   if (m.ecal_power != 1.0f) {
     Layers inv;
     push<nn::Pow>(inv, "inv_pow", 1.0f / m.ecal_power);
-    m.discriminator.add_node("inv", "input", std::move(inv));
+    m.discriminator.add_node("inv", cells, std::move(inv));
     cells = "inv";
   }
   Layers ecal;
@@ -86,7 +92,7 @@ void build_3dgan_25(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(1, 32, {5, 5, 5}), Init::glorot_uniform);
+    conv(d, "d_conv1", Conv3d::same(o.condition ? 2 : 1, 32, {5, 5, 5}), Init::glorot_uniform);
     push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
     push<nn::Dropout>(d, "d_drop1", o.dropout);
     const Dims3 pads[3] = {{2, 2, 2}, {2, 2, 2}, {1, 1, 1}};
@@ -202,7 +208,7 @@ void build_3dgan_5(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(1, 32, {3, 3, 3}), Init::glorot_uniform);
+    conv(d, "d_conv1", Conv3d::same(o.condition ? 2 : 1, 32, {3, 3, 3}), Init::glorot_uniform);
     push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
     push<nn::Dropout>(d, "d_drop1", o.dropout);
     for (int i = 0; i < 2; ++i) {
@@ -282,6 +288,9 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   m->name = o.name;
   MPIGAN_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "model '{}': dropout must be in [0, 1), got {}", o.name,
                o.dropout);
+  MPIGAN_CHECK(!o.condition || o.name == "3dgan-5" || o.name == "3dgan-25",
+               "model '{}': condition (E as the discriminator's second channel) is for 3dgan-5 and 3dgan-25", o.name);
+  m->conditioned = o.condition;
   if (o.name == "3dgan-25") {
     build_3dgan_25(*m, o);
   } else if (o.name == "anglegan-51") {
@@ -297,10 +306,12 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   MPIGAN_CHECK(o.noise == "normal" || o.noise == "sphere", "model '{}': noise must be normal or sphere, got '{}'",
                o.name, o.noise);
   m->noise_on_sphere = o.noise == "sphere";
+  m->d_input = m->image;
+  if (o.condition) m->d_input = Shape{2, m->image[1], m->image[2], m->image[3]};
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
   m->generator.build(backend, {m->latent});
-  m->discriminator.build(backend, m->image);
+  m->discriminator.build(backend, m->d_input);
   Rng rng(seed, hash_string("model-init"));
   m->generator.initialize(rng);
   m->discriminator.initialize(rng);

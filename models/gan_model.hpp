@@ -36,9 +36,13 @@ struct ModelOptions {
   float leaky_alpha = 0.3f;  ///< Keras LeakyReLU default
   float bn_momentum = 0.99f;
   /// The cell power of the data's preprocessing (X <- X^power); 0 = the model's default. The ECAL-sum
-  /// head sums image^(1/power), the deposited energy the ECAL target counts (3dgan-5 only; the
-  /// angle model's 0.85 is part of its architecture).
+  /// head sums image^(1/power), the deposited energy the ECAL target counts (3dgan-5 and 3dgan-25;
+  /// the angle model's 0.85 is part of its architecture).
   float power = 0.0f;
+  /// Condition the discriminator on the primary energy (fixed-angle models): its input gets a second
+  /// channel holding E/100 in every cell, so that its real/fake head judges a shower against its
+  /// energy (the response and its spread at each E), not against the mixture of all energies.
+  bool condition = false;
   /// The noise of the fixed-angle models' input (E/100) * z: "normal" (the reference, z ~ N(0, 1)^n)
   /// or "sphere" (z drawn the same, then scaled to norm sqrt(n)). A generator that is nearly
   /// homogeneous in its input turns |z|'s relative spread, 1/sqrt(2n), into a spread of the
@@ -55,6 +59,8 @@ struct GanModel {
   std::int64_t latent = 0;       ///< generator input size
   std::int64_t noise = 0;        ///< random part of the generator input (latent minus conditions)
   Shape image;                   ///< item shape (1, X, Y, Z)
+  bool conditioned = false;      ///< ModelOptions::condition: D's input is (2, X, Y, Z), channel 1 = E/100
+  Shape d_input;                 ///< D's item shape: image, or (2, X, Y, Z) when conditioned
   LossWeights loss_weights;
   float ecal_power = 1.0f;  ///< the data's cell power (0.85 for the angle model)
   nn::Network generator{"generator"};

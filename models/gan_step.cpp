@@ -5,6 +5,7 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/nn/loss.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mpigan::models {
@@ -135,6 +136,32 @@ Tensor GanStep::energy_scaled(const Tensor& images, const Tensor& energy) const 
   return to_device(out);
 }
 
+Tensor GanStep::d_input(const Tensor& images, const Tensor& energy) const {
+  const Tensor scaled = energy_scaled(images, energy);
+  if (!m_model.conditioned) return scaled;
+  const Tensor host = to_host(scaled);
+  const std::int64_t n = host.shape()[0];
+  const std::int64_t cells = host.numel() / n;
+  MPIGAN_CHECK_SHAPE(energy.numel() == n, "gan step: {} energies for {} showers", energy.numel(), n);
+  Tensor out = Tensor::empty(Shape::batch_of(n, m_model.d_input));
+  for (std::int64_t i = 0; i < n; ++i) {
+    float* dst = out.data() + i * 2 * cells;
+    std::copy_n(host.data() + i * cells, cells, dst);
+    std::fill_n(dst + cells, cells, energy.data()[i]);
+  }
+  return to_device(out);
+}
+
+Tensor GanStep::image_grad(const Tensor& d_input_grad, const Tensor& energy) const {
+  if (!m_model.conditioned) return energy_scaled(d_input_grad, energy);
+  const Tensor host = to_host(d_input_grad);
+  const std::int64_t n = host.shape()[0];
+  const std::int64_t cells = host.numel() / (2 * n);
+  Tensor out = Tensor::empty(Shape::batch_of(n, m_model.image));
+  for (std::int64_t i = 0; i < n; ++i) std::copy_n(host.data() + i * 2 * cells, cells, out.data() + i * cells);
+  return energy_scaled(to_device(out), energy);
+}
+
 Tensor GanStep::energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) const {
   if (!m_config.normalise_energy) return ecal;
   Tensor out = Tensor::empty(ecal.shape());
@@ -194,7 +221,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
 
   std::vector<Tensor> diffs;
   const nn::BackwardContext d_only{true, false};
-  const Tensor real_image = energy_scaled(to_device(batch.image), batch.energy);
+  const Tensor real_image = d_input(to_device(batch.image), batch.energy);
   const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   // 2. D on real.
@@ -212,7 +239,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   // 3. D on fake (the generator's output buffer stays valid: G runs again only in step 4).
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 1};
-    const auto& out = D.forward(energy_scaled(fake, fake_energy), ctx);
+    const auto& out = D.forward(d_input(fake, fake_energy), ctx);
     L.d_fake =
         head_losses(out, head_targets(flipped(0.0f), fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
     check_loss(L.d_fake, Net::discriminator, "D on fake");
@@ -228,7 +255,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   for (int pass = 0; pass < m_config.generator_passes; ++pass) {
     const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
     nn::ForwardContext g_ctx{nn::Phase::train, true, m_seed, step * 8 + 2 + static_cast<std::uint64_t>(pass) * 2};
-    const Tensor image = energy_scaled(G.forward(z, g_ctx)[0], fake_energy);
+    const Tensor image = d_input(G.forward(z, g_ctx)[0], fake_energy);
     nn::ForwardContext d_ctx{nn::Phase::train, false, m_seed, step * 8 + 3 + static_cast<std::uint64_t>(pass) * 2};
     const auto& out = D.forward(image, d_ctx);
     std::vector<double> heads;
@@ -236,7 +263,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     check_loss(total, Net::generator, "G through frozen D");
     L.g += total / m_config.generator_passes;
     for (std::size_t h = 0; h < heads.size(); ++h) L.g_heads[h] += heads[h] / m_config.generator_passes;
-    const Tensor d_image = energy_scaled(D.backward(diffs, {false, true}), fake_energy);
+    const Tensor d_image = image_grad(D.backward(diffs, {false, true}), fake_energy);
     G.zero_grads();
     G.backward({d_image}, {true, false});
     check_grads(Net::generator, step, "G through frozen D");
@@ -265,11 +292,11 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
   std::vector<Tensor> diffs;
   const Tensor ones = Tensor::full(col, 1.0f), zeros = Tensor::zeros(col);
-  L.d_real = head_losses(m_model.discriminator.forward(energy_scaled(to_device(batch.image), batch.energy), infer),
+  L.d_real = head_losses(m_model.discriminator.forward(d_input(to_device(batch.image), batch.energy), infer),
                          head_targets(ones, batch.energy, energy_scaled_ecal(batch.ecal, batch.energy), batch.angle),
                          L.d_real_heads, diffs);
   const Tensor fake = m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0];
-  const auto& out = m_model.discriminator.forward(energy_scaled(fake, fake_energy), infer);
+  const auto& out = m_model.discriminator.forward(d_input(fake, fake_energy), infer);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
@@ -291,8 +318,18 @@ void GanStep::recalibrate_generator_state(const Tensor& energy, const Tensor& an
 }
 
 std::vector<Tensor> GanStep::discriminate(const Tensor& images, nn::Phase phase) {
+  MPIGAN_CHECK(!m_model.conditioned, "gan step: model '{}' has a conditioned discriminator: pass the energies",
+               m_model.name);
   const nn::ForwardContext ctx{phase, false, m_seed, 0};
   const auto& out = m_model.discriminator.forward(to_device(images), ctx);
+  std::vector<Tensor> host;
+  for (const auto& t : out) host.push_back(m_backend.to_host(t));
+  return host;
+}
+
+std::vector<Tensor> GanStep::discriminate(const Tensor& images, const Tensor& energy, nn::Phase phase) {
+  const nn::ForwardContext ctx{phase, false, m_seed, 0};
+  const auto& out = m_model.discriminator.forward(d_input(to_device(images), energy), ctx);
   std::vector<Tensor> host;
   for (const auto& t : out) host.push_back(m_backend.to_host(t));
   return host;

@@ -86,6 +86,9 @@ class GanStep {
   /// as D sees its all-real and all-fake batches during training (running statistics and weights
   /// are left untouched either way).
   std::vector<Tensor> discriminate(const Tensor& images, nn::Phase phase = nn::Phase::infer);
+  /// The same for showers of energies @p energy (N,1) E/100, as D sees them in training: divided by
+  /// the energy with normalise_energy, with the energy channel of a conditioned discriminator.
+  std::vector<Tensor> discriminate(const Tensor& images, const Tensor& energy, nn::Phase phase = nn::Phase::infer);
 
   const StepConfig& config() const { return m_config; }
 
@@ -99,6 +102,12 @@ class GanStep {
   /// With normalise_energy: a copy of @p images (N,1,X,Y,Z) with item i scaled by energy_i^-power,
   /// on the backend's device (the images themselves when off). Also the gradient's back-scaling.
   Tensor energy_scaled(const Tensor& images, const Tensor& energy) const;
+  /// What D reads for showers @p images of energies @p energy: energy_scaled, and with a conditioned
+  /// discriminator (GanModel::conditioned) a second channel holding energy_i in every cell.
+  Tensor d_input(const Tensor& images, const Tensor& energy) const;
+  /// The gradient of the shower from the gradient of D's input: its channel 0 (conditioned), scaled
+  /// back by energy_scaled.
+  Tensor image_grad(const Tensor& d_input_grad, const Tensor& energy) const;
   /// With normalise_energy: @p ecal_i / energy_i (else @p ecal).
   Tensor energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) const;
   /// The discriminator heads' targets in head order: the real/fake @p labels, the energy, ECAL sum

@@ -4,6 +4,7 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -50,6 +51,46 @@ void SumCells::backward(const Tensor& diff_dst, Tensor& diff_src, const Backward
   if (!ctx.need_diff_src) return;
   backend().fill(diff_src, 0.0f);
   backend().add_per_item(diff_dst, diff_src);
+}
+
+Shape Channel::output_shape(const Shape& src) const {
+  MPIGAN_CHECK_SHAPE(src.rank() == 5 && m_index >= 0 && m_index < src[1],
+                     "layer '{}' (Channel): input expected (N,C,X,Y,Z) with C > {}, found {}", name(), m_index, src);
+  return {src[0], 1, src[2], src[3], src[4]};
+}
+
+TensorDesc Channel::setup(const TensorDesc& src) {
+  const Shape out = output_shape(src.shape);
+  MPIGAN_CHECK(src.canonical(), "layer '{}' (Channel): canonical input expected, got {}", name(), src.to_string());
+  m_src_desc = src;
+  ensure(m_dst, {out, nullptr});
+  return m_dst.desc();
+}
+
+const Tensor& Channel::forward(const Tensor& src, const ForwardContext&) {
+  check_input(src, m_src_desc);
+  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const Shape& s = src.shape();
+  const std::int64_t cells = s[2] * s[3] * s[4];
+  if (m_dst.device() != Device::cpu && !(m_host.defined() && m_host.shape() == m_dst.shape()))
+    m_host = Tensor::empty(m_dst.shape());
+  Tensor out = m_dst.device() == Device::cpu ? m_dst : m_host;
+  for (std::int64_t i = 0; i < s[0]; ++i)
+    std::copy_n(host.data() + (i * s[1] + m_index) * cells, cells, out.data() + i * cells);
+  if (m_dst.device() != Device::cpu) backend().from_host(out, m_dst);
+  return m_dst;
+}
+
+void Channel::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
+  if (!ctx.need_diff_src) return;
+  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const Shape& s = m_src_desc.shape;
+  const std::int64_t cells = s[2] * s[3] * s[4];
+  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+  std::fill_n(out.data(), out.numel(), 0.0f);
+  for (std::int64_t i = 0; i < s[0]; ++i)
+    std::copy_n(gy.data() + i * cells, cells, out.data() + (i * s[1] + m_index) * cells);
+  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
 }
 
 double measure_angle(const float* image, Dims3 dims, double* grad) {

@@ -1,7 +1,7 @@
 // Parameter-free layers of the 3DGAN discriminator heads that measure the calorimeter image
-// itself: Pow (the AngleGAN's inverse of its 0.85 power), SumCells (the ECAL-sum head) and
-// EcalAngle (the measured incidence angle, `ecal_angle` / `measPython` of the reference code).
-// These heads are differentiable w.r.t. the image: through them the generator learns to produce
+// itself: Pow (the AngleGAN's inverse of its 0.85 power), SumCells (the ECAL-sum head), Channel
+// (the shower channel of a conditioned input) and EcalAngle (the measured incidence angle, `ecal_angle` / `measPython`
+// of the reference code). These heads are differentiable w.r.t. the image: through them the generator learns to produce
 // the right total energy and angle.
 #pragma once
 
@@ -41,6 +41,24 @@ class SumCells final : public Layer {
  private:
   TensorDesc m_src_desc;
   Tensor m_dst;
+};
+
+/// @brief One channel of a canonical (N, C, X, Y, Z) input as (N, 1, X, Y, Z): the shower of a
+/// discriminator input that carries its condition in further channels. Computed on the host.
+class Channel final : public Layer {
+ public:
+  Channel(std::string name, std::int64_t index) : Layer(std::move(name)), m_index(index) {}
+  std::string kind() const override { return "Channel"; }
+  std::string describe() const override { return fmt::format("channel {}", m_index); }
+  Shape output_shape(const Shape& src) const override;
+  TensorDesc setup(const TensorDesc& src) override;
+  const Tensor& forward(const Tensor& src, const ForwardContext& ctx) override;
+  void backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) override;
+
+ private:
+  std::int64_t m_index;
+  TensorDesc m_src_desc;
+  Tensor m_dst, m_host;
 };
 
 /// The measured angle of one shower image (X, Y, Z) = (x, y, depth), as `ecal_angle` of the

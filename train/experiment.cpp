@@ -83,6 +83,7 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.leaky_alpha = static_cast<float>(m.get_real("leaky_alpha", 0.3, 0.0, 1.0));
   e.model.bn_momentum = static_cast<float>(m.get_real("bn_momentum", 0.99, 0.0, 1.0));
   e.model.noise = m.get_choice("noise", "normal", {"normal", "sphere"});
+  e.model.condition = m.get_bool("condition", false);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
   if (m.has("loss_weights")) {
     ConfigNode w = m.section("loss_weights");
@@ -296,6 +297,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["leaky_alpha"] = e.model.leaky_alpha;
   r["model"]["bn_momentum"] = e.model.bn_momentum;
   r["model"]["noise"] = e.model.noise;
+  r["model"]["condition"] = e.model.condition;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
   r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
   r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;

@@ -269,14 +269,16 @@ class Ecal5Generator(nn.Module):
 class Ecal5Discriminator(nn.Module):
     """Discriminator of mpigan's ``3dgan-5``: Conv3D 32 k3 same -> LReLU -> Dropout 0.2, then twice
     Conv3D 16 k3 same -> LReLU -> BN -> Dropout (all glorot_uniform), flatten (2000); outputs
-    (sigmoid real/fake, linear E/100, ECAL sum of input**(1/power): the cells' energy)."""
+    (sigmoid real/fake, linear E/100, ECAL sum of input**(1/power): the cells' energy). With
+    ``condition`` (mpigan's model.condition) the convolutions read E/100 as a second channel."""
 
-    def __init__(self, bn_eps: float = 1e-3, dropout: float = 0.2, power: float = 0.5):
+    def __init__(self, bn_eps: float = 1e-3, dropout: float = 0.2, power: float = 0.5, condition: bool = False):
         super().__init__()
         g = "glorot_uniform"
         self.power = power  # cells are X**power; the ECAL head sums image**(1/power)
+        self.condition = condition  # model.condition: E/100 as a second input channel
         self.features = nn.Sequential(
-            SameConv3d(1, 32, 3, g), _lrelu(), nn.Dropout(dropout),
+            SameConv3d(2 if condition else 1, 32, 3, g), _lrelu(), nn.Dropout(dropout),
             SameConv3d(32, 16, 3, g), _lrelu(), _kbn(16, bn_eps), nn.Dropout(dropout),
             SameConv3d(16, 16, 3, g), _lrelu(), _kbn(16, bn_eps), nn.Dropout(dropout),
             nn.Flatten(),
@@ -284,8 +286,11 @@ class Ecal5Discriminator(nn.Module):
         self.fake = _dense(16 * 5 ** 3, 1)
         self.aux = _dense(16 * 5 ** 3, 1)
 
-    def forward(self, image: torch.Tensor):
-        h = self.features(image)
+    def forward(self, image: torch.Tensor, energy: torch.Tensor = None):
+        x = image
+        if self.condition:
+            x = torch.cat([image, energy.view(-1, 1, 1, 1, 1).expand_as(image)], dim=1)
+        h = self.features(x)
         cells = image if self.power == 1.0 else image.pow(1.0 / self.power)
         return torch.sigmoid(self.fake(h)), self.aux(h), ecal_sum(cells)
 

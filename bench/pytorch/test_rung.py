@@ -293,6 +293,32 @@ def test_noise_and_normalise():
     assert torch.allclose(st.d(st._scaled(img, e))[2], st._ecal(ecal, e), rtol=1e-5)
 
 
+def test_condition():
+    """model.condition: E/100 as D's second channel; the ECAL head and G's gradient see the shower only."""
+    spec = gan3d.SPECS["3dgan-5"]
+    d = spec.make_d(condition=True)
+    assert gan3d.n_params(d) == 25_730 + 27 * 32      # d_conv1 gains one input channel, as in mpigan
+    d.eval()
+    img = torch.rand(4, 1, 5, 5, 5, requires_grad=True)
+    e = torch.tensor([[0.2], [1.0], [2.5], [4.0]])
+    fake, _, ecal = d(img, e)
+    assert torch.allclose(ecal, img.pow(2).sum(dim=(2, 3, 4)))
+    fake2, _, ecal2 = d(img, 4.5 - e)
+    assert (fake2 != fake).all() and torch.allclose(ecal2, ecal)
+    ecal.sum().backward()
+    assert torch.allclose(img.grad, 2 * img)
+    s = {"loss_weights": [2.0, 0.1, 0.1], "label_flip": 0.05, "fake_energy": [0.1, 5.0], "xscale": 100.0,
+         "ecal_fit": list(RUNG_FIT), "generator_passes": 2, "noise": "normal", "normalise_energy": False,
+         "power": 0.5}
+    g = spec.make_g()
+    d = spec.make_d(condition=True)
+    st = tr.RungStep(g, d, torch.optim.SGD(g.parameters(), lr=1e-3), torch.optim.SGD(d.parameters(), lr=1e-3), s)
+    w0 = d.features[0].conv.weight.detach().clone()
+    out = st.run(torch.rand(8, 1, 5, 5, 5), torch.rand(8, 1) * 4 + 0.2, torch.rand(8, 1) * 50 + 1)
+    assert all(math.isfinite(v) for v in out.values() if isinstance(v, float))
+    assert not torch.equal(w0, d.features[0].conv.weight)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]

@@ -149,6 +149,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("schedule", "schedule", "optimizer.schedule", "constant"),
         ("noise", "noise", "model.noise", "normal"),
         ("normalise_energy", "normalise_energy", "training.normalise_energy", False),
+        ("condition", "condition", "model.condition", False),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -158,8 +159,9 @@ def resolve_settings(args, y: dict) -> dict:
     lw = _get(y, "model.loss_weights") or {}
     s["loss_weights"] = [float(lw.get("bce", 2.0)), float(lw.get("energy", 0.1)), float(lw.get("ecal", 0.1))]
     src["loss_weights"] = "yaml" if lw else "default"
-    if isinstance(s["normalise_energy"], str):
-        s["normalise_energy"] = s["normalise_energy"].lower() == "true"
+    for k in ("normalise_energy", "condition"):
+        if isinstance(s[k], str):
+            s[k] = s[k].lower() == "true"
     for k in ("latent", "leaky_alpha", "bn_momentum"):
         if _get(y, f"model.{k}") is not None:
             raise SystemExit(f"model.{k} in the YAML: the PyTorch model has the defaults only")
@@ -324,14 +326,14 @@ class RungStep:
         d.train()
         # 2. D on real: labels 1 with flips; BN batch statistics, running statistics updated
         self.opt_d.zero_grad(set_to_none=True)
-        d_real, _ = self.losses(d(self._scaled(image, energy)), self._flipped(1.0, n), energy,
+        d_real, _ = self.losses(d(self._scaled(image, energy), energy), self._flipped(1.0, n), energy,
                                 self._ecal(ecal, energy))
         self._check(d_real, step, "discriminator", "D on real")
         d_real.backward()
         self.opt_d.step()
         # 3. D on fake: labels 0 with flips, targets the sampled E/100 and the ECAL fit
         self.opt_d.zero_grad(set_to_none=True)
-        d_fake, _ = self.losses(d(self._scaled(fake, fake_e)), self._flipped(0.0, n), fake_e, fake_ecal)
+        d_fake, _ = self.losses(d(self._scaled(fake, fake_e), fake_e), self._flipped(0.0, n), fake_e, fake_ecal)
         self._check(d_fake, step, "discriminator", "D on fake")
         d_fake.backward()
         self.opt_d.step()
@@ -342,7 +344,7 @@ class RungStep:
         with gan3d.frozen(d):
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
-                loss, _ = self.losses(d(self._scaled(g(self._latent(fake_e)), fake_e)), ones, fake_e, fake_ecal)
+                loss, _ = self.losses(d(self._scaled(g(self._latent(fake_e)), fake_e), fake_e), ones, fake_e, fake_ecal)
                 self._check(loss, step, "generator", "G through frozen D")
                 loss.backward()
                 self.opt_g.step()
@@ -416,6 +418,8 @@ def parse_args(argv=None):
     p.add_argument("--schedule", choices=["constant", "cosine"])
     p.add_argument("--noise", choices=["normal", "sphere"])
     p.add_argument("--normalise-energy", dest="normalise_energy", action="store_true", default=None)
+    p.add_argument("--condition", action="store_true", default=None,
+                   help="the discriminator reads E/100 as a second channel (model.condition)")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
     p.add_argument("--dropout", type=float)
     p.add_argument("--log-every", type=int)
@@ -467,7 +471,7 @@ def main(argv=None) -> int:
     torch.manual_seed(seed)
     spec = gan3d.SPECS[MODEL]
     g = spec.make_g()
-    d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]))
+    d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]), condition=bool(s["condition"]))
     gan3d.check_param_counts(spec, g, d)
     opt_g, opt_d = make_optimizer(g.parameters(), s), make_optimizer(d.parameters(), s)
     stepper = RungStep(g, d, opt_g, opt_d, s)

@@ -86,6 +86,94 @@ TEST_CASE("3dgan-25 follows the data's power in its ECAL head; power 1 (its defa
   for (int i = 0; i < 2; ++i) CHECK(out[head(*m, "ecal")].data()[i] == doctest::Approx(sums[i]).epsilon(1e-4));
 }
 
+TEST_CASE(
+    "a conditioned discriminator reads E/100 as a second channel; its ECAL head and G's gradient see the shower only") {
+  for (const char* be_name : {"reference", "cpu"}) {
+    CAPTURE(be_name);
+    auto be = make_backend(be_name);
+    auto plain = make_gan({.name = "3dgan-5"}, *be, 1);
+    auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 1);
+    CHECK(m->conditioned);
+    CHECK(m->d_input == Shape{2, 5, 5, 5});
+    CHECK(m->image == Shape{1, 5, 5, 5});
+    // d_conv1 (3^3 kernel, 32 filters) gains one input channel: 27 x 32 weights
+    CHECK(m->discriminator.weights().count() == plain->discriminator.weights().count() + 27 * 32);
+    CHECK(m->generator.weights().count() == plain->generator.weights().count());
+
+    Rng rng(7, 1);
+    const RealBatch b = power_batch(4, 0.5f, rng);
+    GanStep step(*m, *be, StepConfig{}, 1);
+    CHECK_THROWS_WITH_AS(step.discriminate(b.image), doctest::Contains("pass the energies"), Error);
+    const auto out = step.discriminate(b.image, b.energy);
+    // the ECAL head sums channel 0 squared, whatever the energy channel holds
+    for (int i = 0; i < 4; ++i)
+      CHECK(out[head(*m, "ecal")].data()[i] == doctest::Approx(b.ecal.data()[i]).epsilon(1e-4));
+    // the same showers at other energies: the real/fake head answers differently, the ECAL head does not
+    Tensor other = Tensor::empty({4, 1});
+    for (int i = 0; i < 4; ++i) other.data()[i] = 4.5f - b.energy.data()[i];
+    const auto moved = step.discriminate(b.image, other);
+    int differ = 0;
+    for (int i = 0; i < 4; ++i) {
+      differ += moved[head(*m, "fake")].data()[i] != out[head(*m, "fake")].data()[i];
+      CHECK(moved[head(*m, "ecal")].data()[i] == doctest::Approx(out[head(*m, "ecal")].data()[i]).epsilon(1e-6));
+    }
+    CHECK(differ == 4);
+
+    // dL/d(input) of L = sum of the ECAL head: 2 sqrt(c) = 2 x on channel 0, nothing on channel 1
+    Tensor in = Tensor::empty({4, 2, 5, 5, 5});
+    for (int i = 0; i < 4; ++i) {
+      std::copy_n(b.image.data() + i * 125, 125, in.data() + i * 250);
+      std::fill_n(in.data() + i * 250 + 125, 125, b.energy.data()[i]);
+    }
+    Tensor dev = in;
+    if (be->device() != Device::cpu) {
+      dev = be->allocate(in.shape());
+      be->from_host(in, dev);
+    }
+    const nn::ForwardContext ctx{nn::Phase::infer, false, 1, 0};
+    m->discriminator.forward(dev, ctx);
+    std::vector<Tensor> diffs(3);
+    diffs[head(*m, "ecal")] = Tensor::full({4, 1}, 1.0f);
+    const Tensor g = be->to_host(m->discriminator.backward(diffs, {false, true}));
+    REQUIRE(g.shape() == in.shape());
+    double worst = 0.0, leak = 0.0;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 125; ++j) {
+        worst = std::max(worst, std::abs(g.data()[i * 250 + j] - 2.0 * in.data()[i * 250 + j]));
+        leak = std::max(leak, std::abs(static_cast<double>(g.data()[i * 250 + 125 + j])));
+      }
+    CHECK(worst < 1e-4);
+    CHECK(leak == 0.0);
+  }
+  // only the fixed-angle models with an ECAL head take it
+  auto be = make_backend("reference");
+  CHECK_THROWS_WITH_AS(make_gan({.name = "anglegan-51", .condition = true}, *be, 1), doctest::Contains("condition"),
+                       Error);
+}
+
+TEST_CASE("a conditioned 3dgan-5 step trains: finite losses, both networks move") {
+  auto be = make_backend("cpu");
+  auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
+  Rng rng(11, 1);
+  const RealBatch b = power_batch(8, 0.5f, rng);
+  GanStep step(*m, *be, StepConfig{}, 5);
+  auto copy = [](const nn::Network& net) {
+    const Tensor w = net.weights().flat();
+    return std::vector<float>(w.data(), w.data() + w.numel());
+  };
+  const std::vector<float> g0 = copy(m->generator), d0 = copy(m->discriminator);
+  const StepLosses l = step.run(b, 0, [&](Net n) {
+    auto& net = n == Net::generator ? m->generator : m->discriminator;
+    Tensor w = net.weights().flat(), g = net.grads().flat();
+    for (std::int64_t i = 0; i < w.numel(); ++i) w.data()[i] -= 1e-3f * g.data()[i];
+  });
+  CHECK(std::isfinite(l.d_real));
+  CHECK(std::isfinite(l.d_fake));
+  CHECK(std::isfinite(l.g));
+  CHECK(copy(m->generator) != g0);
+  CHECK(copy(m->discriminator) != d0);
+}
+
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {
   for (float x : {0.1f, 1.0f, 2.5f, 5.0f}) {
     CHECK(ecal_fit(x, 100.0f, kReferenceEcalFit) == ecal_fit(x, 100.0f));

@@ -205,6 +205,10 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   CHECK(r.lr_schedule.factor(30, 100) == 1.0);
   CHECK_FALSE(r.step.normalise_energy);
   CHECK(r.model.power == doctest::Approx(1.0));
+  CHECK_FALSE(r.model.condition);
+  const auto c = parse("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n");
+  CHECK(c.model.condition);
+  CHECK(c.resolved["model"]["condition"].as<bool>());
   const auto r5 = parse("name: t\nmodel: {name: 3dgan-25}\ndata: {train: \"d/*.h5\", preprocess: {power: 0.5}}\n");
   CHECK(r5.model.power == doctest::Approx(0.5));
   const auto bad = problems_of(
