@@ -87,13 +87,21 @@ double GanStep::head_losses(const std::vector<Tensor>& outputs, const std::vecto
   per_head.assign(m_heads.size(), 0.0);
   diffs.assign(m_heads.size(), Tensor());
   double total = 0.0;
+  const auto energy_head = std::find(m_head_kind.begin(), m_head_kind.end(), kEnergy);
   for (std::size_t h = 0; h < m_heads.size(); ++h) {
     const Tensor out = to_host(outputs[h]);
     const nn::LossKind kind = m_head_kind[h] == kFake    ? nn::LossKind::bce
                               : m_head_kind[h] == kAngle ? nn::LossKind::mae
                                                          : nn::LossKind::mape;
     Tensor diff = Tensor::empty(out.shape());
-    per_head[h] = nn::loss_value_and_grad(kind, out.values(), targets[h].values(), m_head_weights[h], diff.values());
+    if (m_head_kind[h] == kEcal && m_config.ecal_mean_bins > 0 && energy_head != m_head_kind.end()) {
+      const Tensor& energy = targets[static_cast<std::size_t>(energy_head - m_head_kind.begin())];
+      per_head[h] = nn::binned_mean_ratio_loss(out.values(), targets[h].values(), energy.values(),
+                                               m_config.ecal_mean_bins, m_config.fake_energy_lo,
+                                               m_config.fake_energy_hi, m_head_weights[h], diff.values());
+    } else {
+      per_head[h] = nn::loss_value_and_grad(kind, out.values(), targets[h].values(), m_head_weights[h], diff.values());
+    }
     total += m_head_weights[h] * per_head[h];
     if (m_head_weights[h] != 0.0f) diffs[h] = to_device(diff);
   }

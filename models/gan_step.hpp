@@ -47,6 +47,11 @@ struct StepConfig {
   /// (it never sees the condition); with it, sum/E and the shape per unit energy are what the
   /// real/fake head compares. Fixed-angle models only.
   bool normalise_energy = false;
+  /// 0: the ECAL-sum loss is the reference's MAPE per shower, which pulls every shower's sum to
+  /// its target and so narrows the energy resolution. N > 0: nn::binned_mean_ratio_loss over N
+  /// bins of E/100 in the fake energy range, which pins the mean response in each bin and leaves
+  /// its spread to the adversarial loss.
+  int ecal_mean_bins = 0;
 };
 
 enum class Net { generator, discriminator };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace mpigan::nn {
 namespace {
@@ -75,6 +76,41 @@ double loss_value_and_grad(LossKind kind, std::span<const float> pred, std::span
     if (!diff.empty()) diff[i] = static_cast<float>(w * g / n);
   }
   return total / n;
+}
+
+double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float> target, std::span<const float> key,
+                              int bins, float lo, float hi, float weight, std::span<float> diff) {
+  MPIGAN_CHECK(pred.size() == target.size() && pred.size() == key.size() && !pred.empty(),
+               "binned mean-ratio loss: {} predictions, {} targets, {} keys", pred.size(), target.size(), key.size());
+  MPIGAN_CHECK(diff.empty() || diff.size() == pred.size(), "binned mean-ratio loss: gradient buffer of {} for {}",
+               diff.size(), pred.size());
+  MPIGAN_CHECK(bins >= 1 && hi > lo, "binned mean-ratio loss: {} bins over [{}, {}]", bins, lo, hi);
+  const std::size_t n = pred.size();
+  std::vector<int> bin(n);
+  std::vector<double> sum(static_cast<std::size_t>(bins), 0.0);
+  std::vector<std::size_t> count(static_cast<std::size_t>(bins), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double t = std::max(std::abs(static_cast<double>(target[i])), 1e-7);
+    const int b = std::clamp(static_cast<int>((key[i] - lo) / (hi - lo) * static_cast<float>(bins)), 0, bins - 1);
+    bin[i] = b;
+    sum[static_cast<std::size_t>(b)] += pred[i] / t;
+    ++count[static_cast<std::size_t>(b)];
+  }
+  double total = 0.0;
+  std::vector<double> sign(static_cast<std::size_t>(bins), 0.0);
+  for (std::size_t b = 0; b < sum.size(); ++b) {
+    if (count[b] == 0) continue;
+    const double d = sum[b] / static_cast<double>(count[b]) - 1.0;
+    total += 100.0 * static_cast<double>(count[b]) / static_cast<double>(n) * std::abs(d);
+    sign[b] = d > 0.0 ? 1.0 : (d < 0.0 ? -1.0 : 0.0);
+  }
+  if (!diff.empty())
+    for (std::size_t i = 0; i < n; ++i) {
+      const double t = std::max(std::abs(static_cast<double>(target[i])), 1e-7);
+      diff[i] =
+          static_cast<float>(weight * 100.0 * sign[static_cast<std::size_t>(bin[i])] / (static_cast<double>(n) * t));
+    }
+  return total;
 }
 
 }  // namespace mpigan::nn

@@ -24,4 +24,13 @@ LossKind parse_loss(const std::string& name);
 double loss_value_and_grad(LossKind kind, std::span<const float> pred, std::span<const float> target, float weight,
                            std::span<float> diff);
 
+/// The response loss of the ECAL-sum head that pins a generator's mean response without pulling
+/// each shower to it: the N predictions are grouped by @p key into @p bins equal bins of [lo, hi]
+/// (keys outside go to the first or last), and
+///   L = 100 * sum_b (n_b / N) |mean_{i in b}(pred_i / target_i) - 1|,
+/// so the spread of pred/target within a bin costs nothing. Writes weight * dL/dpred into @p diff
+/// when it is non-empty: 100 sign(m_b - 1) / (N target_i).
+double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float> target, std::span<const float> key,
+                              int bins, float lo, float hi, float weight, std::span<float> diff);
+
 }  // namespace mpigan::nn

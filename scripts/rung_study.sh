@@ -9,7 +9,8 @@
 #
 # Environment: PYTORCH_STOP=S stops the PyTorch runs after S samples (their learning-rate schedule
 # still spans the experiment's max_samples, so they are the first part of full-length runs and
-# compare with mpigan's runs at equal samples); MPIGAN: the mpigan binary (build/apps/mpigan).
+# compare with mpigan's runs at equal samples); MPIGAN: the mpigan binary (build/apps/mpigan);
+# EXP: the experiment (examples/3dgan-5.yaml).
 #
 # Output: OUT/mpigan-seedN/ (run directories), OUT/pytorch-seedN/ (gen-S.h5 snapshots, scores.csv),
 # OUT/convergence.png and OUT/convergence.csv (median and range over seeds at the last common count).
@@ -20,7 +21,7 @@ out=${1:-runs/rung5}
 seeds=${2:-1 2 3}
 jobs=${3:-2}
 mpigan=${MPIGAN:-build/apps/mpigan}
-exp=examples/3dgan-5.yaml
+exp=${EXP:-examples/3dgan-5.yaml}
 ref=runs/rung5-data/EleEscan5_011.h5
 mkdir -p "$out"
 [[ -f $ref ]] || "$mpigan" simulate --events 60000 --geometry 5x5x5 --energy 10:500 --out runs/rung5-data \

@@ -65,6 +65,34 @@ struct OneParam {
 };
 }  // namespace
 
+TEST_CASE("the binned mean-ratio loss: the mean response per bin costs, the spread inside a bin does not") {
+  // bins of [0, 5]: {0.2, 0.3} in bin 0 (ratios 1.1, 0.9: mean 1), {4.0, 4.5} in bin 1 (1.0, 1.2: mean 1.1)
+  const std::vector<float> pred{1.1f, 0.9f, 2.0f, 2.4f}, target{1, 1, 2, 2}, key{0.2f, 0.3f, 4.0f, 4.5f};
+  std::vector<float> diff(4);
+  const double l = nn::binned_mean_ratio_loss(pred, target, key, 2, 0.0f, 5.0f, 1.0f, diff);
+  CHECK(l == doctest::Approx(100.0 * 0.5 * 0.1).epsilon(1e-5));  // 5
+  CHECK(diff[0] == 0.0f);
+  CHECK(diff[1] == 0.0f);
+  CHECK(diff[2] == doctest::Approx(100.0 / (4 * 2)));  // 12.5
+  CHECK(diff[3] == doctest::Approx(12.5));
+  // against central differences, weight 0.3
+  nn::binned_mean_ratio_loss(pred, target, key, 2, 0.0f, 5.0f, 0.3f, diff);
+  for (std::size_t i = 2; i < 4; ++i) {
+    std::vector<float> up = pred, down = pred;
+    up[i] += 1e-3f;
+    down[i] -= 1e-3f;
+    const double fd = (nn::binned_mean_ratio_loss(up, target, key, 2, 0.0f, 5.0f, 1.0f, {}) -
+                       nn::binned_mean_ratio_loss(down, target, key, 2, 0.0f, 5.0f, 1.0f, {})) /
+                      2e-3;
+    CHECK(diff[i] == doctest::Approx(0.3 * fd).epsilon(1e-3));
+  }
+  // the same showers' MAPE counts their spread; one bin holding everything, with keys out of range
+  const std::vector<float> spread{0.9f, 1.1f, 0.8f, 1.2f}, ones{1, 1, 1, 1}, keys{-1.0f, 0.5f, 0.7f, 9.0f};
+  CHECK(nn::binned_mean_ratio_loss(spread, ones, keys, 1, 0.0f, 1.0f, 1.0f, {}) < 1e-4);  // float rounding only
+  CHECK(nn::loss_value_and_grad(nn::LossKind::mape, spread, ones, 1.0f, {}) == doctest::Approx(15.0));
+  CHECK_THROWS_AS(nn::binned_mean_ratio_loss(spread, ones, keys, 0, 0.0f, 1.0f, 1.0f, {}), Error);
+}
+
 TEST_CASE("SGD with momentum and Nesterov: two steps in closed form") {
   for (bool nesterov : {false, true}) {
     OneParam p(1.0f, 0.5f);
