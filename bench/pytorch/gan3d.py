@@ -359,6 +359,19 @@ def keras_mape(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return 100.0 * ((y - p.float()).abs() / y.abs().clamp(min=KERAS_EPS)).mean()
 
 
+def binned_mean_ratio(p: torch.Tensor, y: torch.Tensor, key: torch.Tensor, bins: int, lo: float, hi: float):
+    """mpigan's nn::binned_mean_ratio_loss: 100 sum_b (n_b/N) |mean_b(p/y) - 1| over `bins` equal bins
+    of key in [lo, hi] (keys outside go to the first or last bin)."""
+    b = ((key - lo) / (hi - lo) * bins).floor().long().clamp(0, bins - 1).view(-1)
+    r = (p.float() / y.abs().clamp(min=KERAS_EPS)).view(-1)
+    total = p.new_zeros(())
+    for k in range(bins):
+        m = b == k
+        if m.any():
+            total = total + 100.0 * m.sum() / r.numel() * (r[m].mean() - 1.0).abs()
+    return total
+
+
 def keras_mae(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (y - p.float()).abs().mean()
 
@@ -423,12 +436,16 @@ def n_params(module: nn.Module) -> int:
 
 def check_param_counts(spec: Spec, g: nn.Module, d: nn.Module) -> None:
     ng, nd = n_params(g), n_params(d)
+    # a conditioned discriminator's energy channel doubles its first convolution's weights
+    extra = d.features[0].conv.weight.numel() // 2 if getattr(d, "condition", False) else 0
+    want_d = spec.d_params + extra if spec.d_params is not None else None
     if spec.g_params is not None:
         assert ng == spec.g_params, f"{spec.name}: generator has {ng} params, want {spec.g_params}"
-    if spec.d_params is not None:
-        assert nd == spec.d_params, f"{spec.name}: discriminator has {nd} params, want {spec.d_params}"
+    if want_d is not None:
+        assert nd == want_d, f"{spec.name}: discriminator has {nd} params, want {want_d}"
     mods = {**{"g." + k: m for k, m in g.named_modules()}, **{"d." + k: m for k, m in d.named_modules()}}
     for name, want in spec.extra_checks.items():
+        want += extra if name.startswith("d.features.0.") else 0
         got = n_params(mods[name])
         assert got == want, f"{spec.name}: {name} has {got} params, want {want}"
 

@@ -317,6 +317,13 @@ def test_condition():
     out = st.run(torch.rand(8, 1, 5, 5, 5), torch.rand(8, 1) * 4 + 0.2, torch.rand(8, 1) * 50 + 1)
     assert all(math.isfinite(v) for v in out.values() if isinstance(v, float))
     assert not torch.equal(w0, d.features[0].conv.weight)
+    # the binned ECAL loss: mpigan's hand-checked case (bins of [0, 5]: means 1.0 and 1.1 -> 5; grads 0, 12.5)
+    p = torch.tensor([[1.1], [0.9], [2.0], [2.4]], requires_grad=True)
+    loss = gan3d.binned_mean_ratio(p, torch.tensor([[1.0], [1.0], [2.0], [2.0]]),
+                                   torch.tensor([[0.2], [0.3], [4.0], [4.5]]), 2, 0.0, 5.0)
+    loss.backward()
+    assert abs(loss.item() - 5.0) < 1e-4
+    assert torch.allclose(p.grad.view(-1), torch.tensor([0.0, 0.0, 12.5, 12.5]))
 
 
 if __name__ == "__main__":

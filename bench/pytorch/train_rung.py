@@ -150,6 +150,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("noise", "noise", "model.noise", "normal"),
         ("normalise_energy", "normalise_energy", "training.normalise_energy", False),
         ("condition", "condition", "model.condition", False),
+        ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -283,6 +284,7 @@ class RungStep:
         self.xscale = float(s["xscale"])
         self.coeffs = tuple(s["ecal_fit"])
         self.passes = int(s["generator_passes"])
+        self.ecal_bins = int(s.get("ecal_mean_bins", 0))
         self.sphere = s["noise"] == "sphere"
         self.normalise = bool(s["normalise_energy"])
         self.power = float(s["power"])
@@ -290,7 +292,9 @@ class RungStep:
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)."""
         fake, aux, esum = outs
-        heads = (gan3d.keras_bce(fake, label), gan3d.keras_mape(aux, energy), gan3d.keras_mape(esum, ecal))
+        ecal_loss = (gan3d.binned_mean_ratio(esum, ecal, energy, self.ecal_bins, self.lo, self.hi) if self.ecal_bins > 0
+                     else gan3d.keras_mape(esum, ecal))
+        heads = (gan3d.keras_bce(fake, label), gan3d.keras_mape(aux, energy), ecal_loss)
         return sum(w * h for w, h in zip(self.w, heads)), heads
 
     def _flipped(self, value: float, n: int) -> torch.Tensor:
@@ -418,6 +422,8 @@ def parse_args(argv=None):
     p.add_argument("--schedule", choices=["constant", "cosine"])
     p.add_argument("--noise", choices=["normal", "sphere"])
     p.add_argument("--normalise-energy", dest="normalise_energy", action="store_true", default=None)
+    p.add_argument("--ecal-mean-bins", dest="ecal_mean_bins", type=int,
+                   help="the ECAL loss on the mean response in N bins of E/100 (training.ecal_mean_bins)")
     p.add_argument("--condition", action="store_true", default=None,
                    help="the discriminator reads E/100 as a second channel (model.condition)")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
