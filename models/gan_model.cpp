@@ -306,12 +306,10 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   MPIGAN_CHECK(o.noise == "normal" || o.noise == "sphere", "model '{}': noise must be normal or sphere, got '{}'",
                o.name, o.noise);
   m->noise_on_sphere = o.noise == "sphere";
-  m->d_input = m->image;
-  if (o.condition) m->d_input = Shape{2, m->image[1], m->image[2], m->image[3]};
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
   m->generator.build(backend, {m->latent});
-  m->discriminator.build(backend, m->d_input);
+  m->discriminator.build(backend, m->discriminator_input());
   Rng rng(seed, hash_string("model-init"));
   m->generator.initialize(rng);
   m->discriminator.initialize(rng);

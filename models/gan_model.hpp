@@ -60,11 +60,13 @@ struct GanModel {
   std::int64_t noise = 0;        ///< random part of the generator input (latent minus conditions)
   Shape image;                   ///< item shape (1, X, Y, Z)
   bool conditioned = false;      ///< ModelOptions::condition: D's input is (2, X, Y, Z), channel 1 = E/100
-  Shape d_input;                 ///< D's item shape: image, or (2, X, Y, Z) when conditioned
   LossWeights loss_weights;
   float ecal_power = 1.0f;  ///< the data's cell power (0.85 for the angle model)
   nn::Network generator{"generator"};
   nn::Network discriminator{"discriminator"};
+
+  /// D's item shape: the image's, or (2, X, Y, Z) when conditioned.
+  Shape discriminator_input() const { return conditioned ? Shape{2, image[1], image[2], image[3]} : image; }
 };
 
 /// Names accepted by make_gan.

@@ -151,7 +151,7 @@ Tensor GanStep::d_input(const Tensor& images, const Tensor& energy) const {
   const std::int64_t n = host.shape()[0];
   const std::int64_t cells = host.numel() / n;
   MPIGAN_CHECK_SHAPE(energy.numel() == n, "gan step: {} energies for {} showers", energy.numel(), n);
-  Tensor out = Tensor::empty(Shape::batch_of(n, m_model.d_input));
+  Tensor out = Tensor::empty(Shape::batch_of(n, m_model.discriminator_input()));
   for (std::int64_t i = 0; i < n; ++i) {
     float* dst = out.data() + i * 2 * cells;
     std::copy_n(host.data() + i * cells, cells, dst);
@@ -328,16 +328,16 @@ void GanStep::recalibrate_generator_state(const Tensor& energy, const Tensor& an
 std::vector<Tensor> GanStep::discriminate(const Tensor& images, nn::Phase phase) {
   MPIGAN_CHECK(!m_model.conditioned, "gan step: model '{}' has a conditioned discriminator: pass the energies",
                m_model.name);
-  const nn::ForwardContext ctx{phase, false, m_seed, 0};
-  const auto& out = m_model.discriminator.forward(to_device(images), ctx);
-  std::vector<Tensor> host;
-  for (const auto& t : out) host.push_back(m_backend.to_host(t));
-  return host;
+  return discriminate_input(to_device(images), phase);
 }
 
 std::vector<Tensor> GanStep::discriminate(const Tensor& images, const Tensor& energy, nn::Phase phase) {
+  return discriminate_input(d_input(to_device(images), energy), phase);
+}
+
+std::vector<Tensor> GanStep::discriminate_input(const Tensor& input, nn::Phase phase) {
   const nn::ForwardContext ctx{phase, false, m_seed, 0};
-  const auto& out = m_model.discriminator.forward(d_input(to_device(images), energy), ctx);
+  const auto& out = m_model.discriminator.forward(input, ctx);
   std::vector<Tensor> host;
   for (const auto& t : out) host.push_back(m_backend.to_host(t));
   return host;

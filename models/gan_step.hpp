@@ -113,6 +113,8 @@ class GanStep {
   /// The gradient of the shower from the gradient of D's input: its channel 0 (conditioned), scaled
   /// back by energy_scaled.
   Tensor image_grad(const Tensor& d_input_grad, const Tensor& energy) const;
+  /// D's outputs for @p input (already in D's input form) as host tensors in head order.
+  std::vector<Tensor> discriminate_input(const Tensor& input, nn::Phase phase);
   /// With normalise_energy: @p ecal_i / energy_i (else @p ecal).
   Tensor energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) const;
   /// The discriminator heads' targets in head order: the real/fake @p labels, the energy, ECAL sum

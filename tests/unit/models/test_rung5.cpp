@@ -94,7 +94,7 @@ TEST_CASE(
     auto plain = make_gan({.name = "3dgan-5"}, *be, 1);
     auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 1);
     CHECK(m->conditioned);
-    CHECK(m->d_input == Shape{2, 5, 5, 5});
+    CHECK(m->discriminator_input() == Shape{2, 5, 5, 5});
     CHECK(m->image == Shape{1, 5, 5, 5});
     // d_conv1 (3^3 kernel, 32 filters) gains one input channel: 27 x 32 weights
     CHECK(m->discriminator.weights().count() == plain->discriminator.weights().count() + 27 * 32);
