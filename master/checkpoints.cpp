@@ -87,14 +87,17 @@ void Checkpoints::finish() {
                  m_pending_path);
 }
 
-void Checkpoints::write_part_for(int group, const dist::Header& last) {
-  train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, m_pending, dist::worker_part(group)));
+bool Checkpoints::write_part_for(int group, const dist::Header& last) {
+  const std::string path = dist::checkpoint_part_path(m_ctx.run_dir, m_pending, dist::worker_part(group));
+  if (fs::exists(path)) return false;
+  train::CheckpointWriter w(path);
   w.put_int("progress/steps", last.steps);
   w.put_int("progress/epoch", last.epoch);
   w.put_int("progress/cursor", last.cursor);
   w.put_int("progress/version", last.version);
   w.put_int("progress/written_by_master", 1);
   w.commit();
+  return true;
 }
 
 bool Checkpoints::wait_commit(double limit_s) {

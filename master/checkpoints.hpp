@@ -29,8 +29,9 @@ class Checkpoints {
   void finish();
   /// Top master, when worker group @p group hung: its part of the pending checkpoint, written from
   /// its last request @p last (the data position; "progress/written_by_master" tells the worker
-  /// that resumes from it to start its rule's state afresh).
-  void write_part_for(int group, const dist::Header& last);
+  /// that resumes from it to start its rule's state afresh). False, writing nothing, when the
+  /// group's own part is there already (written before it stopped).
+  bool write_part_for(int group, const dist::Header& last);
   /// Wait up to @p limit_s seconds for the pending checkpoint's parts, then commit it; true when
   /// committed (no closing barrier: a hung rank would never meet it).
   bool wait_commit(double limit_s);

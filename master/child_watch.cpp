@@ -21,13 +21,18 @@ double ChildWatch::limit(double configured) const {
   return m_requests < 2 ? 600.0 : std::max(60.0, 20.0 * m_mean_interval);
 }
 
-std::string hung_report(int rank, std::size_t child, const ChildWatch& w, double now, double configured,
-                        std::int64_t latest, const std::string& run_dir) {
+std::string hung_report(std::span<const SilentChild> silent, double configured, std::int64_t latest,
+                        const std::string& run_dir) {
+  std::string who;
+  for (const SilentChild& c : silent)
+    who += fmt::format(
+        "{}rank {} (child {} of this master) has sent nothing for {:.0f} s, more than its limit of {:.0f} s "
+        "(topology.rank_timeout{})",
+        who.empty() ? "" : "; ", c.rank, c.child, c.silent_s, c.limit_s,
+        configured > 0 ? "" : ": auto, 20 of its mean intervals, at least 60 s");
   return fmt::format(
-      "rank {} (child {} of this master) has sent nothing for {:.0f} s, more than its limit of {:.0f} s "
-      "(topology.rank_timeout{}): it is hung or stopped (SIGSTOP, a deadlock, swapping); ending the job. {}",
-      rank, child, w.silent_for(now), w.limit(configured),
-      configured > 0 ? "" : ": auto, 20 of its mean intervals, at least 60 s",
+      "{}: {} hung or stopped (SIGSTOP, a deadlock, swapping); ending the job. {}", who,
+      silent.size() > 1 ? "they are" : "it is",
       latest >= 0 ? fmt::format("The last complete checkpoint is step {}: resume with --resume {}", latest, run_dir)
                   : std::string("No complete checkpoint was written"));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace mpigan::master {
@@ -25,9 +26,18 @@ class ChildWatch {
   std::int64_t m_requests = 0;
 };
 
-/// The FAILED line of a job ended because rank @p rank (child @p child) stayed silent.
+/// A child found silent for longer than its limit.
+struct SilentChild {
+  int rank = -1;
+  std::size_t child = 0;
+  double silent_s = 0;  ///< how long it had been silent when it was found
+  double limit_s = 0;   ///< its limit then
+};
+
+/// The FAILED line of a job ended because the children @p silent stayed silent (one, or more when
+/// another went silent while the job was ending). @p configured: topology.rank_timeout (0: auto);
 /// @p latest: the last complete checkpoint, -1 when none.
-std::string hung_report(int rank, std::size_t child, const ChildWatch& w, double now, double configured,
-                        std::int64_t latest, const std::string& run_dir);
+std::string hung_report(std::span<const SilentChild> silent, double configured, std::int64_t latest,
+                        const std::string& run_dir);
 
 }  // namespace mpigan::master

@@ -51,7 +51,7 @@ dist::MasterResult Server::run() {
     spdlog::info("topology.max_lead {}: {} replies waited for the slowest child to catch up",
                  m_ctx.d.dist.topology.max_lead, m_deferred);
   if (m_ctx.before_barrier) m_ctx.before_barrier();
-  if (m_hung) end_hung();  // never returns: the hung rank cannot meet the closing barrier
+  if (!m_hung.empty()) end_hung();  // never returns: the hung rank cannot meet the closing barrier
   if (m_top) {
     m_checkpoints.finish();
     m_progress.finish_physics(m_service, m_result);  // after the closing barrier: workers are not held

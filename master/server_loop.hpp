@@ -88,15 +88,17 @@ class Server {
   // ---------------------------------------------------------------- hung children (server_stop.cpp)
   /// A child the master has waited on for longer than its limit: hung (SIGSTOP, a deadlock, swap).
   std::optional<std::size_t> hung_child(double now) const;
-  /// Ends the job naming the hung child: FAILED, then an exception (the rank aborts the job, the
-  /// hung process included).
-  [[noreturn]] void fail_hung(std::size_t i, double now, std::int64_t taken_at_hang = -1);
+  /// Ends the job naming the hung children (m_hung): FAILED, then an exception (the rank aborts
+  /// the job, the hung processes included).
+  [[noreturn]] void fail_hung(std::int64_t taken_at_hang = -1);
   /// A hung child. The top master of a flat job (its children are worker groups) ends the job with
   /// a checkpoint of the current version: it writes the main file and the hung group's part itself
   /// (the data position of its last request; its rule's worker state starts afresh on resume),
   /// stops the other children asking for their parts (now, for those held in a round), and once
-  /// serving is over waits for the parts, commits and ends the job (end_hung). A hung sub-master,
-  /// or a child of one, ends the job at once with the last complete checkpoint.
+  /// serving is over waits for the parts, commits and ends the job (end_hung). A child found
+  /// silent while the job ends (a second hung rank, or one hung during the final checkpoint) has
+  /// its part of the pending checkpoint written the same way, so the commit never waits on it. A
+  /// hung sub-master, or a child of one, ends the job at once with the last complete checkpoint.
   void stop_for_hung(std::size_t i, double now);
   /// After serving with a hung child: wait (up to the rank timeout, at least 30 s) for the other
   /// children's parts, commit the checkpoint, record FAILED and end the job.
@@ -125,9 +127,9 @@ class Server {
   std::optional<ParentLink> m_parent;  ///< sub-masters only
   std::vector<float> m_update, m_reply;
   bool m_stopping = false, m_parent_stopped = false;
-  std::optional<std::pair<std::size_t, double>> m_hung;  ///< the hung child and when it was found
-  std::int64_t m_hung_checkpoint = -1;                   ///< the checkpoint written at the hang
-  bool m_hung_part_by_master = false;                    ///< its hung group's part written by the master
+  std::vector<SilentChild> m_hung;      ///< the hung children, as they were found
+  std::int64_t m_hung_checkpoint = -1;  ///< the checkpoint written at the hang
+  std::vector<int> m_parts_by_master;   ///< ranks whose part of the pending checkpoint the master wrote
   std::int64_t m_final_checkpoint = -1;
   double m_last_arrival = 0, m_mean_interval = 0;  ///< seconds between requests (moving average)
   std::int64_t m_deferred = 0;                     ///< replies deferred by topology.max_lead

@@ -26,39 +26,66 @@ std::optional<std::size_t> Server::hung_child(double now) const {
   return std::nullopt;
 }
 
-void Server::fail_hung(std::size_t i, double now, std::int64_t taken_at_hang) {
+namespace {
+
+// "rank 2" or "ranks 1 and 2".
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() > 1 ? "ranks " : "rank ";
+  for (std::size_t k = 0; k < ranks.size(); ++k)
+    s += fmt::format("{}{}", k == 0 ? "" : k + 1 == ranks.size() ? " and " : ", ", ranks[k]);
+  return s;
+}
+
+}  // namespace
+
+void Server::fail_hung(std::int64_t taken_at_hang) {
   const auto latest = dist::latest_checkpoint_id_or_none(m_ctx.run_dir);
-  std::string why = hung_report(m_children[i].rank, i, m_children[i].watch, now, m_ctx.d.dist.topology.rank_timeout_s,
-                                latest, m_ctx.run_dir);
-  if (taken_at_hang >= 0 && latest == taken_at_hang)
-    why +=
-        m_hung_part_by_master
-            ? fmt::format(" (taken at the hang: rank {}'s part holds its data position, its rule state starts afresh)",
-                          m_children[i].rank)
-            : fmt::format(" (taken at the hang, with rank {}'s own part, written before it stopped)",
-                          m_children[i].rank);
+  std::string why = hung_report(m_hung, m_ctx.d.dist.topology.rank_timeout_s, latest, m_ctx.run_dir);
+  if (taken_at_hang >= 0 && latest == taken_at_hang) {
+    std::vector<int> own;
+    for (const SilentChild& h : m_hung)
+      if (std::find(m_parts_by_master.begin(), m_parts_by_master.end(), h.rank) == m_parts_by_master.end())
+        own.push_back(h.rank);
+    why += " (taken at the hang";
+    if (!m_parts_by_master.empty())
+      why += fmt::format(": {}'s part{} the data position, the rule state starts afresh", rank_list(m_parts_by_master),
+                         m_parts_by_master.size() > 1 ? "s hold" : " holds");
+    if (!own.empty())
+      why += fmt::format("{} with {}'s own part{}, written before it stopped", m_parts_by_master.empty() ? "," : ";",
+                         rank_list(own), own.size() > 1 ? "s" : "");
+    why += ")";
+  }
   std::ofstream(m_ctx.run_dir + "/FAILED") << why << '\n';
   MPIGAN_THROW(Error, "{}", why);
 }
 
 void Server::stop_for_hung(std::size_t i, double now) {
-  if (!m_top || m_t.masters > 1) fail_hung(i, now);
   Child& c = m_children[i];
+  m_hung.push_back({c.rank, i, c.watch.silent_for(now), c.watch.limit(m_ctx.d.dist.topology.rank_timeout_s)});
+  if (!m_top || m_t.masters > 1) fail_hung();
   c.stopped = true;  // never answered again; its receive is cancelled after serving
   m_service.child_gone(static_cast<int>(i));
-  m_hung = {i, now};
   const auto v = m_service.version();
+  const int group = (c.rank - m_t.masters) / m_t.group_size;
+  if (m_stopping) {
+    // The job is ending already (another child hung, or the final checkpoint waits for parts): the
+    // commit must not wait for a rank that will never write.
+    spdlog::error("rank {} (child {}) has sent nothing for {:.0f} s while the job ends", c.rank, i,
+                  c.watch.silent_for(now));
+    if (m_checkpoints.pending() >= 0 && m_checkpoints.write_part_for(group, c.last))
+      m_parts_by_master.push_back(c.rank);
+    return;
+  }
   spdlog::error("rank {} (child {}) has sent nothing for {:.0f} s: ending the job with a checkpoint of version {}",
                 c.rank, i, c.watch.silent_for(now), v);
-  if (m_stopping) return;  // a final checkpoint is under way already
   m_checkpoints.write(v, m_result);
   if (m_checkpoints.pending() == v) {
-    m_checkpoints.write_part_for((c.rank - m_t.masters) / m_t.group_size, c.last);
+    // Unless the hung rank's own part of v is there (it wrote its part of the periodic checkpoint
+    // v, then stopped before the others had written theirs).
+    if (m_checkpoints.write_part_for(group, c.last)) m_parts_by_master.push_back(c.rank);
     m_hung_checkpoint = v;
-    m_hung_part_by_master = true;
   } else if (dist::latest_checkpoint_id_or_none(m_ctx.run_dir) == v) {
-    // Committed at once: every part of version v was there, the hung rank's own included (it
-    // wrote its part of the periodic checkpoint v, then stopped before the master committed it).
+    // Committed at once: every part of version v was there, the hung rank's own included.
     m_hung_checkpoint = v;
   }
   enter_stopping(m_checkpoints.pending() == v ? v : -1);
@@ -72,7 +99,7 @@ void Server::end_hung() {
   if (m_checkpoints.pending() >= 0) m_checkpoints.wait_commit(std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s));
   const bool committed =
       m_hung_checkpoint >= 0 && dist::latest_checkpoint_id_or_none(m_ctx.run_dir) == m_hung_checkpoint;
-  fail_hung(m_hung->first, m_hung->second, committed ? m_hung_checkpoint : -1);
+  fail_hung(committed ? m_hung_checkpoint : -1);
 }
 
 // ---------------------------------------------------------------- the end of training

@@ -13,7 +13,7 @@ set -uo pipefail
 mpigan=${1:?mpigan binary}
 mpiexec=${2:?mpiexec}
 work=$(mktemp -d)
-trap '[[ -n ${stopped:-} ]] && kill -9 "$stopped" 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"; [[ -n ${job:-} ]] && kill -9 "$job" 2>/dev/null' EXIT
+trap '[[ -n ${stopped:-} ]] && kill -9 $stopped 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"; [[ -n ${job:-} ]] && kill -9 "$job" 2>/dev/null' EXIT
 fail() { echo "FAIL: $*"; [[ -f ${log:-} ]] && tail -n 30 "$log"; exit 1; }
 pass() { echo "ok: $*"; }
 
@@ -112,50 +112,65 @@ pass "a worker's error: exit $rc, FAILED quotes it"
 # ends the job with a checkpoint of the version reached (writing the hung worker's part itself from
 # its last update), and --resume continues from it. Asynchronous (downpour: the other worker goes on
 # until the limit) and synchronous (sync: the round can never close; its held worker is stopped).
+# 4. Both workers hung at once (downpour): the second is found silent while the job ends; the master
+# writes both parts, FAILED names both ranks, and --resume continues.
 source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
+# hung_worker RULE RANKS...: stop RANKS of a 3-rank job under RULE.
 hung_worker() {
-  local rule=$1 dir=$work/hung-$1
-  log=$work/hung-$rule.log
+  local rule=$1 name=$1
+  shift
+  local ranks=("$@")
+  ((${#ranks[@]} > 1)) && name=$rule-${#ranks[@]}
+  local dir=$work/hung-$name what="hung $name (ranks ${ranks[*]})"
+  log=$work/hung-$name.log
   "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$dir" --set checkpoint.every=20 \
     --set algorithm.name="$rule" --set topology.rank_timeout=3 >"$log" 2>&1 &
   job=$!
   for _ in $(seq 600); do [[ -s $dir/checkpoints/latest ]] && break; sleep 0.1; done
-  [[ -s $dir/checkpoints/latest ]] || fail "hung $rule: no checkpoint"
-  stopped=$(rank_pid "$job" 2)
-  [[ -n $stopped ]] || fail "hung $rule: rank 2 not found among this job's processes"
-  kill -STOP "$stopped"
+  [[ -s $dir/checkpoints/latest ]] || fail "$what: no checkpoint"
+  local r pid pids=()
+  for r in "${ranks[@]}"; do
+    pid=$(rank_pid "$job" "$r")
+    [[ -n $pid ]] || fail "$what: rank $r not found among this job's processes"
+    pids+=("$pid")
+  done
+  stopped="${pids[*]}"
+  kill -STOP ${pids[@]}
   local before t0=$SECONDS
   before=$(latest_step "$dir")
   for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$job" 2>/dev/null && fail "hung $rule: the job still runs 30 s after rank 2 was stopped"
+  kill -0 "$job" 2>/dev/null && fail "$what: the job still runs 30 s after the ranks were stopped"
   wait "$job"
   local rc=$?
   job=
-  kill -9 "$stopped" 2>/dev/null
+  kill -9 ${pids[@]} 2>/dev/null
   stopped=
-  [[ $rc -ne 0 ]] || fail "hung $rule: exit status 0"
+  [[ $rc -ne 0 ]] || fail "$what: exit status 0"
   # FAILED is the record: the rank's own stderr line may be cut off by the launcher's abort.
-  grep -q "rank 2 (child 1 of this master) has sent nothing for" "$dir/FAILED" ||
-    fail "hung $rule: FAILED does not name the hung rank: $(cat "$dir/FAILED" 2>&1)"
+  for r in "${ranks[@]}"; do
+    grep -q "rank $r (child $((r - 1)) of this master) has sent nothing for" "$dir/FAILED" ||
+      fail "$what: FAILED does not name rank $r: $(cat "$dir/FAILED" 2>&1)"
+  done
   local step
   step=$(latest_step "$dir")
   # The checkpoint is the one taken at the hang (it may coincide with a periodic one: sync makes no
   # progress once a worker stops).
   grep -q "The last complete checkpoint is step $step: .* (taken at the hang" "$dir/FAILED" ||
-    fail "hung $rule: the checkpoint at the hang is not 'latest' (latest $step, periodic one before: $before)"
-  pass "hung $rule worker: named after $((SECONDS - t0)) s, exit $rc, checkpoint $step (periodic one before: $before)"
-  local own=0  # the checkpoint holds the hung rank's own part (read before --resume clears FAILED)
-  grep -q "with rank 2's own part, written before it stopped" "$dir/FAILED" && own=1
+    fail "$what: the checkpoint at the hang is not 'latest' (latest $step, periodic one before: $before)"
+  pass "$what: named after $((SECONDS - t0)) s, exit $rc, checkpoint $step (periodic one before: $before)"
+  local own=0  # the checkpoint holds a hung rank's own part (read before --resume clears FAILED)
+  grep -q "own part.*, written before it stopped" "$dir/FAILED" && own=1
   "$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --resume "$dir" --set algorithm.name="$rule" \
-    --set training.max_updates=$((step + 20)) >"$log" 2>&1 || fail "hung $rule: --resume failed"
-  # The master writes the hung group's part, unless the checkpoint of the hang's version was already
-  # complete with the rank's own part (it wrote its part of a periodic checkpoint, then stopped).
+    --set training.max_updates=$((step + 20)) >"$log" 2>&1 || fail "$what: --resume failed"
+  # The master writes the hung groups' parts, unless the checkpoint of the hang's version was
+  # already complete with their own parts (written for a periodic checkpoint before they stopped).
   if ((!own)); then
-    grep -q "written by the master for a hung group" "$log" || fail "hung $rule: the hung group's part was not used"
+    grep -q "written by the master for a hung group" "$log" || fail "$what: the hung group's part was not used"
   fi
-  [[ $(latest_step "$dir") -eq $((step + 20)) ]] || fail "hung $rule: resumed run did not reach $((step + 20))"
-  pass "hung $rule worker: --resume continues from step $step"
+  [[ $(latest_step "$dir") -eq $((step + 20)) ]] || fail "$what: resumed run did not reach $((step + 20))"
+  pass "$what: --resume continues from step $step"
 }
-hung_worker downpour
-hung_worker sync
+hung_worker downpour 2
+hung_worker sync 2
+hung_worker downpour 1 2
 echo "all fault tests passed"

@@ -4,6 +4,8 @@
 
 #include "mpigan/master/child_watch.hpp"
 
+#include <vector>
+
 using namespace mpigan::master;
 
 TEST_CASE("child watch: the silence limit follows the child's pace; the report names it") {
@@ -27,9 +29,19 @@ TEST_CASE("child watch: the silence limit follows the child's pace; the report n
   w.awaiting(t);
   CHECK_FALSE(w.too_long(t + 199.0, 0));
   CHECK(w.too_long(t + 201.0, 0));
-  const std::string r = hung_report(2, 1, w, t + 201.0, 0, 140, "runs/x");
+  const std::vector<SilentChild> one{{2, 1, w.silent_for(t + 201.0), w.limit(0)}};
+  const std::string r = hung_report(one, 0, 140, "runs/x");
   CHECK(r.find("rank 2 (child 1 of this master) has sent nothing for 201 s, more than its limit of 200 s") !=
         std::string::npos);
+  CHECK(r.find(": it is hung or stopped") != std::string::npos);
   CHECK(r.find("The last complete checkpoint is step 140: resume with --resume runs/x") != std::string::npos);
-  CHECK(hung_report(2, 1, w, t + 201.0, 0, -1, "runs/x").find("No complete checkpoint") != std::string::npos);
+  CHECK(hung_report(one, 0, -1, "runs/x").find("No complete checkpoint") != std::string::npos);
+  // A second child found silent while the job ends: both are named, each with its own silence.
+  const std::vector<SilentChild> two{{1, 0, 5.2, 3.0}, {2, 1, 7.4, 3.0}};
+  const std::string r2 = hung_report(two, 3.0, 27, "runs/y");
+  CHECK(r2.find("rank 1 (child 0 of this master) has sent nothing for 5 s, more than its limit of 3 s "
+                "(topology.rank_timeout); rank 2 (child 1 of this master) has sent nothing for 7 s") !=
+        std::string::npos);
+  CHECK(r2.find(": they are hung or stopped") != std::string::npos);
+  CHECK(r2.find("step 27: resume with --resume runs/y") != std::string::npos);
 }
