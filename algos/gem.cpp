@@ -60,8 +60,8 @@ struct GemParams {
 
 class GemWorker final : public WorkerRule {
  public:
-  GemWorker(const GemParams& p, std::size_t n)
-      : m_p(p), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n), m_v(p.rmsprop ? n : 0, 0.0f) {}
+  GemWorker(const GemParams& p, std::size_t n, const double* schedule)
+      : m_p(p), m_schedule(schedule), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n), m_v(p.rmsprop ? n : 0, 0.0f) {}
 
   RuleStats before_send(std::span<float> update, std::span<const float> theta,
                         std::span<const float> computed_at) override {
@@ -76,20 +76,22 @@ class GemWorker final : public WorkerRule {
       std::copy(s.begin(), s.end(), m_stale.begin());
       m_initialised = true;
     }
-    float lr = m_p.lr;
+    // The proposal learning rate with the schedule's factor (optimizer.schedule) of the last reply.
+    const float lr0 = m_p.lr * static_cast<float>(m_schedule != nullptr ? *m_schedule : 1.0);
+    float lr = lr0;
     if (m_p.clip_norm > 0) {
       double ss = 0;
       for (float g : update) ss += static_cast<double>(g) * g;
       const double norm = std::sqrt(ss);
-      if (norm > m_p.clip_norm) lr = static_cast<float>(m_p.lr * (m_p.clip_norm / norm));
+      if (norm > m_p.clip_norm) lr = static_cast<float>(lr0 * (m_p.clip_norm / norm));
     }
     std::size_t n = 0;
     for (std::size_t i = 0; i < update.size(); ++i) {
       float delta = -lr * update[i];
       if (m_p.rmsprop) {
-        const float g = update[i] * (lr / m_p.lr);  // the clipped gradient
+        const float g = update[i] * (lr / lr0);  // the clipped gradient
         m_v[i] = m_p.rho * m_v[i] + (1.0f - m_p.rho) * g * g;
-        delta = -m_p.lr * g / (std::sqrt(m_v[i]) + m_p.rms_epsilon);
+        delta = -lr0 * g / (std::sqrt(m_v[i]) + m_p.rms_epsilon);
       }
       m_m[i] = m_p.momentum * m_m[i] + delta;
       const float cvm = theta[i] - m_stale[i];
@@ -132,6 +134,7 @@ class GemWorker final : public WorkerRule {
 
  private:
   GemParams m_p;
+  const double* m_schedule;  ///< RuleContext::lr_factor
   std::vector<float> m_m, m_stale, m_pi, m_v;
   bool m_initialised = false;
 };
@@ -171,7 +174,7 @@ class Gem final : public Algorithm {
   std::unique_ptr<WorkerRule> make_worker(const RuleContext& ctx) const override {
     GemParams p = m_p;
     p.lr = m_p.lr_for(ctx.workers);
-    return std::make_unique<GemWorker>(p, ctx.layout.size());
+    return std::make_unique<GemWorker>(p, ctx.layout.size(), ctx.lr_factor);
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
     return std::make_unique<GemMaster>(w, ctx.backend, m_p.warmup.resolve(ctx.workers));

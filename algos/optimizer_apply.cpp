@@ -43,7 +43,8 @@ OptimizerApply::OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Wa
       m_grad(ParameterSet::like(ctx.layout, ctx.backend)),
       m_opt(nn::make_optimizer(ctx.optimizer, ctx.backend, ctx.layout)),
       m_lr(ctx.optimizer.lr),
-      m_warmup(warmup.resolve(ctx.workers)) {}
+      m_warmup(warmup.resolve(ctx.workers)),
+      m_schedule(ctx.lr_factor) {}
 
 void OptimizerApply::apply(std::span<const float> gradient, float scale, std::span<float> reply, float lr_scale) {
   MPIGAN_CHECK(gradient.size() == m_grad.size(), "master optimizer: gradient of {} values for {} parameters",
@@ -58,7 +59,8 @@ void OptimizerApply::apply(std::span<const float> gradient, float scale, std::sp
     for (std::size_t i = 0; i < gradient.size(); ++i) s[i] = scale * gradient[i];
   }
   const ParameterSet& grad = in_place ? g : m_grad;
-  m_opt->set_lr(m_lr * lr_scale * Warmup::factor(m_opt->iterations(), m_warmup));
+  const double schedule = m_schedule != nullptr ? *m_schedule : 1.0;
+  m_opt->set_lr(m_lr * lr_scale * schedule * Warmup::factor(m_opt->iterations(), m_warmup));
   if (reply.empty()) {
     m_opt->step(m_weights, grad);
   } else {

@@ -59,7 +59,7 @@ class OptimizerApply {
  public:
   OptimizerApply(ParameterSet& weights, const RuleContext& ctx, Warmup warmup = {});
   /// weights <- optimizer(weights, scale * gradient), with the optimizer's learning rate times
-  /// @p lr_scale (and the warm-up's factor) for this step only. A non-empty @p reply also
+  /// @p lr_scale (and the warm-up's and the schedule's factors) for this step only. A non-empty @p reply also
   /// receives the new weights, written in the optimizer's own pass (no second read of the
   /// weights). Scaling the gradient and scaling the step differ for rmsprop and adam, which divide
   /// the gradient by its running magnitude: only @p lr_scale shortens their step.
@@ -75,6 +75,7 @@ class OptimizerApply {
   std::unique_ptr<nn::Optimizer> m_opt;
   double m_lr;                ///< the experiment's learning rate
   std::int64_t m_warmup = 0;  ///< warm-up steps (resolved; 0 or 1: none)
+  const double* m_schedule;   ///< the schedule's factor (RuleContext::lr_factor)
 };
 
 }  // namespace mpigan::algos

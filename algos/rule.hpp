@@ -122,6 +122,11 @@ struct RuleContext {
   nn::OptimizerConfig optimizer;  ///< the experiment's optimizer (master optimizer in gradient mode)
   int workers = 1;                ///< workers served by this master
   std::string network;            ///< "generator" or "discriminator" (for messages)
+  /// The learning-rate schedule's factor now (optimizer.schedule), owned and kept current by the
+  /// side that builds the rule (the master from its budget spent, a worker from its last reply);
+  /// null: 1. Every learning rate a rule applies is multiplied by it.
+  const double* lr_factor = nullptr;
+  double schedule() const { return lr_factor != nullptr ? *lr_factor : 1.0; }
 };
 
 /// An update rule: its fixed properties and factories for its two sides.

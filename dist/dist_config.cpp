@@ -54,6 +54,12 @@ DistExperiment load(const std::string& path, const std::vector<std::string>& ove
     d.experiment.resolved["validation"]["enabled"] = false;
     d.experiment.resolved["validation"]["physics"]["enabled"] = false;
   }
+  if (ranks > 1 && d.experiment.lr_schedule.kind != "constant" && d.experiment.max_updates == 0 &&
+      d.experiment.max_samples == 0)
+    doc.problem(
+        fmt::format("optimizer.schedule: '{}' runs over the run's budget, and a distributed run knows it only "
+                    "from training.max_samples or training.max_updates: set one",
+                    d.experiment.lr_schedule.kind));
   for (const auto& p : problems) doc.problem(p);
   if (ranks > 1 && d.experiment.max_updates == 0 && d.experiment.max_samples == 0 && d.experiment.epochs == 0)
     doc.problem("training: no stopping rule");

@@ -63,6 +63,9 @@ struct Header {
   /// running statistics). The master merges the state with it (master/update_service.hpp).
   std::array<double, 2> state_decay{1.0, 1.0};
   std::array<double, kMaxLosses> losses{};
+  /// Master replies: the learning-rate schedule's factor now (optimizer.schedule), for the rates
+  /// the receiver applies (a worker's local optimizer and rule, a sub-master's rule).
+  double lr_factor = 1.0;
 };
 
 /// Sizes of the four payload blocks. Network n (models::Net: 0 generator, 1 discriminator) has

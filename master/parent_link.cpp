@@ -27,6 +27,7 @@ ParentLink::Reply ParentLink::receive_initial() {
   MPIGAN_CHECK(h.kind == Kind::weights, "expected the initial weights from the master (rank {}), got a '{}' message",
                t.parent, dist::to_string(h.kind));
   dist::pull_payload(t.links, m_ctx.channels, t.parent, m_buf);
+  m_service.set_lr_factor(h.lr_factor);
   if (!m_resumed || !m_unapplied) return take_parent_weights(h, m_buf);
   // Resumed with a change the parent never applied: keep it, on top of the parent's weights.
   m_change.rebase(m_service, m_buf, h.version);
@@ -35,6 +36,7 @@ ParentLink::Reply ParentLink::receive_initial() {
 }
 
 ParentLink::Reply ParentLink::take_parent_weights(const Header& h, std::span<const float> buf) {
+  m_service.set_lr_factor(h.lr_factor);  // the parent's schedule, for this master's rule and its replies
   m_change.adopt(m_service, buf, h.version);
   m_unapplied = false;
   if (!(h.flags & dist::kFlagCheckpoint)) return {};

@@ -37,7 +37,7 @@ void Progress::open_logs(std::int64_t resumed_version) {
       run.file("updates.csv"),
       std::vector<std::string>{"time_s", "step", "worker", "rank", "pulled", "staleness", "samples", "update_norm",
                                "update_norm_g", "update_norm_d", "scale_g", "scale_d", "queue_s", "wait_s", "compute_s",
-                               "verdict", "d_loss", "g_loss"},
+                               "verdict", "d_loss", "g_loss", "lr_factor"},
       append);
   m_metrics = std::make_unique<train::CsvLog>(
       run.file("metrics.csv"), train::metrics_columns(m_ctx.session.model->discriminator.output_names()), append);
@@ -60,7 +60,8 @@ void Progress::log_update(const LogRow& r, std::int64_t version) {
                   std::to_string(r.h.samples), train::csv_number(std::sqrt(r.norm_g * r.norm_g + r.norm_d * r.norm_d)),
                   train::csv_number(r.norm_g), train::csv_number(r.norm_d), train::csv_number(r.scale[0]),
                   train::csv_number(r.scale[1]), train::csv_number(r.queue_s), train::csv_number(r.h.wait_s),
-                  train::csv_number(r.h.compute_s), r.verdict, train::csv_number(d_loss), train::csv_number(g_loss)});
+                  train::csv_number(r.h.compute_s), r.verdict, train::csv_number(d_loss), train::csv_number(g_loss),
+                  train::csv_number(r.lr_factor)});
   m_staleness_sum += static_cast<double>(staleness);
   m_d_sum += d_loss;
   m_g_sum += g_loss;
@@ -69,6 +70,7 @@ void Progress::log_update(const LogRow& r, std::int64_t version) {
 
 void Progress::log_decision(LogRow row, const Decision& d, std::int64_t version) {
   row.scale = d.scale;
+  row.lr_factor = d.lr_factor;
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:

@@ -37,6 +37,7 @@ struct LogRow {
   std::int64_t version = 0;  ///< the master's version when it was served
   double norm_g = 0, norm_d = 0, queue_s = 0;
   std::array<double, 2> scale{1.0, 1.0};
+  double lr_factor = 1.0;  ///< the learning-rate schedule's factor (optimizer.schedule)
   std::string verdict;
 };
 

@@ -53,6 +53,7 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
       m_fuse_first(options.fuse_first_reply),
       m_pull_push(!options.tree_top && algorithm.exchange() == algos::Exchange::pull_push),
       m_max_nonfinite(options.max_nonfinite) {
+  m_schedule = options.schedule;
   MPIGAN_CHECK(options.children >= 1, "an update service needs at least one child, got {}", options.children);
   const char* names[2] = {"generator", "discriminator"};
   const double tree_scale = options.tree_scale > 0 ? options.tree_scale : 1.0 / options.children;
@@ -63,8 +64,8 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
     slot.rule = options.tree_top
                     ? algos::make_tree_master(slot.theta, *m_host, m_synchronous, static_cast<float>(tree_scale))
-                    : algorithm.make_master(slot.theta,
-                                            {*m_host, slot.theta, networks.optimizers[k], options.children, names[k]});
+                    : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k], options.children,
+                                                         names[k], m_lr_factor.get()});
   }
   m_state.resize(m_layout.g_state + m_layout.d_state);
   for (Net n : kNets) {
@@ -136,6 +137,8 @@ Decision UpdateService::submit(const Incoming& u, std::span<float> reply) {
   MPIGAN_CHECK(u.payload.size() == m_layout.total(), "update of {} values; the payload has {}", u.payload.size(),
                m_layout.total());
   Decision d;
+  follow_schedule();
+  d.lr_factor = lr_factor();
   // The sender computed the blocks' sums of squares as it copied the update out: a NaN or an
   // infinity anywhere makes its block's sum non-finite.
   if (!std::all_of(u.sumsq.begin(), u.sumsq.end(), [](double s) { return std::isfinite(s); })) {
@@ -202,8 +205,14 @@ bool UpdateService::round_ready() const {
   return !m_held.empty() && m_nets[0].rule->round_ready(active);
 }
 
+void UpdateService::follow_schedule() {
+  if (m_schedule) *m_lr_factor = m_schedule(m_version, m_samples);
+}
+
 Decision UpdateService::close_round() {
+  follow_schedule();
   Decision d;
+  d.lr_factor = lr_factor();
   const int first = m_held.front();
   const std::span<float> first_reply = m_fuse_first ? m_reply_slot(first) : std::span<float>();
   std::array<bool, 2> wrote{};
@@ -251,6 +260,7 @@ void UpdateService::load(const train::CheckpointReader& r, const std::string& pa
   set_state(st);
   for (Net n : kNets) m_nets[dist::index(n)].rule->load(r, fmt::format("{}rule/{}", prefix, names[dist::index(n)]));
   m_version = r.get_int(prefix + "progress/version");
+  follow_schedule();
 }
 
 void UpdateService::save_exact(train::CheckpointWriter& w, const std::string& prefix) const {
@@ -289,6 +299,7 @@ void UpdateService::load_exact(const train::CheckpointReader& r, const std::stri
                  "'{}': {} holds a BatchNorm state of {} values; the model has {}", r.path(), at, c.sent.size(),
                  m_state.size());
   }
+  follow_schedule();
 }
 
 }  // namespace mpigan::master

@@ -58,6 +58,7 @@ const char* to_string(Outcome o);
 struct Decision {
   Outcome outcome = Outcome::applied;
   std::array<double, 2> scale{1.0, 1.0};  ///< the rules' effective scale per network (per-update log)
+  double lr_factor = 1.0;                 ///< the learning-rate schedule's factor it was served with
   /// A synchronous round was applied (a new version): the held children to answer, in arrival
   /// order. The first one's reply is already written when first_reply_written.
   std::vector<int> round;
@@ -82,6 +83,10 @@ class UpdateService {
     /// tree_top, asynchronous: the factor on a sub-master's change (topology.submaster_scale;
     /// 0: 1 / children).
     double tree_scale = 0;
+    /// The learning-rate schedule (optimizer.schedule) of the version and samples reached, set
+    /// before each update is served (train::ExperimentConfig::lr_factor). Empty: the factor is set
+    /// from outside (a sub-master takes its parent's, set_lr_factor).
+    std::function<double(std::int64_t version, std::int64_t samples)> schedule;
   };
 
   /// The two networks served: their weights' layouts and initial values (on any backend), their
@@ -140,6 +145,10 @@ class UpdateService {
   bool held(int child) const { return std::find(m_held.begin(), m_held.end(), child) != m_held.end(); }
   int children() const { return static_cast<int>(m_children.size()); }
 
+  // ---- the learning-rate schedule's factor on every rate the rules apply (RuleContext::lr_factor)
+  double lr_factor() const { return *m_lr_factor; }
+  void set_lr_factor(double f) { *m_lr_factor = f; }
+
   // ---- progress
   std::int64_t version() const { return m_version; }
   std::int64_t samples() const { return m_samples; }  ///< behind applied and held updates
@@ -152,7 +161,10 @@ class UpdateService {
   /// (each after @p prefix: the sandbox keeps several masters in one file).
   void save(train::CheckpointWriter& w, const std::string& prefix = "") const;
   void load(const train::CheckpointReader& r, const std::string& path, const std::string& prefix = "");
-  void set_samples(std::int64_t s) { m_samples = s; }
+  void set_samples(std::int64_t s) {
+    m_samples = s;
+    follow_schedule();
+  }
   /// What an exact continuation needs beyond save() (the sandbox's resume, sandbox/sandbox_state.cpp):
   /// the counts, each child's bookkeeping and the BatchNorm state's decay, under @p prefix. Taken
   /// between rounds only (no update held); load_exact() follows load().
@@ -175,9 +187,14 @@ class UpdateService {
   };
   bool round_ready() const;
   Decision close_round();
+  /// The schedule's factor for the version and samples reached (Options::schedule, when set).
+  void follow_schedule();
   void merge_state(ChildState& c, std::span<const float> reported, const std::array<double, 2>& decay);
 
   std::unique_ptr<Backend> m_host;
+  /// Where the rules read the schedule's factor: its own allocation, stable however the service moves.
+  std::unique_ptr<double> m_lr_factor = std::make_unique<double>(1.0);
+  std::function<double(std::int64_t, std::int64_t)> m_schedule;
   dist::PayloadLayout m_layout;
   std::array<NetSlot, 2> m_nets;
   std::vector<float> m_state;

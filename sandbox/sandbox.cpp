@@ -96,7 +96,12 @@ void Sandbox::add_master(int rank, int children) {
   m->service = std::make_unique<master::UpdateService>(
       *m_d.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_e),
       master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite,
-                                     m_d.dist.topology.submaster_scale},
+                                     m_d.dist.topology.submaster_scale,
+                                     // Every master follows the schedule over the top's budget spent.
+                                     [this](std::int64_t, std::int64_t) {
+                                       const master::UpdateService& top = *m_masters.front()->service;
+                                       return m_e.lr_factor(top.version(), top.samples());
+                                     }},
       [this, index](int child) -> std::span<float> {
         const VirtualMaster& at = *m_masters[index];
         if (at.workers.empty()) return m_masters[static_cast<std::size_t>(child) + 1]->down;  // the top of a tree
@@ -258,11 +263,16 @@ void Sandbox::start_phase(VirtualWorker& w, double t) {
     push(w.sent_at + m_o.network.transfer(m_bytes), w.id, Event::Kind::update);
 }
 
+void Sandbox::follow_schedule(VirtualWorker& w) {
+  w.update->follow_schedule(master_of(w).service->lr_factor(), {w.opt[0].get(), w.opt[1].get()});
+}
+
 /// The worker's reply reaches it at @p t: merge, then its next phase.
 void Sandbox::deliver(VirtualWorker& w, double t) {
   w.header.wait_s = t - w.sent_at;
   w.update->merge(w.update->reply_buffer());
   w.version = master_of(w).service->version();
+  follow_schedule(w);
   start_phase(w, t);
 }
 

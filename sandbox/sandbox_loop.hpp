@@ -85,6 +85,8 @@ class Sandbox {
   void send_initial();
   void start_phase(VirtualWorker& w, double t);
   void deliver(VirtualWorker& w, double t);
+  /// The worker takes its master's learning-rate schedule factor with a reply (dist::Header::lr_factor).
+  void follow_schedule(VirtualWorker& w);
   master::Incoming incoming(VirtualWorker& w);
   master::LogRow row_for(const VirtualWorker& w, double arrived) const;
   void fill_result();

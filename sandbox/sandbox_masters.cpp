@@ -113,6 +113,7 @@ void Sandbox::serve_pull(VirtualWorker& w, double arrived) {
   // The worker goes on at once; its master may still be exchanging with the top.
   w.update->merge(w.update->reply_buffer());
   w.version = pulled_version;
+  follow_schedule(w);
   start_phase(w, pushed_at);
 }
 

@@ -410,8 +410,13 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
 }
 
 double LrSchedule::factor(std::int64_t step, std::int64_t total) const {
-  if (kind == "constant" || total <= 0) return 1.0;
-  const double t = std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0);
+  if (total <= 0) return 1.0;
+  return at(static_cast<double>(step) / static_cast<double>(total));
+}
+
+double LrSchedule::at(double spent) const {
+  if (kind == "constant") return 1.0;
+  const double t = std::clamp(spent, 0.0, 1.0);
   return final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + std::cos(std::acos(-1.0) * t));
 }
 
@@ -419,6 +424,14 @@ const char* ExperimentConfig::budget_spent(std::int64_t version, std::int64_t sa
   if (max_updates > 0 && version >= max_updates) return "max_updates reached";
   if (max_samples > 0 && samples >= max_samples) return "max_samples reached";
   return nullptr;
+}
+
+double ExperimentConfig::lr_factor(std::int64_t version, std::int64_t samples) const {
+  if (max_updates <= 0 && max_samples <= 0) return 1.0;
+  double spent = 0;
+  if (max_updates > 0) spent = std::max(spent, static_cast<double>(version) / static_cast<double>(max_updates));
+  if (max_samples > 0) spent = std::max(spent, static_cast<double>(samples) / static_cast<double>(max_samples));
+  return lr_schedule.at(spent);
 }
 
 ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides,

@@ -88,6 +88,8 @@ struct LrSchedule {
   double final_fraction = 0.1;
   /// The factor on the configured learning rates after @p step of @p total steps.
   double factor(std::int64_t step, std::int64_t total) const;
+  /// The factor once @p spent (0..1, clamped) of the run's budget is spent.
+  double at(double spent) const;
 };
 
 struct ExperimentConfig {
@@ -139,6 +141,11 @@ struct ExperimentConfig {
   /// Why a run ends after @p version versions holding @p samples samples: "max_updates reached",
   /// "max_samples reached", or nullptr while neither budget is spent.
   const char* budget_spent(std::int64_t version, std::int64_t samples) const;
+  /// The learning-rate schedule's factor in a distributed run (and the sandbox) after @p version
+  /// master versions holding @p samples samples: the schedule runs over the budget that ends the
+  /// run first, the larger of version / max_updates and samples / max_samples spent (1 for a
+  /// constant schedule, or when neither budget is set).
+  double lr_factor(std::int64_t version, std::int64_t samples) const;
 
   /// The resolved document (overrides applied, defaults filled in), for config.yaml and rank 0's log.
   YAML::Node resolved;

@@ -209,6 +209,10 @@ Header Exchanger::share_with_group(Header ctl) {
   if (ctl.kind == Kind::weights) {
     m_update.load();
     m_progress.version = ctl.version;
+    // The master's learning-rate schedule: the rule's rates, and in local mode the local optimizers'.
+    const bool local = m_update.mode() == algos::WorkerMode::local;
+    m_update.follow_schedule(
+        ctl.lr_factor, {local ? m_ctx.session.opt_g.get() : nullptr, local ? m_ctx.session.opt_d.get() : nullptr});
   }
   return ctl;
 }

@@ -35,12 +35,19 @@ UpdateBuilder::UpdateBuilder(const algos::Algorithm& algorithm, train::Session& 
   const char* names[2] = {"generator", "discriminator"};
   for (Net n : kNets) {
     const std::size_t k = dist::index(n);
-    m_rules[k] = algorithm.make_worker({*m_host, nets[k]->weights(), *opts[k], siblings, names[k]});
+    m_rules[k] = algorithm.make_worker({*m_host, nets[k]->weights(), *opts[k], siblings, names[k], m_lr_factor.get()});
+    m_lr[k] = opts[k]->lr;
     if (m_mode == algos::WorkerMode::gradients) m_acc[k] = ParameterSet::like(nets[k]->weights(), *session.backend);
   }
 }
 
 UpdateBuilder::~UpdateBuilder() = default;
+
+void UpdateBuilder::follow_schedule(double factor, const std::array<nn::Optimizer*, 2>& local) {
+  *m_lr_factor = factor;
+  for (Net n : kNets)
+    if (nn::Optimizer* o = local[dist::index(n)]) o->set_lr(m_lr[dist::index(n)] * factor);
+}
 
 void UpdateBuilder::begin_phase() {
   if (m_mode != algos::WorkerMode::gradients) return;

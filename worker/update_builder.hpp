@@ -60,6 +60,12 @@ class UpdateBuilder {
   /// the pulled ones, and start the state's decay afresh.
   void load();
 
+  /// The learning-rate schedule's factor of the last reply (dist::Header::lr_factor): the rule's
+  /// rates follow it (GEM's proposals), and so do the @p local optimizers (local mode; null ones
+  /// are skipped), set to the experiment's rates times it.
+  void follow_schedule(double factor, const std::array<nn::Optimizer*, 2>& local);
+  double lr_factor() const { return *m_lr_factor; }
+
   std::span<float> payload() { return m_payload; }
   std::span<float> reply_buffer() { return m_reply; }
   /// The weights a pull-then-push rule computes its first update against (the initial weights).
@@ -78,6 +84,8 @@ class UpdateBuilder {
   algos::WorkerMode m_mode;
   algos::Payload m_payload_kind;
   std::unique_ptr<Backend> m_host;
+  std::unique_ptr<double> m_lr_factor = std::make_unique<double>(1.0);  ///< RuleContext::lr_factor
+  std::array<double, 2> m_lr{};                                         ///< the experiment's rates
   std::array<std::unique_ptr<algos::WorkerRule>, 2> m_rules;
   std::array<ParameterSet, 2> m_acc;  ///< gradient mode: accumulated gradients per network
   std::vector<float> m_payload, m_reply, m_local, m_pulled;

@@ -26,6 +26,9 @@ struct ServiceStub {
   std::unique_ptr<master::UpdateService> service;
   std::vector<std::array<std::unique_ptr<algos::WorkerRule>, 2>> workers;
   std::vector<std::vector<float>> slots;  ///< each child's reply buffer
+  /// The learning-rate schedule's factor the workers' rules read (a worker's last reply's), boxed
+  /// so that its address stays valid when the stub moves.
+  std::unique_ptr<double> worker_lr_factor = std::make_unique<double>(1.0);
 
   static nn::OptimizerConfig sgd(double lr) {
     auto c = nn::OptimizerConfig::defaults("sgd");
@@ -55,8 +58,8 @@ struct ServiceStub {
     service = std::make_unique<master::UpdateService>(
         *alg, nets, options, [this](int c) { return std::span<float>(slots[static_cast<std::size_t>(c)]); });
     for (int i = 0; i < nworkers; ++i) {
-      workers.push_back({alg->make_worker({*be, layout, opt, nworkers, "generator"}),
-                         alg->make_worker({*be, layout, opt, nworkers, "discriminator"})});
+      workers.push_back({alg->make_worker({*be, layout, opt, nworkers, "generator", worker_lr_factor.get()}),
+                         alg->make_worker({*be, layout, opt, nworkers, "discriminator", worker_lr_factor.get()})});
       // Every worker is given the initial weights first, as the master does at start.
       service->pull(i, slots[static_cast<std::size_t>(i)]);
     }

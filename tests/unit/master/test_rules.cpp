@@ -276,6 +276,36 @@ TEST_CASE("gem proposal rmsprop: Delta = -lr g / (sqrt(v) + eps), v kept by each
                     doctest::Contains("rho and rms_epsilon belong to proposal: rmsprop"));
 }
 
+TEST_CASE("optimizer.schedule: the master's rates, sync's rounds and GEM's proposals follow the schedule's factor") {
+  // A top master: the factor of the version and samples reached, set before each update is served.
+  master::UpdateService::Options top;
+  top.schedule = [](std::int64_t version, std::int64_t) { return version == 0 ? 0.5 : 0.25; };
+  Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), top);
+  Decision d;
+  s.exchange(0, {2.0f}, {}, 0, &d);
+  check_vec("theta - 0.5 * 0.1 g", s.weights(), {0.9});
+  CHECK(d.lr_factor == doctest::Approx(0.5));
+  CHECK(s.service->lr_factor() == doctest::Approx(0.5));  // what the reply carries
+  s.exchange(1, {2.0f}, {}, 1, &d);
+  check_vec("then 0.25 * 0.1 g", s.weights(), {0.85});
+  CHECK(d.lr_factor == doctest::Approx(0.25));
+  // A sub-master: no schedule of its own; the factor is its parent's.
+  Stub sub("algorithm: {name: downpour, warmup: 0}", {1.0f}, 1);
+  sub.service->set_lr_factor(0.3);
+  sub.exchange(0, {2.0f}, {}, 0);
+  check_vec("theta - 0.3 * 0.1 g", sub.weights(), {0.94});
+  // sync: the round is applied with the factor of the version it closes.
+  Stub r("algorithm: {name: sync, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), top);
+  r.exchange(0, {1.0f}, {}, 0);
+  r.exchange(1, {3.0f}, {}, 0);
+  check_vec("theta - 0.5 * 0.1 mean g", r.weights(), {0.9});
+  // GEM's proposals on the worker: Delta = -factor lr g (first exchange: pi = kappa = 2).
+  Stub g("algorithm: {name: gem, proposal: sgd, lr: 0.1, momentum: 0.9, kappa: 2, warmup: 0}", {0.0f, 0.0f}, 1);
+  *g.worker_lr_factor = 0.5;
+  g.exchange(0, {1.0f, -2.0f}, {0.0f, 0.0f}, 0);
+  check_vec("theta = 2 * (-0.05 g)", g.weights(), {-0.1, 0.2});
+}
+
 TEST_CASE("dc_asgd: the Taylor correction uses the weights last sent to that worker") {
   Stub s("algorithm: {name: dc_asgd, warmup: 0, lambda: 0.5, adaptive: false}", {1.0f, 1.0f}, 2);
   // Worker 0 first: backup = theta0, no correction: theta1 = theta0 - 0.1 g

@@ -210,6 +210,50 @@ TEST_CASE("training.max_samples: sync and downpour stop at the same samples, at 
   CHECK(both.master.version == 7);
 }
 
+TEST_CASE("optimizer.schedule: the masters' and the workers' rates follow the cosine over the sample budget") {
+  // downpour, 3 workers x batch 8, 200 samples: the n-th update is served at n x 8 samples, with
+  // the factor of the cosine there (updates.csv's lr_factor).
+  const std::string dir = test::temp_dir("sandbox-schedule");
+  const auto d = experiment(dir, 3,
+                            {"algorithm.name=downpour", "optimizer.schedule=cosine", "optimizer.final_fraction=0.1",
+                             "training.max_samples=200"});
+  SandboxOptions o;
+  o.workers = 3;
+  o.out_dir = dir + "/run";
+  run_sandbox(d, o);
+  std::ifstream in(o.out_dir + "/updates.csv");
+  std::string line;
+  std::getline(in, line);
+  const auto head = fields(line);
+  const auto col = static_cast<std::size_t>(std::find(head.begin(), head.end(), "lr_factor") - head.begin());
+  REQUIRE(col < head.size());
+  int n = 0;
+  double last = 2.0;
+  for (; std::getline(in, line); ++n) {
+    const double f = std::stod(fields(line)[col]);
+    CHECK(f == doctest::Approx(d.experiment.lr_schedule.at(8.0 * n / 200.0)).epsilon(1e-5));
+    CHECK(f <= last);
+    last = f;
+  }
+  CHECK(n == 25);
+  CHECK(last < 0.11);  // 192 of 200 samples spent: 0.1 + 0.45 (1 + cos(0.96 pi)) = 0.1035
+  // Local optimizers (easgd) take the factor with each reply: a cosine down to 1 is the constant
+  // schedule, bit for bit; down to 0 it is not.
+  const auto easgd = [](const std::string& name, const std::string& final_fraction) {
+    return final_weights(run(name, 2,
+                             {"algorithm.name=easgd", "optimizer.schedule=cosine",
+                              "optimizer.final_fraction=" + final_fraction, "training.max_samples=160"}));
+  };
+  const auto constant =
+      final_weights(run("sandbox-schedule-const", 2, {"algorithm.name=easgd", "training.max_samples=160"}));
+  const auto flat = easgd("sandbox-schedule-flat", "1"), falling = easgd("sandbox-schedule-falling", "0");
+  CHECK(std::memcmp(constant.data(), flat.data(), constant.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(constant.data(), falling.data(), constant.size() * sizeof(float)) != 0);
+  // A distributed run knows its budget only from max_samples or max_updates.
+  CHECK_THROWS_WITH_AS(experiment(dir, 3, {"optimizer.schedule=cosine"}),
+                       doctest::Contains("optimizer.schedule: 'cosine' runs over the run's budget"), ConfigError);
+}
+
 TEST_CASE("a sandbox run is the same, bit for bit, for the same seeds; another clock seed changes the order") {
   SandboxOptions o;
   o.compute = ComputeModel::parse("lognormal:0.2,0.5");

@@ -5,6 +5,8 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/train/experiment.hpp"
 
+#include <cmath>
+
 using namespace mpigan;
 using namespace mpigan::train;
 
@@ -51,6 +53,27 @@ training: {batch: 32, max_updates: 10}
   CHECK(e.resolved["optimizer"]["discriminator"]["lr"].as<double>() == doctest::Approx(1e-3));
   CHECK(e.max_samples == 0);
   CHECK(e.resolved["training"]["max_samples"].as<int>() == 0);
+}
+
+TEST_CASE("optimizer.schedule in a distributed run: the cosine runs over the budget that ends the run first") {
+  const std::string base = "name: t\nmodel: {name: 3dgan-25}\ndata: {train: \"data/*.h5\"}\n";
+  const auto cos = parse(base +
+                         "optimizer: {schedule: cosine, final_fraction: 0.1}\ntraining: {max_samples: 1000, "
+                         "max_updates: 100}\n");
+  CHECK(cos.lr_factor(0, 0) == doctest::Approx(1.0));
+  // Half the samples spent: 0.1 + 0.9 (1 + cos(pi / 2)) / 2 = 0.55.
+  CHECK(cos.lr_factor(10, 500) == doctest::Approx(0.55));
+  // Half the updates spent while a quarter of the samples: the updates lead.
+  CHECK(cos.lr_factor(50, 250) == doctest::Approx(0.55));
+  // A quarter: 0.1 + 0.45 (1 + cos(pi / 4)) = 0.868198.
+  CHECK(cos.lr_factor(0, 250) == doctest::Approx(0.1 + 0.45 * (1.0 + std::sqrt(0.5))));
+  CHECK(cos.lr_factor(100, 2000) == doctest::Approx(0.1));  // spent, and beyond: final_fraction
+  const auto constant = parse(base + "training: {max_samples: 1000}\n");
+  CHECK(constant.lr_factor(10, 500) == 1.0);
+  const auto no_budget = parse(base + "optimizer: {schedule: cosine}\n");
+  CHECK(no_budget.lr_factor(10, 500) == 1.0);
+  // The single-process trainer's steps, through the same curve.
+  CHECK(cos.lr_schedule.factor(1, 4) == doctest::Approx(cos.lr_schedule.at(0.25)));
 }
 
 TEST_CASE("training.max_samples and max_updates: the first budget spent ends the run") {
