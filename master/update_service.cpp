@@ -269,6 +269,7 @@ void UpdateService::save_exact(train::CheckpointWriter& w, const std::string& pr
   w.put(prefix + "/counts", std::vector<double>{static_cast<double>(m_samples), static_cast<double>(m_applied),
                                                 static_cast<double>(m_rejected), static_cast<double>(m_nonfinite_run)});
   w.put(prefix + "/state_decay", std::span<const double>(m_state_decay));
+  w.put(prefix + "/lr_factor", std::vector<double>{*m_lr_factor});
   for (std::size_t i = 0; i < m_children.size(); ++i) {
     const ChildState& c = m_children[i];
     const std::string at = fmt::format("{}/child{}", prefix, i);
@@ -299,6 +300,9 @@ void UpdateService::load_exact(const train::CheckpointReader& r, const std::stri
                  "'{}': {} holds a BatchNorm state of {} values; the model has {}", r.path(), at, c.sent.size(),
                  m_state.size());
   }
+  // Set from outside (a sub-master's parent) the factor is part of the state; states written
+  // before it was kept hold none (a factor of 1).
+  if (!m_schedule) *m_lr_factor = r.has(prefix + "/lr_factor") ? r.doubles(prefix + "/lr_factor", 1)[0] : 1.0;
   follow_schedule();
 }
 

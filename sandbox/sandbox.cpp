@@ -95,13 +95,14 @@ void Sandbox::add_master(int rank, int children) {
                rank, m->workers.size(), children);
   m->service = std::make_unique<master::UpdateService>(
       *m_d.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_e),
-      master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite,
-                                     m_d.dist.topology.submaster_scale,
-                                     // Every master follows the schedule over the top's budget spent.
-                                     [this](std::int64_t, std::int64_t) {
-                                       const master::UpdateService& top = *m_masters.front()->service;
-                                       return m_e.lr_factor(top.version(), top.samples());
-                                     }},
+      master::UpdateService::Options{
+          children, tree_top, rank == 0, m_d.dist.max_nonfinite, m_d.dist.topology.submaster_scale,
+          // The top follows the schedule; a sub-master takes the top's
+          // factor with each reply (answer_submaster).
+          rank == 0
+              ? std::function<double(std::int64_t, std::int64_t)>(
+                    [this](std::int64_t version, std::int64_t samples) { return m_e.lr_factor(version, samples); })
+              : nullptr},
       [this, index](int child) -> std::span<float> {
         const VirtualMaster& at = *m_masters[index];
         if (at.workers.empty()) return m_masters[static_cast<std::size_t>(child) + 1]->down;  // the top of a tree
@@ -195,6 +196,7 @@ void Sandbox::send_initial() {
     t.service->pull(sub.rank - 1, sub.down);
     t.free += m_o.network.transfer(m_bytes);
     sub.change->adopt(*sub.service, sub.down, t.service->version());
+    sub.service->set_lr_factor(t.service->lr_factor());
     sub.free = t.free;
   }
   for (VirtualWorker& w : m_workers) {
@@ -264,7 +266,7 @@ void Sandbox::start_phase(VirtualWorker& w, double t) {
 }
 
 void Sandbox::follow_schedule(VirtualWorker& w) {
-  w.update->follow_schedule(master_of(w).service->lr_factor(), {w.opt[0].get(), w.opt[1].get()});
+  w.update->follow_schedule(w.lr_factor, {w.opt[0].get(), w.opt[1].get()});
 }
 
 /// The worker's reply reaches it at @p t: merge, then its next phase.

@@ -39,6 +39,7 @@ struct VirtualWorker {
   dist::Header header;        ///< the update in flight, as its header would say
   double sent_at = 0;         ///< simulated time its update (or pull) left
   std::int64_t top_base = 0;  ///< a tree: the top's version its weights came from
+  double lr_factor = 1.0;     ///< the schedule's factor its last reply carries (dist::Header::lr_factor)
 };
 
 struct Event {
@@ -85,7 +86,7 @@ class Sandbox {
   void send_initial();
   void start_phase(VirtualWorker& w, double t);
   void deliver(VirtualWorker& w, double t);
-  /// The worker takes its master's learning-rate schedule factor with a reply (dist::Header::lr_factor).
+  /// The worker takes the learning-rate schedule's factor its reply carried (w.lr_factor).
   void follow_schedule(VirtualWorker& w);
   master::Incoming incoming(VirtualWorker& w);
   master::LogRow row_for(const VirtualWorker& w, double arrived) const;

@@ -92,6 +92,7 @@ void Sandbox::send_weights(VirtualWorker& w) {
 /// Send the reply in the worker's buffer: its master's link is busy for the transfer.
 void Sandbox::reply_to(VirtualWorker& w) {
   VirtualMaster& m = master_of(w);
+  w.lr_factor = m.service->lr_factor();  // what the reply's header carries
   m.free += m_o.network.transfer(m_bytes);
   deliver(w, m.free);
 }
@@ -101,6 +102,7 @@ void Sandbox::reply_to(VirtualWorker& w) {
 void Sandbox::serve_pull(VirtualWorker& w, double arrived) {
   VirtualMaster& m = master_of(w);
   m.service->pull(w.child, w.update->reply_buffer());
+  w.lr_factor = m.service->lr_factor();  // the pull's reply header
   note_base(w);
   const double pulled_at = m_now + m_o.network.transfer(m_bytes);
   const std::int64_t pulled_version = m.service->version();
@@ -248,6 +250,7 @@ void Sandbox::answer_submaster(VirtualMaster& sub) {
   VirtualMaster& t = top();
   t.free += m_o.network.transfer(m_bytes);
   sub.change->adopt(*sub.service, sub.down, t.service->version());
+  sub.service->set_lr_factor(t.service->lr_factor());  // the factor the top's reply carries
   sub.free = t.free;
   sub.blocked = false;
   for (const Event& e : sub.waiting) m_events.push(e);  // their creation order still breaks ties

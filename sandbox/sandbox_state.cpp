@@ -94,7 +94,7 @@ void save_worker(train::CheckpointWriter& out, const VirtualWorker& w, Backend& 
                               static_cast<double>(w.exchanges), static_cast<double>(w.served), w.exhausted ? 1.0 : 0.0,
                               w.done ? 1.0 : 0.0, w.deferred ? 1.0 : 0.0, w.deferred_pull ? 1.0 : 0.0, w.deferred_at,
                               w.sent_at, static_cast<double>(w.top_base), static_cast<double>(pos.epoch),
-                              static_cast<double>(pos.cursor)});
+                              static_cast<double>(pos.cursor), w.lr_factor});
   out.put(key + "/header", header_values(w.header));
   w.update->save_state(out, key);
   for (std::size_t k = 0; k < 2; ++k)
@@ -103,7 +103,10 @@ void save_worker(train::CheckpointWriter& out, const VirtualWorker& w, Backend& 
 
 void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& backend) {
   const std::string key = worker_key(w.id);
-  const auto f = r.doubles(key + "/fields", 13);
+  // 14 fields; 13 in states written before the schedule's factor was kept (a factor of 1).
+  auto f = r.doubles(key + "/fields");
+  if (f.size() == 13) f.push_back(1.0);
+  if (f.size() != 14) MPIGAN_THROW(DataError, "'{}': {}/fields holds {} values; 14 expected", r.path(), key, f.size());
   w.version = static_cast<std::int64_t>(f[0]);
   w.steps = static_cast<std::int64_t>(f[1]);
   w.exchanges = static_cast<std::int64_t>(f[2]);
@@ -116,6 +119,7 @@ void load_worker(const train::CheckpointReader& r, VirtualWorker& w, Backend& ba
   w.sent_at = f[9];
   w.top_base = static_cast<std::int64_t>(f[10]);
   w.data->seek({static_cast<std::int64_t>(f[11]), static_cast<std::int64_t>(f[12])});
+  w.lr_factor = f[13];
   w.header = header_from(r.doubles(key + "/header", kHeaderValues));
   w.update->load_state(r, key);
   for (std::size_t k = 0; k < 2; ++k)

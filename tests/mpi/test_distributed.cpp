@@ -424,8 +424,12 @@ TEST_CASE("the sandbox reproduces a real synchronous sub-master tree bit for bit
   if (!ranks(5)) return;
   // rank 0 top master, ranks 1-2 sub-masters with RMSprop state of their own, ranks 3-4 workers;
   // the sandbox's 2 virtual workers under 2 virtual sub-masters, the same exchanges every 2 rounds.
-  const std::vector<std::string> set{"topology.masters=3", "algorithm.name=sync", "optimizer.name=rmsprop",
-                                     "topology.submaster_every=2", "training.max_updates=10"};
+  // The learning rate falls along the cosine: the top's factor reaches the sub-masters with its
+  // replies, in the real job and in the sandbox.
+  const std::vector<std::string> set{"topology.masters=3",          "algorithm.name=sync",
+                                     "optimizer.name=rmsprop",      "topology.submaster_every=2",
+                                     "training.max_updates=10",     "optimizer.schedule=cosine",
+                                     "optimizer.final_fraction=0.1"};
   const auto real = run(run_dir("tree-sync-real"), set);
   const auto d = experiment(set);  // collective
   if (world_rank() != 0) return;
@@ -488,7 +492,7 @@ TEST_CASE("sync is bitwise reproducible, with payloads in shared memory or MPI m
 
 TEST_CASE("the sandbox reproduces a real synchronous job bit for bit, and a real downpour job's staleness") {
   if (!ranks(4)) return;
-  const std::vector<std::string> sync{"algorithm.name=sync", "training.max_updates=20"};
+  const std::vector<std::string> sync{"algorithm.name=sync", "training.max_updates=20", "optimizer.schedule=cosine"};
   const std::string real = run_dir("sandbox-real");
   const auto s = run(real, sync);
   const std::string async_real = run_dir("sandbox-real-async");

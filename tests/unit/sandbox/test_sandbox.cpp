@@ -361,7 +361,11 @@ TEST_CASE("checkpoint.every: the state saved on the way resumes a run that ended
   // A run killed outright (SIGKILL, a lost node) continues from its last periodic state. Here the
   // run ends with its data, which saves no state: the last periodic one is left to resume from.
   const std::string dir = test::temp_dir("sandbox-resume-every");
-  const auto d = experiment(dir, 3, {"algorithm.name=easgd", "checkpoint.every=16"});
+  // The learning rate falls along a cosine over 1 200 samples (the data ends at 960): the factor
+  // each worker's reply carried and the masters' are part of the state.
+  const auto d = experiment(
+      dir, 3,
+      {"algorithm.name=easgd", "checkpoint.every=16", "optimizer.schedule=cosine", "training.max_samples=1200"});
   SandboxOptions o;
   o.workers = 3;
   o.compute = ComputeModel::parse("exp:0.1,0.1");
