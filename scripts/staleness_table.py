@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""The staleness study's table (scripts/staleness_study.sh): per rule and number of workers, the
+median and the range over seeds of each final generator's scores against fresh Monte Carlo.
+
+    /usr/bin/python3 scripts/staleness_table.py OUT_DIR [--baseline LABEL=RUN_DIR,RUN_DIR,...]
+
+Reads OUT_DIR/RULE-N-seedS/val-fresh/report.json (fpd_hlf and its error, the classifier AUC),
+targets.json (scripts/rung_targets.py: the energy bins whose sampling fraction is within 2 % and
+whose resolution is within 15 % of Monte Carlo) and sandbox.json (samples, mean staleness); a
+baseline's run directories are read the same way (RUN_DIR/val-fresh, RUN_DIR/targets.json when
+present). Writes OUT_DIR/study.csv (one row per run) and OUT_DIR/study.md (one row per rule and N).
+"""
+
+import csv
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def targets(run):
+    """(bins with SF within 2 %, bins with resolution within 15 %, bins) from targets.json or the
+    validation folder (rung_targets.py is run when targets.json is missing)."""
+    path = os.path.join(run, "targets.json")
+    if not os.path.exists(path):
+        import subprocess
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run([sys.executable, os.path.join(here, "rung_targets.py"), os.path.join(run, "val-fresh"),
+                        "--json", path], check=True, stdout=subprocess.DEVNULL)
+    rows = {r["target"]: r["value"] for r in json.load(open(path))}
+
+    def bins(key):
+        for t, v in rows.items():
+            if t.startswith(key):
+                m = re.search(r"(\d+)/(\d+) bins", v)
+                if m:
+                    return int(m.group(1)), int(m.group(2))
+        return None, None
+
+    sf, n = bins("sampling fraction")
+    res, _ = bins("resolution")
+    return sf, res, n
+
+
+def score(run):
+    report = json.load(open(os.path.join(run, "val-fresh", "report.json")))
+    fom = report["figure_of_merit"]
+    sf, res, bins = targets(run)
+    row = {"fpd_hlf": fom["value"], "fpd_hlf_error": fom.get("bootstrap_error", fom["error"]),
+           "auc": report.get("classifier", {}).get("auc", float("nan")), "sf_bins": sf, "resolution_bins": res,
+           "bins": bins}
+    summary = os.path.join(run, "sandbox.json")
+    if os.path.exists(summary):
+        s = json.load(open(summary))
+        row.update(samples=s.get("samples"), mean_staleness=s.get("mean_staleness"), failure=s.get("failure", ""))
+    return row
+
+
+def spread(values, fmt):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "—"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
+
+
+def main(argv):
+    if not argv:
+        sys.exit(__doc__)
+    out = argv[0]
+    groups = {}  # (label, workers) -> [rows]
+    rows = []
+    for name in sorted(os.listdir(out)):
+        m = re.fullmatch(r"(.+)-(\d+)-seed(\d+)", name)
+        run = os.path.join(out, name)
+        if not m or not os.path.exists(os.path.join(run, "val-fresh", "report.json")):
+            continue
+        r = score(run)
+        r.update(rule=m.group(1), workers=int(m.group(2)), seed=int(m.group(3)), run=run)
+        rows.append(r)
+        groups.setdefault((m.group(1), int(m.group(2))), []).append(r)
+    for spec in argv[argv.index("--baseline") + 1:] if "--baseline" in argv else []:
+        if spec.startswith("--"):
+            break
+        label, dirs = spec.split("=", 1)
+        for i, run in enumerate(dirs.split(",")):
+            if not os.path.exists(os.path.join(run, "val-fresh", "report.json")):
+                continue
+            r = score(run)
+            r.update(rule=label, workers=1, seed=i + 1, run=run)
+            rows.append(r)
+            groups.setdefault((label, 1), []).append(r)
+    cols = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
+            "resolution_bins", "bins", "failure", "run"]
+    with open(os.path.join(out, "study.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    lines = ["| rule | N | seeds | mean staleness | fpd_hlf | AUC | SF bins within 2 % | resolution bins within 15 % |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (rule, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        bins = rs[0].get("bins") or 6
+        lines.append(
+            f"| {rule} | {n} | {len(rs)} | {spread([r.get('mean_staleness') for r in rs], '{:.2f}')} "
+            f"| {spread([r['fpd_hlf'] for r in rs], '{:.1f}')} | {spread([r['auc'] for r in rs], '{:.3f}')} "
+            f"| {spread([r['sf_bins'] for r in rs], '{:g}')} of {bins} "
+            f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} |")
+    text = "\n".join(lines) + "\n"
+    open(os.path.join(out, "study.md"), "w").write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
