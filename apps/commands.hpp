@@ -14,6 +14,7 @@ void add_bench_command(CLI::App& app);     // cmd_bench.cpp
 void add_inspect_command(CLI::App& app);   // cmd_inspect.cpp (models; data files via inspect_data_file)
 void add_simulate_command(CLI::App& app);  // cmd_simulate.cpp
 void add_generate_command(CLI::App& app);  // cmd_generate.cpp
+void add_export_command(CLI::App& app);    // cmd_export.cpp
 void add_validate_command(CLI::App& app);  // cmd_validate.cpp
 void add_report_command(CLI::App& app);    // cmd_report.cpp
 void add_sandbox_command(CLI::App& app);   // cmd_sandbox.cpp

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mpigan::apps::add_train_command(app);
   mpigan::apps::add_simulate_command(app);
   mpigan::apps::add_generate_command(app);
+  mpigan::apps::add_export_command(app);
   mpigan::apps::add_validate_command(app);
   mpigan::apps::add_report_command(app);
   mpigan::apps::add_sandbox_command(app);

@@ -57,19 +57,29 @@ Tensor GanStep::to_host(const Tensor& t) const {
 }
 
 Tensor GanStep::generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const {
+  Tensor noise = Tensor::empty({energy.shape()[0], m_model.noise});
+  for (float& z : noise.values()) z = rng.normal();
+  return generator_input(energy, angle, noise);
+}
+
+Tensor GanStep::generator_input(const Tensor& energy, const Tensor& angle, const Tensor& noise) const {
   const std::int64_t n = energy.shape()[0];
+  MPIGAN_CHECK_SHAPE(noise.shape() == Shape({n, m_model.noise}),
+                     "gan step: latent noise of shape {}; {} needs ({}, {})", noise.shape(), m_model.name, n,
+                     m_model.noise);
   Tensor in = Tensor::empty({n, m_model.latent});
   float* p = in.data();
   for (std::int64_t i = 0; i < n; ++i) {
     float* row = p + i * m_model.latent;
+    const float* z = noise.data() + i * m_model.noise;
     if (m_model.angle_model) {
       // concat(E/100, theta, noise)
       row[0] = energy.data()[i];
       row[1] = angle.data()[i];
-      for (std::int64_t j = 2; j < m_model.latent; ++j) row[j] = rng.normal();
+      std::copy(z, z + m_model.noise, row + 2);
     } else {
       // (E/100) * z, z on the sphere of radius sqrt(n) when noise_on_sphere
-      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] = rng.normal();
+      std::copy(z, z + m_model.latent, row);
       float k = energy.data()[i];
       if (m_model.noise_on_sphere) {
         double norm2 = 0;
@@ -315,6 +325,13 @@ Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_
   Rng rng(seed, hash_string("generate"));
   const Tensor z = to_device(generator_input(energy, angle, rng));
   nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
+  const Tensor out = m_model.generator.forward(z, infer)[0];
+  return m_backend.to_host(out);
+}
+
+Tensor GanStep::generate_from(const Tensor& energy, const Tensor& angle, const Tensor& noise) {
+  const Tensor z = to_device(generator_input(energy, angle, noise));
+  nn::ForwardContext infer{nn::Phase::infer, false, 0, 0};
   const Tensor out = m_model.generator.forward(z, infer)[0];
   return m_backend.to_host(out);
 }

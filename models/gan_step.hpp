@@ -80,6 +80,9 @@ class GanStep {
   /// Generate showers for conditions energy (N,1) E/100 (and angle (N,1) rad for the angle
   /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
   Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);
+  /// The same with the latent noise given: @p noise (N, GanModel::noise), z ~ N(0, 1) as
+  /// generate() draws it (what an exported generator is checked against).
+  Tensor generate_from(const Tensor& energy, const Tensor& angle, const Tensor& noise);
 
   /// Re-estimate the generator's BatchNorm statistics for its weights as they are
   /// (nn::Network::recalibrate_state) over @p batches passes on the conditions energy (N,1) (and
@@ -101,6 +104,9 @@ class GanStep {
   /// for the fixed-angle models (z on the sphere of radius sqrt(latent) with GanModel::noise_on_sphere),
   /// concat(E/100, theta, z) for the angle model; z ~ N(0, 1) from @p rng.
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
+  /// The same from the noise @p noise (N, GanModel::noise) drawn already (row by row, as @p rng
+  /// draws it above).
+  Tensor generator_input(const Tensor& energy, const Tensor& angle, const Tensor& noise) const;
 
  private:
   float fake_ecal_target(float x) const;

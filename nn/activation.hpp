@@ -17,6 +17,7 @@ class Activation final : public Layer {
 
   std::string kind() const override;
   std::string describe() const override { return m_desc.to_string(); }
+  const EltwiseDesc& desc() const { return m_desc; }
   Shape output_shape(const Shape& src) const override { return src; }
   OutputUse backward_reads_output() const override {
     return m_desc.kind == EltwiseKind::sigmoid ? OutputUse::value : OutputUse::sign;

@@ -18,6 +18,7 @@ class BatchNorm3d final : public Layer {
 
   std::string kind() const override { return "BatchNormalization"; }
   std::string describe() const override;
+  const BatchNormDesc& desc() const { return m_desc; }
   Shape output_shape(const Shape& src) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<ParamSpec> state() const override;

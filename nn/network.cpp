@@ -179,6 +179,15 @@ void Network::recalibrate_state(int passes, const std::function<Tensor(int)>& in
   reset_state_decay();
 }
 
+std::vector<Network::LayerRef> Network::layer_refs() const {
+  std::vector<LayerRef> out;
+  for (const Node& n : m_nodes)
+    for (const auto& l : n.layers)
+      out.push_back(
+          {n.name, n.source < 0 ? std::string("input") : m_nodes[static_cast<std::size_t>(n.source)].name, l.get()});
+  return out;
+}
+
 std::vector<std::string> Network::output_names() const {
   std::vector<std::string> names;
   for (const auto& n : m_nodes)

@@ -87,6 +87,14 @@ class Network {
   void recalibrate_state(int passes, const std::function<Tensor(int)>& input, std::uint64_t seed);
 
   std::vector<std::string> output_names() const;
+  /// A layer as the network runs it: its node, the node it reads ("input" or an earlier node's
+  /// name) and the layer. For tools that read the structure (the ONNX export).
+  struct LayerRef {
+    std::string node, source;
+    const Layer* layer = nullptr;
+  };
+  /// Every layer in execution order.
+  std::vector<LayerRef> layer_refs() const;
   Backend& backend() const;
   const Shape& item_shape() const { return m_item_shape; }
 

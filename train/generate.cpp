@@ -44,7 +44,8 @@ ExperimentConfig load_run_config(const fs::path& config) {
   return e;
 }
 
-/// The generator's weights and BatchNorm state from either checkpoint form.
+}  // namespace
+
 void load_generator(const std::string& path, Session& s) {
   CheckpointReader r(path);
   auto& g = s.model->generator;
@@ -60,6 +61,8 @@ void load_generator(const std::string& path, Session& s) {
                need);
   copy_from_host(*s.backend, std::span<const float>(st).subspan(0, g.state().size()), g.state());
 }
+
+namespace {
 
 using Conditions = ShowerConditions;
 

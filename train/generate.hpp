@@ -25,6 +25,8 @@
 
 namespace mpigan::train {
 
+struct Session;
+
 /// The experiment and checkpoint behind a run directory or a checkpoint file.
 struct TrainedModel {
   ExperimentConfig experiment;
@@ -34,6 +36,10 @@ struct TrainedModel {
 /// Throws Error naming what is missing (config.yaml, checkpoints/latest, the file). A name that is
 /// not a path but names a shipped generator (below) is that generator.
 TrainedModel locate_trained(const std::string& run_dir_or_checkpoint);
+
+/// The generator's weights and BatchNorm state from checkpoint @p path (a single process's or a
+/// distributed run's main file) into @p s's model.
+void load_generator(const std::string& path, Session& s);
 
 /// Generators shipped with mpigan: each a folder of shipped_generators_dir() laid out as a run
 /// directory (config.yaml, checkpoints/latest, the checkpoint), with validation.json (its physics
