@@ -1,4 +1,4 @@
-// Graceful stop on SIGTERM, SIGINT and SIGUSR1 (issue 14 part 1). Slurm's time limit and scancel
+// Graceful stop on SIGTERM, SIGINT and SIGUSR1. Slurm's time limit and scancel
 // send SIGTERM (and, with `#SBATCH --signal=B:USR1@N`, SIGUSR1 N seconds early), a user presses
 // Ctrl-C, and mpiexec (Hydra) forwards SIGTERM and SIGINT to every rank. The first such signal only
 // records itself: the trainer (or the top master) notices it at its next step, writes a complete

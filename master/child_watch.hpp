@@ -1,5 +1,5 @@
 // How long a master may wait for a child's next message (topology.rank_timeout): each child's
-// timing, and the report that ends a job whose child has gone silent (issue 14, hung ranks).
+// timing, and the report that ends a job whose child has gone silent.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The classifier test (issue 13, part 2): a small MLP built with mpigan's own nn layers learns to
+// The classifier test: a small MLP built with mpigan's own nn layers learns to
 // tell generated from reference showers on the high-level features (features.hpp, standardised on
 // the reference); its ROC AUC on held-out events is the verdict: 0.5 = indistinguishable, 1 = every
 // shower told apart. CaloChallenge's evaluation does the same with PyTorch (research/

@@ -1,7 +1,7 @@
 // The verdict on generated showers: mpigan's one physics figure of merit, and every metric of
 // generated vs reference showers in one call (separation powers with floors, the 3DGAN metric, the
 // sampling-fraction error, FPD, KPD), with the time each took. The entry point of
-// `mpigan validate` and of validation during training (issue 13).
+// `mpigan validate` and of validation during training.
 //
 // Both samples are Observables (compute_observables) of the same geometry and units convention;
 // bins come from CompareOptions::binning (the reference's E +- 5 GeV bins by default).

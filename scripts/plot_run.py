@@ -120,7 +120,7 @@ def main():
         ok2 = np.isfinite(sf)
         ax2.errorbar(px[ok2], sf[ok2], yerr=np.nan_to_num(sfe[ok2]), fmt="o-", color="tab:purple", ms=3, capsize=2,
                      label="sampling-fraction MRE")
-        ax2.axhline(5, color="gray", ls="--", lw=1, label="5 % (issue 13 goal per energy bin)")
+        ax2.axhline(5, color="gray", ls="--", lw=1, label="5 % (the goal per energy bin)")
         if ok2.any() and np.nanmax(sf[ok2]) > 50:
             ax2.set_yscale("log")
         ax2.legend(fontsize=8)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The suite's stability (issue 14, part 6): runs ctest COUNT times in a row in BUILD_DIR and records,
+# The suite's stability: runs ctest COUNT times in a row in BUILD_DIR and records,
 # per run, whether it passed, how long it took, the 1-minute load average before and after, and the
 # failed tests. Does not stop at a failure; exits non-zero when any run failed.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SMPI check of CI (issue 15, part 4; docs/sandbox.md, "Scale"): builds mpigan against
+# The SMPI check of CI (docs/sandbox.md, "Scale"): builds mpigan against
 # SimGrid's SMPI (the smpi preset, build-smpi/; installs libsimgrid-dev when missing) and simulates
 # the real master with 16 virtual workers, and a tree of 2 sub-masters with 16 more, on the Piz
 # Daint-like platform of bench/smpi. Checks what the simulation must show whatever the machine:

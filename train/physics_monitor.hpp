@@ -1,4 +1,4 @@
-// The physics figure of merit during training (validation.physics; issue 13, part 5).
+// The physics figure of merit during training (validation.physics).
 //
 // The reference is the first `events` held-out events of the run (the validation data, mapped back
 // to GeV through the inverse preprocessing), their observables computed once. At each physics

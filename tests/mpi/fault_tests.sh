@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults a cluster throws at a job (issue 14), each on this test's own processes only.
+# Faults a cluster throws at a job, each on this test's own processes only.
 # 1-2. SIGTERM / SIGINT stop a run cleanly (core/stop_signal.hpp), one process and
 # distributed under mpiexec: the run writes a complete checkpoint at the step it has reached, says
 # "Stopped by SIGTERM", exits with status 75, and --resume continues from that checkpoint to the

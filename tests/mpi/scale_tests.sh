@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 64 workers on this machine (issue 15, part 5): 1 master + 64 worker ranks of tiny-8, one thread
+# 64 workers on this machine: 1 master + 64 worker ranks of tiny-8, one thread
 # each, oversubscribed on however few cores there are, for every rule. Each run must finish (no
 # deadlock: a time limit), every worker must have updates applied, and for the asynchronous rules
 # the service must be fair: once every worker has had its first update applied (start-up of 65

@@ -325,8 +325,8 @@ TEST_CASE("two masters (a sub-master tree) and worker groups of 2") {
   }
   {
     // GEM with its default rmsprop proposals (bounded by ~lr per weight). Its plain-SGD proposals
-    // ran away on this tree on one arrival order (ECAL-sum error 5e13 in a fresh-clone CI run,
-    // issue 14), one of the reasons they are no longer the default.
+    // ran away on this tree on one arrival order (ECAL-sum error 5e13 in a fresh-clone CI run),
+    // one of the reasons they are no longer the default.
     const std::string dir = run_dir("gem-tree");
     const auto s = run(dir, {"topology.masters=3", "algorithm.name=gem"});
     if (world_rank() == 0) check_healthy_run("gem under sub-masters", dir, s, 2);
@@ -676,7 +676,7 @@ int main(int argc, char** argv) {
 }
 
 TEST_CASE("the sandbox replaying a real downpour job's cycles reproduces it update by update (N = 2, 3, 4)") {
-  // Issue 15, part 2. The real job's arrival times (updates.csv time_s) are replayed as each
+  // The real job's arrival times (updates.csv time_s) are replayed as each
   // virtual worker's whole cycle, with no modelled network or master time: the arrivals keep the
   // real order, and then the sandbox's bookkeeping must give the same staleness for every update
   // and, computing each gradient for real on the weights that worker pulled, the same losses and

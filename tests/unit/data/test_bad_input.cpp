@@ -1,4 +1,4 @@
-// Bad input (issue 3, part 7): every case is a DataError whose message names the file, the
+// Bad input: every case is a DataError whose message names the file, the
 // dataset and, where it applies, the event; nothing is skipped silently and nothing crashes.
 #include <doctest/doctest.h>
 

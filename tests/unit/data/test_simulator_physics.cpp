@@ -130,7 +130,7 @@ TEST_CASE("gflash: incomplete gamma function") {
   CHECK(gamma_p(2.5, 0.0) == 0.0);
 }
 
-// Part 7 of issue 13. The resolution of the calorimeter is that of its calibrated (layer-weighted)
+// The resolution of the calorimeter is that of its calibrated (layer-weighted)
 // energy: within 30 % of CALICE's 16.6 %/sqrt(E) (+) 1.1 % from 10 to 500 GeV. The unweighted
 // sum(ECAL)/E is wider (4.7-6.9 %) and must be: thick layers sample at half the thin layers' SF, so
 // sum(ECAL) = E_cal (SF_thin - (SF_thin - SF_thick) f) with f the shower's share in the thick

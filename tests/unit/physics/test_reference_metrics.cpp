@@ -258,7 +258,7 @@ TEST_CASE("compare: every metric in one call, the figure of merit from its FPD")
   for (std::size_t k = 1; k < c.fpd.points.size(); ++k) CHECK(c.fpd.points[k].mean < c.fpd.points[k - 1].mean + 0.3);
 }
 
-// Speed of the brief (issue 13, part 9): every observable of 10 000 showers of 25^3, and every
+// Speed: every observable of 10 000 showers of 25^3, and every
 // metric of 10 000 generated against 10 000 reference showers. 1.25 GB of showers; not in the
 // default run: mpigan_test_physics -tc="*10 000*" --no-skip (OMP_NUM_THREADS=2).
 TEST_CASE("speed: observables and metrics of 10 000 showers of 25^3" * doctest::skip()) {

@@ -1,4 +1,4 @@
-// Physics validation during training (train/physics_monitor.hpp, issue 13 part 5): the figure of
+// Physics validation during training (train/physics_monitor.hpp): the figure of
 // merit rows in metrics.csv, checkpoints/best.h5 following the best of them, early stopping on it,
 // determinism, a diverged generator named as such, and the summary's warning when off the scale.
 #include "test_utils.hpp"
