@@ -1,4 +1,4 @@
-// Update rules as plugins (research/algorithms.md). A rule decides, for each network (G and D
+// Update rules as plugins (docs/algorithms.md). A rule decides, for each network (G and D
 // separately, each a flat parameter vector):
 //   - what a worker computes between exchanges (WorkerMode): gradients at fixed weights, or local
 //     training with its own optimizer;

@@ -1,5 +1,5 @@
 // The angle measured from a shower image: GANutils.measPython / the AngleGAN `ecal_angle` Lambda,
-// which makes the `mtheta` label of the variable-angle files (research/3dgan.md 1.2).
+// which makes the `mtheta` label of the variable-angle files (svalleco/3Dgan, Anglegan branch).
 //
 // Coordinates are cell indices + 0.5 (x, y, z = depth). With the energy-weighted barycentre
 // (x_ref, y_ref, z_ref) and, per non-empty depth layer z, the layer barycentre (x_mid, y_mid):

@@ -1,5 +1,5 @@
 // Preprocessing of calorimeter images as the 3DGAN reference code does it, and its inverse for
-// generated showers (research/3dgan.md 1.1, 1.2).
+// generated showers (svalleco/3Dgan: EcalEnergyGan and AngleGAN data loading).
 //
 // Forward, per event, in this order:
 //   1. unit conversion: file units -> the model's units (model_units; gev for the fixed-angle

@@ -1,4 +1,4 @@
-// The 3DGAN networks (research/3dgan.md section 1) and a small sandbox GAN, built from nn layers.
+// The 3DGAN networks (svalleco/3Dgan: EcalEnergyGan, AngleGAN) and a small sandbox GAN, built from nn layers.
 //
 //   "3dgan-25"     fixed-angle EcalEnergyGan, 25x25x25 showers: G 872,808 / D 73,402 parameters
 //   "anglegan-51"  variable-angle AngleGAN, 51x51x25 showers: G ~1.37 M / D ~87 k, with the

@@ -192,8 +192,8 @@ float GanStep::fake_ecal_target(float x) const {
 }
 
 // Long on purpose (~90 lines): the reference Keras step in its exact order (generate, D on real,
-// D on fake, G twice through frozen D), read top to bottom against research/3dgan.md 1.3; the RNG
-// draws must stay in this order for bitwise reproducibility.
+// D on fake, G twice through frozen D), read top to bottom against the reference Keras training (svalleco/3Dgan); the
+// RNG draws must stay in this order for bitwise reproducibility.
 StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyFn& apply) {
   const std::int64_t n = batch.image.shape()[0];
   MPIGAN_CHECK_SHAPE(batch.image.shape() == Shape::batch_of(n, m_model.image),

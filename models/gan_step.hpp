@@ -1,4 +1,5 @@
-// The 3DGAN training step (research/3dgan.md 1.3), identical in every reference version:
+// The 3DGAN training step (the reference Keras training, svalleco/3Dgan keras/EcalEnergyTrain.py), identical in every
+// reference version:
 //   1. noise + conditions -> G in INFERENCE mode (BatchNorm running statistics) -> fake batch;
 //   2. D on the real batch, labels 1 with 5% bit flips, targets E/100, ECAL sum (and angle);
 //   3. D on the fake batch, labels 0 with flips; targets: sampled E and the ECAL fit (fixed

@@ -62,7 +62,7 @@ class Channel final : public Layer {
 };
 
 /// The measured angle of one shower image (X, Y, Z) = (x, y, depth), as `ecal_angle` of the
-/// reference AngleGAN defines it (research/3dgan.md 1.2). Coordinates are index + 0.5. With S the
+/// reference AngleGAN defines it (svalleco/3Dgan, Anglegan branch). Coordinates are index + 0.5. With S the
 /// image sum and (x_ref, y_ref, z_ref) its energy barycentre; per depth layer z with sum S_z > 0 the
 /// layer barycentre (x_z, y_z); zproj = sqrt(max((x_z - x_ref)^2 + (z - z_ref)^2, 1e-7));
 /// m = (y_z - y_ref)/zproj, negated for z < z_ref; a_z = pi/2 - atan(m); the angle is

@@ -1,8 +1,8 @@
 // The classifier test: a small MLP built with mpigan's own nn layers learns to
 // tell generated from reference showers on the high-level features (features.hpp, standardised on
 // the reference); its ROC AUC on held-out events is the verdict: 0.5 = indistinguishable, 1 = every
-// shower told apart. CaloChallenge's evaluation does the same with PyTorch (research/
-// physics_hpo_scale.md); none of the 3DGAN tools has it.
+// shower told apart. CaloChallenge's evaluation does the same with PyTorch
+// (arXiv:2410.21611); none of the 3DGAN tools has it.
 //
 // Recipe: the larger sample is subsampled to the smaller one's size (balanced classes), events are
 // shuffled with the seed and split train / validation / test (60/20/20 by default, each class split

@@ -20,7 +20,7 @@
 //    size, so runs validated on different numbers of events, and trials of a hyper-parameter
 //    search, compare directly; and it comes with an error.
 //  - Kansal et al. (arXiv:2211.10295) found FPD the most sensitive of the metrics they studied to
-//    every distortion they tried, and the CaloChallenge reports it (research/physics_hpo_scale.md A).
+//    every distortion they tried, and the CaloChallenge reports it (arXiv:2410.21611).
 // Its floor (reference vs reference) is 0 within its error. Standardisation (features.hpp) makes
 // it a sum of squared shifts in units of the reference's spreads plus the covariance mismatch.
 // Its blind spot: a small global energy scale (1 %) moves it less than its error at a few thousand

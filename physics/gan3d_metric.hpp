@@ -1,5 +1,5 @@
-// The 3DGAN validation metric (GANutils.metric / OptAnalysisAngle; research/physics_hpo_scale.md
-// A), written once and guarded: per energy bin, the mean relative errors of the event-averaged
+// The 3DGAN validation metric (GANutils.metric / OptAnalysisAngle in svalleco/3Dgan),
+// written once and guarded: per energy bin, the mean relative errors of the event-averaged
 // shower moments and of the event-averaged profiles (and of the measured angle when both samples
 // have it), each averaged over bins and summed.
 //

@@ -1,5 +1,5 @@
 // Histograms with a common binning and the separation power between two of them
-// (CaloChallenge's "chi2", eq. 15 of arXiv:2009.03796; research/physics_hpo_scale.md A).
+// (CaloChallenge's "chi2", eq. 15 of arXiv:2009.03796).
 //
 // Conventions: a histogram has B equal bins on [lo, hi]; values below lo or above hi are folded
 // into the first or last bin (so a generated sample that runs off the reference's range is

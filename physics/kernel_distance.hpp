@@ -13,7 +13,7 @@
 //
 // Degree: JetNet's kpd() computes _mmd_poly_quadratic_unbiased(X, Y, degree=4) (hard-coded 4 in its
 // batch loop), and CaloChallenge's evaluate.py calls jetnet.evaluation.kpd with the defaults, so
-// the published numbers use p = 4 (research/physics_hpo_scale.md A); p = 3 is the KID convention
+// the published numbers use p = 4 (arXiv:2211.10295, arXiv:2410.21611); p = 3 is the KID convention
 // of computer vision (Binkowski et al.). The degree is a parameter, default 4.
 //
 // Cost: three Gram matrices of batch_size^2 d multiply-adds per batch, computed in row blocks with

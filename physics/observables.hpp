@@ -1,5 +1,5 @@
-// Shower observables per event: the 3DGAN set (research/3dgan.md 3.1, research/physics_hpo_scale.md
-// A) and the CaloChallenge per-layer high-level features, for any geometry X x Y x Z.
+// Shower observables per event: the 3DGAN set (its analysis code, svalleco/3Dgan) and the
+// CaloChallenge per-layer high-level features (arXiv:2410.21611), for any geometry X x Y x Z.
 //
 // Conventions (docs/physics.md has the formulas and the reasons):
 //  - A shower is X*Y*Z floats in the data layer's one axis order (data/layout.hpp): file ECAL

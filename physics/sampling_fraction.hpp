@@ -1,6 +1,6 @@
 // Sampling-fraction agreement per energy bin: the mean relative error of the mean sampling
-// fraction, 3DGAN's epoch-selection criterion (SelectEpoch.py 'mre' mode;
-// research/physics_hpo_scale.md A), with a statistical error from the spread of the samples.
+// fraction, 3DGAN's epoch-selection criterion (SelectEpoch.py 'mre' mode
+// in svalleco/3Dgan), with a statistical error from the spread of the samples.
 //
 // Per bin b (mu, sigma: mean and standard deviation of SF = E/Ep over the bin's events):
 //   mre_b   = |mu_gen - mu_ref| / mu_ref

@@ -5,7 +5,7 @@
 
 Synthetic inputs are made once before timing, so only compute is measured. One step = one
 generation in inference mode, two discriminator updates (real, fake) and two generator updates
-(research/3dgan.md section 1.3). Prints one line per step, then `peak_rss_mb=` (and
+(the reference Keras training step). Prints one line per step, then `peak_rss_mb=` (and
 `peak_gpu_mem_mb=` on cuda) and, as the last line, `samples_per_s=` = batch * steps / time of
 the timed steps (warm-up excluded). See docs/performance-pytorch-peer.md.
 """

@@ -1,7 +1,7 @@
 """PyTorch peer of the CERN openlab 3DGAN models, for side-by-side benchmarks with mpigan.
 
 Three architectures, the first two transcribed from the Keras reference (svalleco/3Dgan; see
-shared/research/3dgan.md sections 1.1-1.3 and docs/performance-pytorch-peer.md):
+the reference Keras code, svalleco/3Dgan, and docs/performance-pytorch-peer.md):
 
 * ``3dgan-25``  -- EcalEnergyGan, fixed angle, 25x25x25 showers (``keras/EcalEnergyGan.py``).
 * ``anglegan-51`` -- AngleGAN, variable angle, 51x51x25 showers (``keras/AngleArch3dGAN.py``).

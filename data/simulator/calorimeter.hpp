@@ -1,4 +1,4 @@
-// The CLIC-like W/Si sampling ECAL that the 3DGAN data come from (research/3dgan.md section 4):
+// The CLIC-like W/Si sampling ECAL that the 3DGAN data come from (docs/data.md):
 // 17 layers of 2.4 mm W + 8 layers of 4.8 mm W, each followed by 0.5 mm Si and readout, at a pitch
 // of 5.6 mm / 8.0 mm (159 mm from r = 1500 to 1659 mm), read out in 5.1 x 5.1 mm^2 Si pads.
 //

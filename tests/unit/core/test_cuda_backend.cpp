@@ -138,7 +138,7 @@ struct Pair {
 };
 
 // ----------------------------------------------------------------------------------------------
-// The 3DGAN convolutions (research/3dgan.md), batch 2, plus a strided asymmetric case.
+// The 3DGAN convolutions, batch 2, plus a strided asymmetric case.
 
 struct ConvCase {
   const char* name;

@@ -1,5 +1,5 @@
 // Validation of the parametrised shower simulator against the published CLIC/3DGAN figures
-// (research/3dgan.md sections 2 and 4): sampling fraction, resolution, shower maximum, hit counts.
+// (docs/data.md, the simulator): sampling fraction, resolution, shower maximum, hit counts.
 #include <doctest/doctest.h>
 
 #include "mpigan/data/angle_measure.hpp"
@@ -77,7 +77,7 @@ double ecal_fit_percent(double energy) {
 
 }  // namespace
 
-TEST_CASE("calorimeter: derived W/Si constants match the hand computation of research/3dgan.md") {
+TEST_CASE("calorimeter: derived W/Si constants match the hand computation") {
   const Calorimeter calo;
   CHECK(calo.num_layers() == 25);
   CHECK(calo.x0_eff_mm() == doctest::Approx(4.20).epsilon(0.01));
