@@ -33,7 +33,7 @@ struct DcParams {
 class DcAsgdMaster final : public MasterRule {
  public:
   DcAsgdMaster(ParameterSet& w, const RuleContext& ctx, const DcParams& p)
-      : MasterRule(w, ctx.backend), m_p(p), m_opt(w, ctx, p.warmup), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
+      : MasterRule(w), m_p(p), m_opt(w, ctx, p.warmup), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> g, std::span<float> reply, RuleStats& stats) override {
     float* w = m_weights.data();

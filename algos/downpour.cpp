@@ -21,7 +21,7 @@ namespace {
 class DownpourMaster final : public MasterRule {
  public:
   DownpourMaster(ParameterSet& w, const RuleContext& ctx, bool local, StalenessScale scale, Warmup warmup)
-      : MasterRule(w, ctx.backend), m_local(local), m_scale(scale) {
+      : MasterRule(w), m_local(local), m_scale(scale) {
     if (!m_local) m_opt = std::make_unique<OptimizerApply>(w, ctx, warmup);
   }
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,

@@ -25,7 +25,7 @@ class EasgdWorker final : public WorkerRule {
 
 class EasgdMaster final : public MasterRule {
  public:
-  EasgdMaster(ParameterSet& w, const RuleContext& ctx, float alpha) : MasterRule(w, ctx.backend), m_alpha(alpha) {}
+  EasgdMaster(ParameterSet& w, float alpha) : MasterRule(w), m_alpha(alpha) {}
   Verdict submit(const UpdateMeta& meta, std::span<const float> x, std::span<float> reply, RuleStats& stats) override {
     (void)meta;
     // The reply is the centre before the elastic move, written in the same pass as the move.
@@ -49,7 +49,7 @@ class Easgd final : public Algorithm {
     return std::make_unique<EasgdWorker>(alpha(ctx.workers));
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<EasgdMaster>(w, ctx, alpha(ctx.workers));
+    return std::make_unique<EasgdMaster>(w, alpha(ctx.workers));
   }
   std::string describe() const override {
     return m_alpha > 0 ? fmt::format("easgd: elastic averaging, alpha {}", m_alpha)

@@ -141,7 +141,7 @@ class GemWorker final : public WorkerRule {
 
 class GemMaster final : public MasterRule {
  public:
-  GemMaster(ParameterSet& w, Backend& be, std::int64_t warmup) : MasterRule(w, be), m_warmup(warmup) {}
+  GemMaster(ParameterSet& w, std::int64_t warmup) : MasterRule(w), m_warmup(warmup) {}
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float> reply,
                  RuleStats& stats) override {
     (void)meta;
@@ -177,7 +177,7 @@ class Gem final : public Algorithm {
     return std::make_unique<GemWorker>(p, ctx.layout.size(), ctx.lr_factor);
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<GemMaster>(w, ctx.backend, m_p.warmup.resolve(ctx.workers));
+    return std::make_unique<GemMaster>(w, m_p.warmup.resolve(ctx.workers));
   }
   std::string describe() const override {
     return fmt::format("gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}, {}",

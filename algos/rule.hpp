@@ -7,8 +7,9 @@
 //     or pull then push (GEM: the worker first fetches the current weights);
 //   - the worker-side transform before sending and merge after the reply (WorkerRule);
 //   - the master-side acceptance and application, with rounds for synchronous rules (MasterRule).
-// Rules see host float spans and a Backend for vector math, so their formulas are pure functions
-// of (weights, update, staleness, state) and are unit-tested without MPI (tests/unit/algos).
+// Rules see host float spans and do their vector math with the host kernels (mpigan/kernels/), so
+// their formulas are pure functions of (weights, update, staleness, state) and are unit-tested
+// without MPI (tests/unit/master/test_rules.cpp).
 // Each rule's state (optimizer slots, momenta, backups) is saved and restored with checkpoints.
 //
 // Adding a rule: one .cpp in algos/ defining an Algorithm subclass and a registration line in
@@ -78,7 +79,7 @@ class WorkerRule {
 /// @p weights (a host ParameterSet owned by the master) and are changed in place.
 class MasterRule {
  public:
-  explicit MasterRule(ParameterSet& weights, Backend& backend) : m_weights(weights), m_backend(backend) {}
+  explicit MasterRule(ParameterSet& weights) : m_weights(weights) {}
   virtual ~MasterRule() = default;
   /// Serve one (finite) update. For applied/rejected verdicts @p reply is filled with what the
   /// worker gets back (default: the weights after applying). Held updates wait for close_round().
@@ -112,7 +113,6 @@ class MasterRule {
   std::span<float> weights() { return {m_weights.data(), m_weights.size()}; }
   std::span<const float> weights() const { return {m_weights.data(), m_weights.size()}; }
   ParameterSet& m_weights;
-  Backend& m_backend;
 };
 
 /// Context for building a rule's sides.

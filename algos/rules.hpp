@@ -8,6 +8,6 @@ namespace mpigan::algos {
 
 /// The top master's rule above sub-masters (tree.cpp): their weight changes added times @p scale,
 /// or averaged in rounds when the sub-masters' rule is synchronous. Not registered under a name.
-std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, Backend& backend, bool synchronous, float scale);
+std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, bool synchronous, float scale);
 
 }  // namespace mpigan::algos

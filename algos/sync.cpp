@@ -16,7 +16,7 @@ namespace {
 class SyncMaster final : public MasterRule {
  public:
   SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup)
-      : MasterRule(w, ctx.backend), m_opt(w, ctx, warmup), m_average(average), m_sum(w.size()) {}
+      : MasterRule(w), m_opt(w, ctx, warmup), m_average(average), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
     Held& h = m_held[meta.worker];  // buffers are kept from round to round

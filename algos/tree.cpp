@@ -15,8 +15,7 @@ namespace {
 
 class TreeMaster final : public MasterRule {
  public:
-  TreeMaster(ParameterSet& w, Backend& b, bool sync, float scale)
-      : MasterRule(w, b), m_sync(sync), m_scale(scale), m_sum(w.size()) {}
+  TreeMaster(ParameterSet& w, bool sync, float scale) : MasterRule(w), m_sync(sync), m_scale(scale), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> delta, std::span<float> reply, RuleStats&) override {
     if (m_sync) {
@@ -59,8 +58,8 @@ class TreeMaster final : public MasterRule {
 
 }  // namespace
 
-std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, Backend& backend, bool synchronous, float scale) {
-  return std::make_unique<TreeMaster>(weights, backend, synchronous, scale);
+std::unique_ptr<MasterRule> make_tree_master(ParameterSet& weights, bool synchronous, float scale) {
+  return std::make_unique<TreeMaster>(weights, synchronous, scale);
 }
 
 }  // namespace mpigan::algos

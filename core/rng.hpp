@@ -55,7 +55,6 @@ class Rng {
   /// Standard normal (Box-Muller on two uniforms; both draws consumed, no cached spare).
   float normal();
   double normal_double();
-  bool bernoulli(float p) { return uniform() < p; }
   /// Uniform integer in [0, n).
   std::uint64_t below(std::uint64_t n);
   /// Gamma(shape, 1) variate (Marsaglia-Tsang), shape > 0.

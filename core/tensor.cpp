@@ -96,17 +96,6 @@ Tensor Tensor::reshaped(const Shape& shape) const {
   return t;
 }
 
-Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
-  MPIGAN_CHECK_SHAPE(canonical() && shape().rank() >= 1, "slice needs a canonical tensor of rank >= 1, got {}",
-                     m_desc.to_string());
-  MPIGAN_CHECK_SHAPE(0 <= begin && begin <= end && end <= shape()[0], "slice [{}, {}) out of range for shape {}", begin,
-                     end, shape());
-  Tensor t = *this;
-  t.m_desc.shape = shape().with_dim(0, end - begin);
-  t.m_data = m_data + begin * shape().item_numel();
-  return t;
-}
-
 void Tensor::require_host_canonical(const char* what) const {
   MPIGAN_CHECK(m_device == Device::cpu && canonical(), "{} needs a canonical host tensor, got {} on {}", what,
                m_desc.to_string(), mpigan::to_string(m_device));

@@ -98,8 +98,6 @@ class Tensor {
 
   /// Same memory, another canonical shape with the same numel.
   Tensor reshaped(const Shape& shape) const;
-  /// Items [begin, end) of the leading dimension (canonical only), sharing memory.
-  Tensor slice(std::int64_t begin, std::int64_t end) const;
 
   /// Host canonical element access.
   std::span<float> values();

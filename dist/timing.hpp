@@ -35,8 +35,6 @@ class ComputeModel {
   double mean() const;
   Kind kind() const { return m_kind; }
   const std::string& spec() const { return m_spec; }
-  /// Replay: the real workers' sequences.
-  const std::vector<std::vector<double>>& replayed() const { return m_replay; }
 
  private:
   Kind m_kind = Kind::constant;

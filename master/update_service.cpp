@@ -62,10 +62,9 @@ UpdateService::UpdateService(const algos::Algorithm& algorithm, const Networks& 
     NetSlot& slot = m_nets[k];
     slot.theta = ParameterSet::like(*networks.weights[k], *m_host);
     train::copy_to_host(*networks.backend, *networks.weights[k], weights(n));
-    slot.rule = options.tree_top
-                    ? algos::make_tree_master(slot.theta, *m_host, m_synchronous, static_cast<float>(tree_scale))
-                    : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k], options.children,
-                                                         names[k], m_lr_factor.get()});
+    slot.rule = options.tree_top ? algos::make_tree_master(slot.theta, m_synchronous, static_cast<float>(tree_scale))
+                                 : algorithm.make_master(slot.theta, {*m_host, slot.theta, networks.optimizers[k],
+                                                                      options.children, names[k], m_lr_factor.get()});
   }
   m_state.resize(m_layout.g_state + m_layout.d_state);
   for (Net n : kNets) {

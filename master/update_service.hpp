@@ -136,7 +136,6 @@ class UpdateService {
   std::span<const float> weights(models::Net n) const {
     return {m_nets[dist::index(n)].theta.data(), layout().weights(n)};
   }
-  ParameterSet& parameters(models::Net n) { return m_nets[dist::index(n)].theta; }
   std::span<float> state() { return m_state; }
   std::span<const float> state() const { return m_state; }
   const dist::PayloadLayout& layout() const { return m_layout; }

@@ -63,12 +63,6 @@ std::vector<std::int64_t> select_bin(const Observables& o, const EventBin& bin) 
   return idx;
 }
 
-std::vector<std::int64_t> all_events(const Observables& o) {
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(o.events));
-  std::iota(idx.begin(), idx.end(), std::int64_t{0});
-  return idx;
-}
-
 std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_halves(std::span<const std::int64_t> events,
                                                                              std::uint64_t seed) {
   std::vector<std::int64_t> v(events.begin(), events.end());

@@ -55,9 +55,6 @@ std::vector<EventBin> make_bins(const BinningOptions& options = {});
 /// window and @p o has no angles.
 std::vector<std::int64_t> select_bin(const Observables& o, const EventBin& bin);
 
-/// Every event index of @p o: 0..events-1.
-std::vector<std::int64_t> all_events(const Observables& o);
-
 /// A random half split of @p events (sizes floor(n/2) and ceil(n/2)), deterministic for @p seed:
 /// the two halves of a reference sample give the statistical floor of a metric.
 std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_halves(std::span<const std::int64_t> events,
