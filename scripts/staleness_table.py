@@ -113,6 +113,30 @@ def main(argv):
     text = "\n".join(lines) + "\n"
     open(os.path.join(out, "study.md"), "w").write(text)
     print(text, end="")
+    plot(groups, os.path.join(out, "study.png"))
+
+
+def plot(groups, path):
+    """fpd_hlf of every seed (points) and the median (bar) per rule and N, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(groups, key=lambda k: (k[1], statistics.median(r["fpd_hlf"] for r in groups[k])))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys), 4.2))
+    for i, k in enumerate(keys):
+        values = [r["fpd_hlf"] for r in groups[k]]
+        ax.bar(i, statistics.median(values), color="tab:blue" if k[1] == 1 else "tab:orange", alpha=0.35)
+        ax.plot([i] * len(values), values, "o", color="black", ms=4)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([f"{k[0]}\nN = {k[1]}" for k in keys], fontsize=8)
+    ax.set_ylabel("fpd_hlf against fresh Monte Carlo (lower is better)")
+    ax.set_title("final generators at an equal number of samples (points: seeds, bar: median)", fontsize=9)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
