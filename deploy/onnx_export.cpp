@@ -142,9 +142,7 @@ std::vector<float> host_values(const nn::Network& net, const std::string& segmen
 }
 
 std::vector<std::int64_t> dims_of(const Shape& s) {
-  std::vector<std::int64_t> d;
-  for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
-  return d;
+  return {s.begin(), s.end()};
 }
 
 /// The generator's layers, in order, as ONNX operators from tensor @p x (shape @p in, batch 1).
@@ -172,7 +170,7 @@ std::string add_layers(GraphBuilder& b, const nn::Network& g, std::string x, Sha
       x = n.output(0);
     } else if (kind == "Reshape" || kind == "Flatten") {
       std::vector<std::int64_t> target{-1};
-      for (int i = 1; i < out.rank(); ++i) target.push_back(out[i]);
+      target.insert(target.end(), out.begin() + 1, out.end());
       x = b.op("Reshape", {x, b.ints(l.name() + "_shape", target)}, l.name());
     } else if (kind == "Conv3D") {
       const auto& d = dynamic_cast<const nn::Conv3d&>(l).desc();
@@ -393,9 +391,7 @@ void write_vectors(const train::TrainedModel& m, const std::string& path, std::i
   using nlohmann::json;
   auto tensor = [](const Tensor& t) {
     json j;
-    std::vector<std::int64_t> shape;
-    for (int i = 0; i < t.shape().rank(); ++i) shape.push_back(t.shape()[i]);
-    j["shape"] = shape;
+    j["shape"] = std::vector<std::int64_t>(t.shape().begin(), t.shape().end());
     j["data"] = std::vector<float>(t.data(), t.data() + t.numel());
     return j;
   };

@@ -15,17 +15,6 @@ namespace mpigan::master {
 
 namespace detail {
 
-namespace {
-
-// The top master follows the schedule over its budget spent; a sub-master takes its parent's factor.
-std::function<double(std::int64_t, std::int64_t)> schedule_of(const dist::RoleContext& ctx) {
-  if (ctx.t.role != dist::Role::top_master) return {};
-  const train::ExperimentConfig* e = &ctx.d.experiment;
-  return [e](std::int64_t version, std::int64_t samples) { return e->lr_factor(version, samples); };
-}
-
-}  // namespace
-
 Server::Server(dist::RoleContext& ctx)
     : m_ctx(ctx),
       m_t(ctx.t),
@@ -35,7 +24,10 @@ Server::Server(dist::RoleContext& ctx)
       m_service(*ctx.d.dist.algorithm,
                 UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.d.experiment),
                 {static_cast<int>(ctx.t.children.size()), m_top && ctx.t.masters > 1, m_top, ctx.d.dist.max_nonfinite,
-                 ctx.d.dist.topology.submaster_scale, schedule_of(ctx)},
+                 ctx.d.dist.topology.submaster_scale,
+                 // The top master follows the schedule over its budget spent; a sub-master takes
+                 // its parent's factor (ParentLink).
+                 m_top ? UpdateService::Options::schedule_of(ctx.d.experiment) : nullptr},
                 [this](int child) { return reply_span(static_cast<std::size_t>(child)); }),
       m_progress(ProgressContext::of(ctx), static_cast<int>(ctx.t.children.size())),
       m_checkpoints(ctx, m_service),

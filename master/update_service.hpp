@@ -87,6 +87,10 @@ class UpdateService {
     /// before each update is served (train::ExperimentConfig::lr_factor). Empty: the factor is set
     /// from outside (a sub-master takes its parent's, set_lr_factor).
     std::function<double(std::int64_t version, std::int64_t samples)> schedule;
+    /// The schedule of a top master: @p e's (which must outlive the service).
+    static std::function<double(std::int64_t, std::int64_t)> schedule_of(const train::ExperimentConfig& e) {
+      return [&e](std::int64_t version, std::int64_t samples) { return e.lr_factor(version, samples); };
+    }
   };
 
   /// The two networks served: their weights' layouts and initial values (on any backend), their

@@ -95,14 +95,11 @@ void Sandbox::add_master(int rank, int children) {
                rank, m->workers.size(), children);
   m->service = std::make_unique<master::UpdateService>(
       *m_d.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_e),
-      master::UpdateService::Options{
-          children, tree_top, rank == 0, m_d.dist.max_nonfinite, m_d.dist.topology.submaster_scale,
-          // The top follows the schedule; a sub-master takes the top's
-          // factor with each reply (answer_submaster).
-          rank == 0
-              ? std::function<double(std::int64_t, std::int64_t)>(
-                    [this](std::int64_t version, std::int64_t samples) { return m_e.lr_factor(version, samples); })
-              : nullptr},
+      master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite,
+                                     m_d.dist.topology.submaster_scale,
+                                     // The top follows the schedule; a sub-master takes the top's
+                                     // factor with each reply (answer_submaster).
+                                     rank == 0 ? master::UpdateService::Options::schedule_of(m_e) : nullptr},
       [this, index](int child) -> std::span<float> {
         const VirtualMaster& at = *m_masters[index];
         if (at.workers.empty()) return m_masters[static_cast<std::size_t>(child) + 1]->down;  // the top of a tree
