@@ -34,11 +34,6 @@ train::Session open_generator(const train::TrainedModel& m, const std::string& b
   return s;
 }
 
-/// Model units -> GeV, over xscale: the factor of the inverse preprocessing after the power.
-double gev_factor(const data::Preprocess& p) {
-  return data::unit_factor(p.model_units, data::Units::gev) / p.xscale;
-}
-
 }  // namespace
 
 #if MPIGAN_HAVE_ONNX
@@ -46,6 +41,11 @@ double gev_factor(const data::Preprocess& p) {
 namespace {
 
 constexpr int kOpset = 13;
+
+/// Model units -> GeV, over xscale: the factor of the inverse preprocessing after the power.
+double gev_factor(const data::Preprocess& p) {
+  return data::unit_factor(p.model_units, data::Units::gev) / p.xscale;
+}
 
 /// Builds the graph: unique names, initialisers, nodes.
 class GraphBuilder {

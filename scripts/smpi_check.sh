@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SMPI check of CI (docs/sandbox.md, "Scale"): builds mpigan against
-# SimGrid's SMPI (the smpi preset, build-smpi/; installs libsimgrid-dev when missing) and simulates
+# SimGrid's SMPI (the smpi preset, build-smpi/; installs libsimgrid-dev and time when missing) and simulates
 # the real master with 16 virtual workers, and a tree of 2 sub-masters with 16 more, on the Piz
 # Daint-like platform of bench/smpi. Checks what the simulation must show whatever the machine:
 # every update counted, every worker served, and simulated (not real) time of about 10 steps.
@@ -12,11 +12,17 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${MPIGAN_JOBS:-$(nproc)}
-if ! dpkg-query -W -f='${Status}' libsimgrid-dev 2>/dev/null | grep -q "install ok installed"; then
+# SimGrid, and Debian's `time` (bench/smpi/run_mpigan.sh measures each simulation with /usr/bin/time;
+# a minimal Debian root has none).
+missing=()
+for p in libsimgrid-dev time; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
   sudo=""
   [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  echo "== smpi: installing libsimgrid-dev"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libsimgrid-dev >/dev/null
+  echo "== smpi: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 t0=$SECONDS
 cmake --preset smpi -DMPIGAN_WERROR=ON -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
