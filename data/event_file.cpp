@@ -133,14 +133,30 @@ std::int64_t EventFile::events_per_chunk() const {
   return m_ecal_info.chunk.empty() ? 0 : m_ecal_info.chunk[0];
 }
 
-void EventFile::check_finite(std::int64_t first_event, std::span<const float> cells) const {
-  for (std::size_t k = 0; k < cells.size(); ++k) {
-    if (!std::isfinite(cells[k])) [[unlikely]] {
-      const auto event = first_event + static_cast<std::int64_t>(k) / m_cells;
-      const auto cell = static_cast<std::int64_t>(k) % m_cells;
-      const auto& d = m_ecal_info.dims;
-      MPIGAN_THROW(DataError, "data file '{}', dataset 'ECAL', event {}: cell ({},{},{}) is {} (non-finite)", path(),
-                   event, cell / (d[2] * d[3]), (cell / d[3]) % d[2], cell % d[3], cells[k]);
+void EventFile::check_cells(std::int64_t first_event, std::span<const float> cells) const {
+  const auto& d = m_ecal_info.dims;
+  const auto where = [&](std::size_t k) {
+    const auto cell = static_cast<std::int64_t>(k) % m_cells;
+    return fmt::format("data file '{}', dataset 'ECAL', event {}: cell ({},{},{})", path(),
+                       first_event + static_cast<std::int64_t>(k) / m_cells, cell / (d[2] * d[3]), (cell / d[3]) % d[2],
+                       cell % d[3]);
+  };
+  const auto per_event = static_cast<std::size_t>(m_cells);
+  for (std::size_t first = 0; first < cells.size(); first += per_event) {
+    // No cell can hold more than the primary's energy: E in GeV, 50 E in GeV x 50, the largest
+    // supported units. Twice that is impossible whatever the units.
+    const double energy = m_energy[static_cast<std::size_t>(first_event) + first / per_event];
+    const auto limit = static_cast<float>(2.0 * kX50 * energy);
+    for (std::size_t k = first; k < first + per_event; ++k) {
+      const float c = cells[k];
+      if (c >= 0.0f && c <= limit) [[likely]]
+        continue;
+      if (!std::isfinite(c)) MPIGAN_THROW(DataError, "{} is {} (non-finite)", where(k), c);
+      if (c < 0.0f) MPIGAN_THROW(DataError, "{} is {}: a deposited energy, expected >= 0", where(k), c);
+      MPIGAN_THROW(DataError,
+                   "{} is {:.4g}, impossible for an event of {:.4g} GeV (a cell holds at most the primary's energy: "
+                   "{:.4g} in GeV, {:.4g} in GeV x 50)",
+                   where(k), c, energy, energy, kX50 * energy);
     }
   }
 }
@@ -198,7 +214,7 @@ void EventFile::read_event(std::int64_t index, std::span<float> dst) const {
   if (m_direct) {
     read_direct(index, dst);
     // float64 -> float32 can overflow to inf; check after the conversion.
-    check_finite(index, dst);
+    check_cells(index, dst);
     return;
   }
   read_events(index, 1, dst);
@@ -228,7 +244,7 @@ void EventFile::read_events(std::int64_t begin, std::int64_t count, std::span<fl
                     "data file '{}', dataset 'ECAL', events [{}, {}): read failed (truncated or damaged file?)", path(),
                     begin, begin + count);
   }
-  check_finite(begin, dst);
+  check_cells(begin, dst);
 }
 
 }  // namespace mpigan::data

@@ -57,7 +57,8 @@ class EventFile {
   std::int64_t events_per_chunk() const;
 
   /// Reads event @p index into @p dst (cells() floats, file units, file axis order). Thread-safe.
-  /// Throws DataError naming file, dataset and event on read failure or a non-finite cell.
+  /// Throws DataError naming file, dataset and event on read failure or an impossible cell (non-finite,
+  /// negative, or more than the event's energy in any supported units).
   void read_event(std::int64_t index, std::span<float> dst) const;
   /// Reads events [begin, begin+count) into @p dst (count * cells() floats). Thread-safe.
   void read_events(std::int64_t begin, std::int64_t count, std::span<float> dst) const;
@@ -65,7 +66,9 @@ class EventFile {
  private:
   EventFile() = default;
   void read_direct(std::int64_t index, std::span<float> dst) const;
-  void check_finite(std::int64_t first_event, std::span<const float> cells) const;
+  /// Every cell finite, >= 0 and within what the event's energy allows; throws DataError naming the
+  /// file, event, cell and value.
+  void check_cells(std::int64_t first_event, std::span<const float> cells) const;
 
   h5::File m_file;
   h5::Hid m_ecal;

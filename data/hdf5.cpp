@@ -88,6 +88,10 @@ File File::open_read(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) MPIGAN_THROW(DataError, "data file '{}' does not exist", path);
   if (fs::is_directory(path, ec)) MPIGAN_THROW(DataError, "data file '{}' is a directory, not an HDF5 file", path);
+  // A FIFO or a device would block the open or be read forever.
+  if (!fs::is_regular_file(path, ec))
+    MPIGAN_THROW(DataError, "data file '{}' is not a regular file (a FIFO, socket or device); expected an HDF5 file",
+                 path);
   Lock lock;
   File f;
   f.m_path = path;

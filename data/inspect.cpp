@@ -92,7 +92,9 @@ std::string format_summary(const FileSummary& s) {
   out += fmt::format("  reads       {}\n",
                      s.direct_chunks ? "direct chunk reads (one event per chunk)"
                                      : fmt::format("hyperslab reads ({} events per chunk)", s.events_per_chunk));
-  out += "  valid       yes (all labels and every scanned event finite; energies > 0)\n";
+  out +=
+      "  valid       yes (labels finite, energies > 0; every scanned cell finite, >= 0 and within its event's "
+      "energy)\n";
   return out;
 }
 

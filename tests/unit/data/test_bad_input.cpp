@@ -241,6 +241,54 @@ TEST_CASE("bad input: a non-finite ECAL cell names file, dataset, event and cell
   }
 }
 
+TEST_CASE("bad input: physically impossible cells (negative, beyond the event's energy) are named, not trained on") {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    double value;
+    const char* expect;
+  };
+  // Event 1 has 20 GeV: a cell may hold up to 20 (GeV) or 1 000 (GeV x 50); 2 000 is the limit.
+  for (const Case& c : {Case{"negative", -0.25, "is -0.25: a deposited energy, expected >= 0"},
+                        Case{"huge", 3e38, "is 3e+38, impossible for an event of 20 GeV"},
+                        Case{"just-over", 2001.0, "is 2001, impossible for an event of 20 GeV"}}) {
+    for (std::int64_t chunk : {1, 0}) {
+      CAPTURE(c.name);
+      CAPTURE(chunk);
+      const std::string path = dir.file(std::string(c.name) + "_" + std::to_string(chunk) + ".h5");
+      std::vector<double> ecal(3 * 15625, 0.001);
+      ecal[1 * 15625 + (4 * 25 + 5) * 25 + 6] = c.value;  // event 1, cell (4,5,6)
+      std::vector<hsize_t> chunks;
+      if (chunk > 0) chunks = {1, 25, 25, 25};
+      write_raw(path, "ECAL", {3, 25, 25, 25}, ecal, H5T_IEEE_F64LE, chunks, chunk > 0 ? 4 : -1);
+      write_raw(path, "energy", {3}, {10, 20, 30});
+      auto f = EventFile::open(path, Geometry::ecal25);
+      std::vector<float> cells(15625);
+      f->read_event(0, cells);
+      f->read_event(2, cells);
+      const std::string msg = data_error([&] { f->read_event(1, cells); });
+      CHECK(has(msg, path));
+      CHECK(has(msg, "dataset 'ECAL', event 1: cell (4,5,6)"));
+      CHECK(has(msg, c.expect));
+      CHECK(has(data_error([&] { inspect_file(path); }), c.expect));
+      DatasetSpec spec;
+      spec.train_files = {path};
+      spec.units = Units::gev;
+      Loader loader(open_datasets(spec).train, LoaderOptions{.batch = 3, .shuffle = false});
+      Batch b;
+      CHECK(has(data_error([&] { loader.next(b); }), c.expect));
+    }
+  }
+  // At the limit and in GeV x 50 (a cell of 1 000 at 20 GeV): a legitimate file.
+  const std::string path = dir.file("x50.h5");
+  std::vector<double> ecal(3 * 15625, 0.0);
+  ecal[1 * 15625] = 1000.0;
+  ecal[2 * 15625] = 3000.0;  // 30 GeV: 1 500 x 2 = 3 000 is the limit itself
+  write_raw(path, "ECAL", {3, 25, 25, 25}, ecal, H5T_IEEE_F64LE, {}, -1);
+  write_raw(path, "energy", {3}, {10, 20, 30});
+  CHECK(inspect_file(path).max_cell == doctest::Approx(3000.0));
+}
+
 TEST_CASE("bad input: a chunk damaged after the file was written") {
   TempDir dir;
   const std::string path = dir.file("damaged.h5");
