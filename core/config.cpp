@@ -3,9 +3,12 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -60,6 +63,38 @@ std::optional<T> parse_number(const std::string& s) {
   }
 }
 
+/// Experiment files are a few kB; a larger one is not an experiment (or a wrong path).
+constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+/// Nodes a document may reach through its aliases: experiments hold a few hundred. yaml-cpp shares an
+/// aliased node, but every walk of the tree visits it once per alias, so aliases of aliases grow
+/// exponentially ("billion laughs": 11 levels kept a process busy for 14 minutes).
+constexpr std::size_t kMaxNodes = 100000;
+
+/// Walks @p n as every reader of the tree does (an alias once per appearance), counting down @p left;
+/// false once it runs out.
+bool within_budget(const YAML::Node& n, std::size_t& left) {
+  if (left == 0) return false;
+  --left;
+  if (n.IsSequence()) {
+    for (const auto& c : n)
+      if (!within_budget(c, left)) return false;
+  } else if (n.IsMap()) {
+    for (const auto& kv : n)
+      if (!within_budget(kv.first, left) || !within_budget(kv.second, left)) return false;
+  }
+  return true;
+}
+
+/// The problem of a document reaching more than kMaxNodes nodes, or nothing.
+std::optional<std::string> too_large(const YAML::Node& n, const std::string& what) {
+  std::size_t left = kMaxNodes;
+  if (within_budget(n, left)) return std::nullopt;
+  return fmt::format(
+      "{}: expands to more than {} YAML nodes through its aliases (anchors '&' used by '*' "
+      "nested in one another); an experiment holds a few hundred",
+      what, kMaxNodes);
+}
+
 void apply_override(ConfigDocument::State& st, const std::string& item) {
   const auto eq = item.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -75,9 +110,19 @@ void apply_override(ConfigDocument::State& st, const std::string& item) {
   }
   YAML::Node parsed;
   try {
-    parsed = YAML::Load(value);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(value);
+    if (docs.size() > 1) {
+      st.problems.push_back(
+          fmt::format("--set {}: the value holds {} YAML documents ('---'); expected one value", path, docs.size()));
+      return;
+    }
+    if (!docs.empty()) parsed = docs.front();
   } catch (const YAML::Exception& e) {
     st.problems.push_back(fmt::format("--set {}: value '{}' is not valid YAML: {}", path, value, e.msg));
+    return;
+  }
+  if (const auto p = too_large(parsed, "--set " + path)) {
+    st.problems.push_back(*p);
     return;
   }
   if (!st.root.IsDefined() || st.root.IsNull()) st.root = YAML::Node(YAML::NodeType::Map);
@@ -155,6 +200,7 @@ ConfigDocument ConfigDocument::parse(const std::string& text, const std::string&
         name, {fmt::format("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg)});
   }
   if (st->root.IsNull() || !st->root.IsDefined()) st->root = YAML::Node(YAML::NodeType::Map);
+  if (const auto p = too_large(st->root, name)) throw ConfigError(name, {*p});
   if (!st->root.IsMap())
     throw ConfigError(name,
                       {fmt::format("{}: the document must be a mapping of sections, found {}", name, show(st->root))});
@@ -164,11 +210,24 @@ ConfigDocument ConfigDocument::parse(const std::string& text, const std::string&
 }
 
 ConfigDocument ConfigDocument::load(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, {fmt::format("cannot open experiment file '{}'", path)});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path, overrides);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A FIFO or a device (/dev/zero) would block or be read forever.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw ConfigError(path, {fmt::format("experiment file '{}' is not a regular file ({}); expected a YAML file", path,
+                                         fs::is_directory(path, ec) ? "a directory" : "a FIFO, socket or device")});
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, {fmt::format("cannot open experiment file '{}': {}", path, std::strerror(errno))});
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (!ec && bytes > kMaxFileBytes)
+    throw ConfigError(path, {fmt::format("experiment file '{}' has {} bytes; an experiment is a few kB (at most {})",
+                                         path, bytes, kMaxFileBytes)});
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes)  // grew while read
+    throw ConfigError(path, {fmt::format("experiment file '{}' has more than {} bytes", path, kMaxFileBytes)});
+  return parse(text, path, overrides);
 }
 
 ConfigNode ConfigDocument::root() {

@@ -6,6 +6,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 namespace mpigan::train {
@@ -382,14 +383,31 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   return r;
 }
 
+/// @p s with every byte outside printable ASCII as \xNN (a name holding NUL or control characters).
+std::string printable(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u >= 0x20 && u < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return out;
+}
+
 }  // namespace
 
 ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections) {
   ExperimentConfig e;
   ConfigNode root = doc.root();
   e.name = root.get_string("name", e.name);
-  if (e.name.empty() || e.name.find('/') != std::string::npos)
-    root.problem("name", "must be a non-empty name without '/' (it names the run directory)");
+  // It names the run directory and appears in every log: POSIX's portable file name characters.
+  const bool portable = std::all_of(e.name.begin(), e.name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-' || c == '+';
+  });
+  if (e.name.empty() || e.name.size() > 100 || !portable || e.name == "." || e.name == "..")
+    root.problem("name", fmt::format("must be 1-100 of the characters A-Z a-z 0-9 . _ - + (it names the run "
+                                     "directory), found {}",
+                                     e.name.size() > 100 ? fmt::format("{} characters", e.name.size())
+                                                         : "'" + printable(e.name) + "'"));
   e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
   e.backend = root.get_choice("backend", e.backend, backend_names());
   e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));

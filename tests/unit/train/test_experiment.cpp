@@ -5,7 +5,10 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/train/experiment.hpp"
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <fstream>
 
 using namespace mpigan;
 using namespace mpigan::train;
@@ -164,6 +167,47 @@ TEST_CASE("duplicate keys, an empty --set value, several documents and an empty 
   const auto r = problems_of("");
   CHECK(contains(r, "exp.yaml: data.train"));
   CHECK_FALSE(contains(r, "(--set)"));
+}
+
+TEST_CASE("hostile experiment files end in a named error, fast: alias bombs, FIFOs, huge files, odd names") {
+  // "Billion laughs": each level doubles the nodes every walk of the tree visits; 30 levels would
+  // be 2^30 of them. Refused after the budget, in milliseconds.
+  std::string bomb = "name: t\ndata: {train: a.h5}\nx0: &a0 [lol, lol]\n";
+  for (int i = 1; i <= 30; ++i) bomb += fmt::format("x{}: &a{} [*a{}, *a{}]\n", i, i, i - 1, i - 1);
+  CHECK_THROWS_WITH_AS(parse(bomb), doctest::Contains("exp.yaml: expands to more than 100000 YAML nodes"), ConfigError);
+  // A few aliases are fine.
+  CHECK(parse("name: t\ndata: {train: a.h5}\ntraining: &t {batch: 16}\nvalidation: {batches: 2}\n").batch == 16);
+  // The same bomb as a --set value, and a --set value with a second document.
+  CHECK(contains(problems_of("name: t\ndata: {train: a.h5}\n", {"name=" + bomb.substr(bomb.find("x0"))}),
+                 "--set name: expands to more than 100000 YAML nodes"));
+  CHECK(contains(problems_of("name: t\ndata: {train: a.h5}\n", {"training.batch=16\n---\n32"}),
+                 "--set training.batch: the value holds 2 YAML documents"));
+
+  const std::string dir = test::temp_dir("hostile-experiments");
+  // A FIFO (nothing would ever write to it) and a directory: refused without opening.
+  const std::string fifo = dir + "/exp.fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load(fifo),
+                       doctest::Contains("is not a regular file (a FIFO, socket or device)"), ConfigError);
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load(dir), doctest::Contains("is not a regular file (a directory)"),
+                       ConfigError);
+  // 2 MB of comments: not an experiment.
+  const std::string big = dir + "/big.yaml";
+  {
+    std::ofstream out(big);
+    out << "name: t\n" << std::string(2 << 20, '#') << "\n";
+  }
+  CHECK_THROWS_WITH_AS(ExperimentConfig::load(big), doctest::Contains("has 2097161 bytes; an experiment is a few kB"),
+                       ConfigError);
+
+  // Names: they name the run directory and appear in every log.
+  CHECK(contains(problems_of(std::string("name: \"a\\0b\"\ndata: {train: a.h5}\n")),
+                 "name: must be 1-100 of the characters A-Z a-z 0-9 . _ - + (it names the run directory), found "
+                 "'a\\x00b'"));
+  CHECK(contains(problems_of("name: " + std::string(5000, 'a') + "\ndata: {train: a.h5}\n"), "found 5000 characters"));
+  CHECK(contains(problems_of("name: \"caf\xc3\xa9\"\ndata: {train: a.h5}\n"), "found 'caf\\xc3\\xa9'"));
+  CHECK(contains(problems_of("name: ..\ndata: {train: a.h5}\n"), "found '..'"));
+  CHECK(parse("name: run-1.2_b+c\ndata: {train: a.h5}\n").name == "run-1.2_b+c");
 }
 
 TEST_CASE(
