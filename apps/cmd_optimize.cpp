@@ -3,7 +3,6 @@
 // A hyper-parameter search over blocks of ranks (hpo/coordinator.hpp, docs/hpo.md), then its plots.
 #include "commands.hpp"
 
-#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/hpo/coordinator.hpp"
 #include "mpigan/master/server.hpp"
 #include "mpigan/worker/worker.hpp"
@@ -29,7 +28,6 @@ void optimize(OptimizeArgs& a) {
   a.o.quiet_trials = !a.verbose;
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  install_stop_handlers();
   const Comm world = Comm::world();
   const hpo::OptimizeOutcome out = hpo::run_optimize(a.o, world, {master::run_master, worker::run_worker});
   const int rank = world.rank();

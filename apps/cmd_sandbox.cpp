@@ -43,7 +43,6 @@ int run_sandbox_command(const SandboxArgs& a) {
     o.resume_from = a.resume;
     o.resume = true;
   }
-  install_stop_handlers();  // SIGTERM/SIGINT/SIGUSR1: stop after the current update
   const auto r = sandbox::run_sandbox(d, o);
   const auto& m = r.master;
   const auto [lo, hi] = std::minmax_element(r.updates.begin(), r.updates.end());

@@ -129,7 +129,6 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
 void train(const TrainArgs& a) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  install_stop_handlers();  // SIGTERM/SIGINT/SIGUSR1: checkpoint and stop (core/stop_signal.hpp)
   int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -5,11 +5,14 @@
 #include "run_guard.hpp"
 
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/dist/watchdog.hpp"
 
 int main(int argc, char** argv) {
   // Rank 0 of a distributed run starts this executable again as its watchdog monitor.
   if (const auto rc = mpigan::dist::watchdog_monitor_main(argc, argv)) return *rc;
+  // A signal ends the process at once until a run's loop defers it (core/stop_signal.hpp).
+  mpigan::install_stop_handlers();
   CLI::App app{"mpigan: distributed training of 3D GANs for fast calorimeter simulation"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mpigan 0.1.0");

@@ -8,10 +8,11 @@ namespace mpigan {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_deferred = 0;
 
 extern "C" void on_stop_signal(int signo) {
-  if (g_signal != 0) {
-    // The second signal: the default action (terminate) at once.
+  if (g_signal != 0 || g_deferred == 0) {
+    // Set-up, or the second signal: the default action (terminate) at once.
     std::signal(signo, SIG_DFL);
     std::raise(signo);
     return;
@@ -27,6 +28,11 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and MPI's polling go on; the loop checks the flag
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &sa, nullptr);
+}
+
+void defer_stop_signals() {
+  install_stop_handlers();
+  g_deferred = 1;
 }
 
 int stop_signal() {

@@ -1,6 +1,10 @@
 // Graceful stop on SIGTERM, SIGINT and SIGUSR1. Slurm's time limit and scancel
 // send SIGTERM (and, with `#SBATCH --signal=B:USR1@N`, SIGUSR1 N seconds early), a user presses
-// Ctrl-C, and mpiexec (Hydra) forwards SIGTERM and SIGINT to every rank. The first such signal only
+// Ctrl-C, and mpiexec (Hydra) forwards SIGTERM and SIGINT to every rank.
+//
+// Until a run's loop starts (reading the experiment and the data, building the models) there is
+// nothing to checkpoint, and nothing would look at a recorded signal: a signal ends the process at
+// once, however long the set-up takes. From defer_stop_signals() on, the first such signal only
 // records itself: the trainer (or the top master) notices it at its next step, writes a complete
 // checkpoint and ends the run with kStoppedBySignalStatus. A second one restores the default action
 // and re-raises it, so an impatient user still stops the job at once.
@@ -14,8 +18,12 @@ namespace mpigan {
 /// i.e. resume). Distinct from 0 (finished), 1 (error) and 128+N (killed by signal N).
 inline constexpr int kStoppedBySignalStatus = 75;
 
-/// Installs the handlers (idempotent). Call before training starts.
+/// Installs the handlers (idempotent; the first line of main): a signal ends the process at once,
+/// until defer_stop_signals().
 void install_stop_handlers();
+/// From here the first signal is recorded for the loop to act on (installs the handlers when
+/// needed). Call where the loop that checks stop_signal() begins.
+void defer_stop_signals();
 /// The signal received (SIGTERM, SIGINT, SIGUSR1), or 0. Async-signal-safe to read anywhere.
 int stop_signal();
 /// "SIGTERM" etc.

@@ -1,5 +1,6 @@
 // The launch of a distributed job's roles (launch.hpp).
 #include "mpigan/dist/launch.hpp"
+#include "mpigan/core/stop_signal.hpp"
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
@@ -102,6 +103,7 @@ JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOp
   JobSummary s;
   s.run_dir = dir;
   s.workers = t.groups;
+  defer_stop_signals();  // every rank is set up: the top master checkpoints and stops on a signal from here
   try {
     if (t.role == Role::worker) {
       roles.worker(ctx);

@@ -108,6 +108,10 @@ inline constexpr std::size_t index(models::Net n) {
   return static_cast<std::size_t>(n);
 }
 
+/// The blocks whose sum of squares in @p sumsq (Header::sumsq) is not finite: "generator
+/// update, BatchNorm state"; "none" when all are finite.
+std::string nonfinite_blocks(const std::array<double, 3>& sumsq);
+
 /// Send @p h to @p dest, then ring @p bell (the receiver's doorbell, when it shares this node).
 void send_header(const Comm& c, const Header& h, int dest, int tag, const Doorbell& bell = {});
 /// How long a worker polls without sleeping for the master's reply to its update (the master

@@ -324,8 +324,8 @@ void Server::serve_update(std::size_t i, bool reply) {
   switch (d.outcome) {
     case Outcome::rejected_nonfinite:
     case Outcome::diverged:
-      spdlog::warn("rejected a non-finite update from child {} (rank {}) at version {} (|g| G {:.4g}, D {:.4g})", i,
-                   c.rank, m_service.version(), row.norm_g, row.norm_d);
+      spdlog::warn("rejected a non-finite update from child {} (rank {}) at version {}: inf or NaN in its {}", i,
+                   c.rank, m_service.version(), dist::nonfinite_blocks(h.sumsq));
       [[fallthrough]];
     case Outcome::rejected_by_rule:
       // Nothing changed; the child gets the weights (or the stop, when training diverged).

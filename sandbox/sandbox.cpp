@@ -2,6 +2,7 @@
 // sandbox_loop.hpp); the masters' side is in sandbox_masters.cpp.
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/stop_signal.hpp"
 #include "mpigan/master/checkpoints.hpp"
 #include "mpigan/sandbox/sandbox_loop.hpp"
 #include "mpigan/train/run_dir.hpp"
@@ -138,6 +139,7 @@ SandboxResult Sandbox::run() {
     top().progress->open_logs(-1);
     send_initial();
   }
+  defer_stop_signals();  // the loop stops after the event in hand on a signal from here
   while (true) {
     if (!m_pause.empty()) {
       if (!m_stopping) save_state();

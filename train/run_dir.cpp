@@ -4,9 +4,14 @@
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,14 +21,29 @@ namespace mpigan::train {
 namespace fs = std::filesystem;
 
 namespace {
+/// Writes @p content to PATH.tmp, syncs it and renames it over @p path: a reader sees the old file or
+/// the new one. A failed write (a full disk, a quota) removes PATH.tmp and names the system's error.
 void write_atomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    MPIGAN_CHECK(out.good(), "cannot write '{}'", tmp);
-    out << content;
-    out.flush();
-    MPIGAN_CHECK(out.good(), "writing '{}' failed (disk full?)", tmp);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  MPIGAN_CHECK(fd >= 0, "cannot write '{}': {}", tmp, std::strerror(errno));
+  std::size_t done = 0;
+  int error = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(tmp.c_str());
+    MPIGAN_THROW(Error, "writing '{}' failed after {} of {} bytes: {} (errno {}); '{}' is unchanged", tmp, done,
+                 content.size(), std::strerror(error), error, path);
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
@@ -51,20 +71,26 @@ std::string RunDirectory::checkpoint_path(std::int64_t step) const {
   return fmt::format("{}/checkpoints/step-{:08d}.h5", m_dir, step);
 }
 
-void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep) const {
+void RunDirectory::point_latest(const std::string& path) const {
+  MPIGAN_CHECK(fs::exists(path), "run directory '{}': no checkpoint '{}' to point 'latest' at", m_dir, path);
+  write_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n");
+}
+
+void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep, const std::string& spare) const {
   write_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n");
   std::vector<fs::path> all;
   for (const auto& e : fs::directory_iterator(m_dir + "/checkpoints")) {
     const auto name = e.path().filename().string();
     // Main files only (step-00000123.h5); parts written by other ranks (step-00000123.worker-0.h5)
-    // go with their main file (master/master.cpp).
+    // go with their main file (master/checkpoints.cpp).
     if (name.starts_with("step-") && name.ends_with(".h5") && name.find('.') == name.size() - 3)
       all.push_back(e.path());
   }
   std::sort(all.begin(), all.end());
   const std::string current = fs::path(path).filename().string();
+  const std::string spared = spare.empty() ? std::string() : fs::path(spare).filename().string();
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i)
-    if (all[i].filename().string() != current) fs::remove(all[i]);
+    if (all[i].filename().string() != current && all[i].filename().string() != spared) fs::remove(all[i]);
 }
 
 std::optional<std::string> RunDirectory::latest_checkpoint() const {

@@ -25,8 +25,11 @@ class RunDirectory {
 
   /// checkpoints/step-00000123.h5
   std::string checkpoint_path(std::int64_t step) const;
-  /// Point 'latest' at @p path (atomically) and delete all but the newest @p keep checkpoints.
-  void commit_checkpoint(const std::string& path, std::int64_t keep) const;
+  /// Point 'latest' at @p path (atomically) and delete all but the newest @p keep checkpoints, and
+  /// @p spare (a checkpoint to keep whatever its age; empty: none).
+  void commit_checkpoint(const std::string& path, std::int64_t keep, const std::string& spare = {}) const;
+  /// Point 'latest' back at @p path, an existing checkpoint (a resume then continues from it).
+  void point_latest(const std::string& path) const;
   /// The checkpoint 'latest' names, if any.
   std::optional<std::string> latest_checkpoint() const;
 

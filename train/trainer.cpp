@@ -129,6 +129,7 @@ class SingleProcessRun {
   }
 
   TrainSummary run() {
+    defer_stop_signals();  // the loop checkpoints and stops on a signal from here
     m_t_start = m_t_epoch = clock::now();
     data::Batch batch;
     while (m_step < m_total_steps && !m_summary.stopped_early && stop_signal() == 0) {
@@ -158,13 +159,22 @@ class SingleProcessRun {
     m_samples = r.get_int("progress/samples");
     m_loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
     m_metrics.drop_after(m_step);
+    // The last sane checkpoint when this one was written (itself, or an older one it spared).
+    const std::string sane = r.has("progress/last_sane") ? r.get_string("progress/last_sane") : std::string();
+    m_last_sane = sane.empty() ? std::string() : m_run.file("checkpoints/" + sane);
+    if (!r.has("progress/last_sane") || (!m_last_sane.empty() && !std::filesystem::exists(m_last_sane)))
+      m_last_sane = ckpt;
+    // The scale the losses' growth is measured against: the run's, not the resumed weights' first step.
+    if (r.has("progress/loss_scale")) m_reference = std::stod(r.get_string("progress/loss_scale"));
     spdlog::info("resumed from {} at step {} (epoch {}, batch {} of {})", ckpt, m_step, m_loader.position().epoch + 1,
                  m_loader.position().cursor, m_loader.batches_per_epoch());
   }
 
   double seconds_since(clock::time_point t) const { return std::chrono::duration<double>(clock::now() - t).count(); }
 
-  /// The message of a diverged run: where it diverged and what to resume from.
+  /// The message of a divergence. 'latest' is moved back to the last checkpoint written while the
+  /// losses were within kGrowthLimit of their start, if a newer one exists: a resume then starts
+  /// from sane weights, BatchNorm statistics and optimizer state, not from the blown-up ones.
   std::string diverged(const std::string& what) const {
     const auto latest = m_run.latest_checkpoint();
     if (!latest)
@@ -172,10 +182,19 @@ class SingleProcessRun {
           "training diverged at step {}: {}. No checkpoint was written before it: start again with a smaller learning "
           "rate (optimizer.lr)",
           m_step, what);
+    if (m_last_sane.empty())
+      return fmt::format(
+          "training diverged at step {}: {}. Every checkpoint of this run was written while the losses were more than "
+          "{:.0f}x their start, so none is a sane point to resume from: start again with a smaller learning rate "
+          "(optimizer.lr)",
+          m_step, what, kGrowthLimit);
+    if (m_last_sane != *latest) m_run.point_latest(m_last_sane);
     return fmt::format(
-        "training diverged at step {}: {}. The last checkpoint, {}, holds only finite values: resume from it with a "
-        "smaller learning rate, `mpigan train EXP --resume {} --set optimizer.lr=...`",
-        m_step, what, *latest, m_dir);
+        "training diverged at step {}: {}. {}, the last checkpoint written before the losses grew {:.0f}x beyond "
+        "their start, holds only finite values{}: resume from it with a smaller learning rate, `mpigan train EXP "
+        "--resume {} --set optimizer.lr=...`",
+        m_step, what, m_last_sane, kGrowthLimit, m_last_sane != *latest ? " (checkpoints/latest now names it)" : "",
+        m_dir);
   }
 
   void save_checkpoint() {
@@ -183,8 +202,14 @@ class SingleProcessRun {
     if (const std::string bad = m_s.first_non_finite(); !bad.empty())
       MPIGAN_THROW(NumericError, "{}", diverged(fmt::format("the {} are not finite; no checkpoint is written", bad)));
     const std::string path = m_run.checkpoint_path(m_step);
+    // A checkpoint of a run whose losses have grown kGrowthLimit-fold is kept, but the last sane one
+    // is spared, and each checkpoint names it: a divergence, even after a resume, offers it.
+    const bool sane = growth() < kGrowthLimit;
+    const std::string last_sane = sane ? path : m_last_sane;
     CheckpointWriter w(path);
     m_s.save(w);
+    w.put_string("progress/last_sane", std::filesystem::path(last_sane).filename().string());
+    w.put_string("progress/loss_scale", fmt::format("{:.17g}", m_reference));
     w.put_int("progress/step", m_step);
     w.put_int("progress/samples", m_samples);
     w.put_int("progress/epoch", m_loader.position().epoch);
@@ -192,7 +217,8 @@ class SingleProcessRun {
     w.put_string("experiment/name", m_e.name);
     w.put_string("experiment/model", m_e.model.name);
     w.commit();
-    m_run.commit_checkpoint(path, m_e.checkpoint_keep);
+    m_run.commit_checkpoint(path, m_e.checkpoint_keep, last_sane);
+    m_last_sane = last_sane;
     m_summary.last_checkpoint = path;
     spdlog::info("checkpoint: {}", path);
   }
@@ -309,23 +335,35 @@ class SingleProcessRun {
   }
 
   /// Losses that grow by orders of magnitude announce a divergence long before inf: warn at each
-  /// new decade of the mean of the last 20 steps over the lowest such mean seen.
+  /// new decade of the mean of the last 20 steps over the run's scale, the smaller of its first
+  /// step (the initial weights: losses of order one) and the lowest such mean seen. The first step
+  /// counts because a large learning rate can blow the losses up within the first 20 steps.
   void warn_if_growing(const models::StepLosses& l) {
     const double v = std::fabs(l.d_loss()) + std::fabs(l.g);
+    if (!std::isfinite(v)) return;  // the step itself reports it
+    m_reference = std::min(m_reference, v);
     m_window.push_back(v);
     if (m_window.size() > 20) m_window.erase(m_window.begin());
     if (m_window.size() < 20) return;
     double mean = 0;
     for (double x : m_window) mean += x / 20;
-    m_lowest = std::min(m_lowest, mean);
-    const double growth = m_lowest > 0 ? mean / m_lowest : 0;
-    if (growth >= 100 && std::log10(growth) >= m_warned_decade + 1) {
-      m_warned_decade = std::floor(std::log10(growth));
+    m_reference = std::min(m_reference, mean);
+    const double g = growth();
+    if (g >= kGrowthLimit && std::log10(g) >= m_warned_decade + 1) {
+      m_warned_decade = std::floor(std::log10(g));
       spdlog::warn(
-          "step {}: the losses (D + G, mean of 20 steps) are {:.3g}, {:.0f}x their lowest ({:.3g}): the run may be "
-          "diverging; consider a smaller optimizer.lr (the last checkpoint: {})",
-          m_step + 1, mean, growth, m_lowest, m_run.latest_checkpoint().value_or("none yet"));
+          "step {}: the losses (D + G, mean of 20 steps) are {:.3g}, {:.0f}x their scale at the start ({:.3g}): the "
+          "run is diverging; consider a smaller optimizer.lr (the last checkpoint before the growth: {})",
+          m_step + 1, mean, g, m_reference, m_last_sane.empty() ? "none" : m_last_sane);
     }
+  }
+
+  /// The mean loss of the last 20 steps (of those there are, before the 20th) over the run's scale.
+  double growth() const {
+    if (m_window.empty() || !(m_reference > 0)) return 0.0;
+    double mean = 0;
+    for (double x : m_window) mean += x / static_cast<double>(m_window.size());
+    return mean / m_reference;
   }
 
   TrainSummary finish() {
@@ -371,9 +409,12 @@ class SingleProcessRun {
   std::function<bool()> m_prune;
   std::optional<PhysicsMonitor> m_physics;
   std::int64_t m_physics_at = -1;  ///< step of the last physics validation
-  std::vector<double> m_window;    ///< |D| + |G| of the last 20 steps
-  double m_lowest = std::numeric_limits<double>::infinity();
+  /// Growth of the losses over their scale at which a run is called diverging.
+  static constexpr double kGrowthLimit = 100.0;
+  std::vector<double> m_window;                                  ///< |D| + |G| of the last 20 steps
+  double m_reference = std::numeric_limits<double>::infinity();  ///< the scale: first step, lowest mean
   double m_warned_decade = 1;  ///< log10 of the growth last warned about (first warning at 100x)
+  std::string m_last_sane;     ///< the last checkpoint written with the losses within kGrowthLimit
 };
 
 }  // namespace

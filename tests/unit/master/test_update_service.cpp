@@ -378,3 +378,12 @@ TEST_CASE("every rule: saved and restored, the service continues with the same b
     CHECK(a.version() == c.version());
   }
 }
+
+TEST_CASE("a rejected update names the blocks that hold inf or NaN, from the sums of squares its header carries") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  CHECK(dist::nonfinite_blocks({1.0, 2.0, 3.0}) == "none");
+  CHECK(dist::nonfinite_blocks({nan, 2.0, 3.0}) == "generator update");
+  // Finite gradient norms, a blown-up BatchNorm state: the state is named, not the norms.
+  CHECK(dist::nonfinite_blocks({5.3e8, 1.3e5, inf}) == "BatchNorm state");
+  CHECK(dist::nonfinite_blocks({1.0, inf, nan}) == "discriminator update, BatchNorm state");
+}

@@ -341,7 +341,7 @@ TEST_CASE("a signal stops a flat run after the event in hand; --resume continues
   o.workers = 3;
   o.out_dir = dir + "/whole";
   const SandboxResult whole = run_sandbox(d, o);
-  install_stop_handlers();
+  defer_stop_signals();
   std::raise(SIGUSR1);  // recorded: the run stops at its first version
   o.out_dir = dir + "/parts";
   const SandboxResult first = run_sandbox(d, o);

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,57 @@ logging: {{level: warn}}
   CHECK(count_steps(dir + "/split/metrics.csv") == 4);
 }
 
+TEST_CASE("losses that blow up: the last sane checkpoint is spared and named; a resume keeps the run's scale") {
+  init_logging("error");
+  const std::string dir = temp_dir("ckpt-sane");
+  std::ofstream(dir + "/exp.yaml") << fmt::format(R"(
+name: sane
+seed: 3
+model: {{name: 3dgan-5}}
+data:
+  train: {0}/data/*.h5
+  simulate: {{events: 256, energy: [20, 200], events_per_file: 256, dir: {0}/data}}
+optimizer: {{name: rmsprop, lr: 1.0e-4, schedule: constant}}
+training: {{batch: 16, epochs: 100, max_updates: 20}}
+validation: {{every: 0, physics: {{every: 0}}}}
+checkpoint: {{every: 10, keep: 1}}
+logging: {{level: error}}
+)",
+                                                  dir);
+  const std::string run = dir + "/run", ckpts = run + "/checkpoints/";
+  const auto last_sane = [&](const std::string& name) {
+    return CheckpointReader(ckpts + name).get_string("progress/last_sane");
+  };
+  // 20 healthy steps: each checkpoint is its own last sane one.
+  run_single_process(ExperimentConfig::load(dir + "/exp.yaml"), {run, ""});
+  CHECK(last_sane("step-00000020.h5") == "step-00000020.h5");
+  const std::string scale = CheckpointReader(ckpts + "step-00000020.h5").get_string("progress/loss_scale");
+  CHECK(std::isfinite(std::stod(scale)));
+  // Resumed with a learning rate 10 000x too large: the losses grow by many orders of magnitude.
+  // keep: 1, yet step 20 stays, and the blown-up checkpoints name it; the scale is the run's.
+  run_single_process(ExperimentConfig::load(dir + "/exp.yaml", {"optimizer.lr=1", "training.max_updates=60"}),
+                     {"", run});
+  CHECK(fs::exists(ckpts + "step-00000020.h5"));
+  CHECK(fs::exists(ckpts + "step-00000060.h5"));
+  CHECK_FALSE(fs::exists(ckpts + "step-00000050.h5"));
+  CHECK(last_sane("step-00000060.h5") == "step-00000020.h5");
+  CHECK(CheckpointReader(ckpts + "step-00000060.h5").get_string("progress/loss_scale") == scale);
+  // Larger still: the run either ends, still naming step 20, or diverges to inf/NaN; then its error
+  // offers step 20 and 'latest' names it, so that --resume starts from sane weights and state.
+  try {
+    run_single_process(ExperimentConfig::load(dir + "/exp.yaml", {"optimizer.lr=1000", "training.max_updates=100"}),
+                       {"", run});
+    CHECK(last_sane("step-00000100.h5") == "step-00000020.h5");
+  } catch (const NumericError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find(ckpts + "step-00000020.h5, the last checkpoint written before the losses grew 100x") !=
+          std::string::npos);
+    CHECK(RunDirectory(run, true).latest_checkpoint() == ckpts + "step-00000020.h5");
+  }
+  CHECK(fs::exists(ckpts + "step-00000020.h5"));
+}
+
 TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; the previous file stays") {
   // RLIMIT_FSIZE makes write() fail with EFBIG past 256 KiB, as a full disk fails it with ENOSPC,
   // without root or a small filesystem (docs/distributed.md "faults" has the tmpfs run).
@@ -206,6 +258,36 @@ TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; t
   // A writer dropped without commit() leaves nothing and never throws.
   { CheckpointWriter w(dir + "/dropped.h5"); }
   CHECK_FALSE(fs::exists(dir + "/dropped.h5.tmp"));
+}
+
+TEST_CASE("a run directory's files on a full disk: the error names the system's reason; no empty .tmp is left") {
+  const std::string dir = temp_dir("config-full");
+  RunDirectory run(dir, false);
+  YAML::Node resolved;
+  resolved["name"] = "full";
+  resolved["comment"] = std::string(4096, 'x');
+  run.write_config(resolved);  // the previous config.yaml, intact afterwards
+  const auto before = fs::file_size(dir + "/config.yaml");
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 1024;  // as a full disk fails write() with ENOSPC, past 1 KiB it fails with EFBIG
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  resolved["comment"] = std::string(8192, 'y');
+  std::string what;
+  try {
+    run.write_config(resolved);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  INFO(what);
+  CHECK(what.find("writing '" + dir + "/config.yaml.tmp' failed after 1024 of") != std::string::npos);
+  CHECK(what.find("(errno " + std::to_string(EFBIG) + ")") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/config.yaml.tmp"));
+  CHECK(fs::file_size(dir + "/config.yaml") == before);
 }
 
 TEST_CASE("a session with a non-finite value anywhere names it, so that no checkpoint holds inf or NaN") {
