@@ -2,6 +2,8 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,11 +12,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -48,10 +52,56 @@ void on_abort(int sig) {
   ::raise(sig);
 }
 
+/// What rank 0 tells every rank over MPI: where to connect, and the job's secret. Only the job's
+/// own ranks learn it, so only they can take a rank's place in the monitor.
 struct Address {
   char host[256] = {0};
   int port = 0;
+  std::array<std::uint8_t, 16> secret{};
 };
+
+/// A rank's first words on its connection: its number and the secret.
+struct Hello {
+  int rank = -1;
+  std::array<std::uint8_t, 16> secret{};
+};
+
+/// How long rank 0 waits for a connection's hello: a rank sends it as soon as it connects.
+constexpr int kHelloTimeoutS = 5;
+
+/// "10.0.0.7:51234" of an accepted connection's peer.
+std::string peer_name(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return fmt::format("{}:{}", ip, ntohs(a.sin_port));
+}
+
+/// Test hook (MPIGAN_WATCHDOG_STRANGERS=1): before the ranks connect, rank 0 itself connects three
+/// times the way a stranger on the network could: claiming rank 1 without the secret, saying nothing,
+/// and closing half-way through a hello. The job must refuse them and still watch every rank.
+std::vector<int> connect_strangers(int port, const std::array<std::uint8_t, 16>& secret) {
+  const char* hook = std::getenv("MPIGAN_WATCHDOG_STRANGERS");
+  if (hook == nullptr || std::strcmp(hook, "1") != 0) return {};
+  std::vector<int> fds;
+  for (int k = 0; k < 3; ++k) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<std::uint16_t>(port));
+    MPIGAN_CHECK(fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0,
+                 "watchdog: the stranger test hook cannot connect: {}", std::strerror(errno));
+    Hello claim{1, secret};
+    claim.secret[0] ^= 1;  // one bit wrong
+    if (k == 0) (void)!::send(fd, &claim, sizeof claim, 0);
+    if (k == 2) {
+      (void)!::send(fd, &claim, sizeof claim.rank, 0);
+      ::shutdown(fd, SHUT_WR);
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
 
 void write_line(const std::string& s) {
   const std::string line = s + "\n";
@@ -226,14 +276,17 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
   return;
 #endif
   const int n = comm.size();
+  // A job on one node listens on the loopback only: nothing outside the node can reach it.
+  const bool one_node = comm.split_shared().size() == n;
   Address addr;
   int listener = -1;
+  std::vector<int> strangers;
   if (m_rank == 0) {
     listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     MPIGAN_CHECK(listener >= 0, "watchdog: socket(): {}", std::strerror(errno));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    sa.sin_addr.s_addr = htonl(one_node ? INADDR_LOOPBACK : INADDR_ANY);
     sa.sin_port = 0;
     MPIGAN_CHECK(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "watchdog: bind(): {}",
                  std::strerror(errno));
@@ -241,20 +294,49 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
     socklen_t len = sizeof sa;
     ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
     addr.port = ntohs(sa.sin_port);
-    ::gethostname(addr.host, sizeof addr.host - 1);
+    if (one_node)
+      std::strcpy(addr.host, "127.0.0.1");
+    else
+      ::gethostname(addr.host, sizeof addr.host - 1);
+    MPIGAN_CHECK(::getrandom(addr.secret.data(), addr.secret.size(), 0) == static_cast<ssize_t>(addr.secret.size()),
+                 "watchdog: getrandom(): {}", std::strerror(errno));
+    strangers = connect_strangers(addr.port, addr.secret);
   }
   comm.broadcast_bytes(&addr, sizeof addr, 0);
   if (m_rank == 0) {
     std::vector<int> fds(static_cast<std::size_t>(n), -1);
-    for (int k = 1; k < n; ++k) {
-      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    for (int joined = 1; joined < n;) {
+      sockaddr_in from{};
+      socklen_t from_len = sizeof from;
+      const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
       MPIGAN_CHECK(fd >= 0, "watchdog: accept(): {}", std::strerror(errno));
-      int who = -1;
-      MPIGAN_CHECK(::recv(fd, &who, sizeof who, MSG_WAITALL) == static_cast<ssize_t>(sizeof who) && who > 0 && who < n,
-                   "watchdog: a rank connected without saying which");
-      fds[static_cast<std::size_t>(who)] = fd;
+      // The hello, within kHelloTimeoutS: a stranger that says nothing holds the start-up no longer.
+      const timeval limit{kHelloTimeoutS, 0}, none{0, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+      Hello hello;
+      const ssize_t got = ::recv(fd, &hello, sizeof hello, MSG_WAITALL);
+      std::string refused;
+      if (got < 0)
+        refused = fmt::format("sent no complete hello within {} s", kHelloTimeoutS);
+      else if (got != static_cast<ssize_t>(sizeof hello))
+        refused = fmt::format("closed after {} of the hello's {} bytes", got, sizeof hello);
+      else if (hello.secret != addr.secret)
+        refused = "does not know the job's secret";
+      else if (hello.rank <= 0 || hello.rank >= n)
+        refused = fmt::format("claimed rank {}, not in [1, {})", hello.rank, n);
+      else if (fds[static_cast<std::size_t>(hello.rank)] >= 0)
+        refused = fmt::format("claimed rank {}, already connected", hello.rank);
+      if (!refused.empty()) {
+        spdlog::warn("watchdog: refused a connection from {}: it {}", peer_name(from), refused);
+        ::close(fd);
+        continue;
+      }
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+      fds[static_cast<std::size_t>(hello.rank)] = fd;
+      ++joined;
     }
     ::close(listener);
+    for (const int fd : strangers) ::close(fd);
     start_monitor(fds, labels);
   } else {
     addrinfo hints{}, *res = nullptr;
@@ -268,7 +350,8 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
     ::freeaddrinfo(res);
     MPIGAN_CHECK(rc == 0, "watchdog: cannot connect to rank 0 at {}:{}: {}", addr.host, addr.port,
                  std::strerror(errno));
-    MPIGAN_CHECK(::send(fd, &m_rank, sizeof m_rank, 0) == static_cast<ssize_t>(sizeof m_rank), "watchdog: send()");
+    const Hello hello{m_rank, addr.secret};
+    MPIGAN_CHECK(::send(fd, &hello, sizeof hello, 0) == static_cast<ssize_t>(sizeof hello), "watchdog: send()");
     m_fd = fd;
     MPIGAN_CHECK(::pipe2(m_wake, O_CLOEXEC) == 0, "watchdog: pipe()");
     m_thread = std::thread([this] { watch_parent(); });

@@ -14,6 +14,11 @@
 //  * a rank that finishes normally says goodbye first; rank 0 tells the monitor through a pipe,
 //    and the monitor passes the goodbye on to the other ranks.
 //
+// Only the job's own ranks are taken: rank 0 draws a random secret and passes it to the others over
+// MPI with its address; a connection whose first 20 bytes are not a rank number not yet connected
+// and that secret, within 5 s, is refused and logged. A job on one node listens on the loopback
+// address only.
+//
 // srun names a dead task itself; the monitor adds the rank's role and writes FAILED there too.
 #pragma once
 

@@ -2,11 +2,13 @@
 // rank 0, the search directory and its search.json, the block layout, then the roles (the
 // coordinator: coordinator_loop.cpp; the blocks: coordinator_block.cpp).
 #include "mpigan/hpo/coordinator.hpp"
+#include "mpigan/core/stop_signal.hpp"
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/dist/dist_config.hpp"
+#include "mpigan/dist/watchdog.hpp"
 #include "mpigan/hpo/coordinator_internal.hpp"
 #include "mpigan/hpo/results.hpp"
 #include "mpigan/hpo/study.hpp"
@@ -14,6 +16,7 @@
 #include "mpigan/train/trainer.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -242,13 +245,25 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
           l.ranks - 1, l.block_size, 1 + l.blocks * l.block_size);
   }
   detail::bcast_string(world, std::string(), 0);  // the blocks start once the data is there
+  defer_stop_signals();                           // the search's loops act on a signal from here
   const int block = l.block_of(rank);
   const Comm block_comm = world.split(block >= 0 ? block : l.blocks, rank);  // collective over the world
+  // The search's own watchdog over every rank: a rank that dies (a single-process trial has no
+  // job watchdog of its own) is named, in SEARCH/FAILED too, and the search ends.
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::string role = rank == 0 ? "coordinator" : block >= 0 ? fmt::format("block {}", block) : "idle";
+  const std::string me = fmt::format("rank {} {} (pid {} on {})", rank, role, ::getpid(), host);
+  std::vector<std::string> labels = world.gather_strings(me, 0);
+  if (rank != 0) labels.assign(static_cast<std::size_t>(l.ranks), me);
+  dist::Watchdog watchdog(world, std::move(labels), rank == 0 ? search_dir + "/FAILED" : std::string());
   if (rank == 0) {
     out = detail::run_coordinator(o, world, l, std::move(study), search_dir);
   } else if (block >= 0) {
     detail::run_block(o, l, objective, world, block_comm, roles);
   }
+  watchdog.goodbye();
+  world.barrier();  // every goodbye is said before rank 0's monitor ends
   return out;
 }
 

@@ -87,7 +87,15 @@ kill_rank() {
 }
 kill_rank "$work/master" 0 "rank 0 master"
 kill_rank "$work/master-late" 0 "rank 0 master" late
-kill_rank "$work/run" 2 "rank 2 worker 1"
+# Strangers connect to the watchdog first (a test hook in rank 0: one claims rank 1 without the
+# job's secret, one says nothing, one hangs up half-way): all three are refused, and rank 2 is
+# still watched and named when it dies.
+MPIGAN_WATCHDOG_STRANGERS=1 kill_rank "$work/run" 2 "rank 2 worker 1"
+for why in "does not know the job's secret" "sent no complete hello within 5 s" "closed after 4 of the hello's 20 bytes"; do
+  grep -q "watchdog: refused a connection from 127.0.0.1:[0-9]*: it $why" "$work/run.log" ||
+    fail "the watchdog did not refuse the stranger that $why: $(grep -i watchdog "$work/run.log" | head)"
+done
+pass "three strangers refused by the watchdog; the job ran and was watched"
 
 ls "$work/run/checkpoints" >&2
 # The latest checkpoint is intact and complete; --resume continues from it.

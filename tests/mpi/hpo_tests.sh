@@ -175,7 +175,20 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 sleep 1
-pkill -9 -f -- "--out $dir" ; kill -9 "$job" 2>/dev/null; wait "$job" 2>/dev/null 3>&-; job=
+# SIGKILL the block's rank (rank 1): the search's watchdog names it, in SEARCH/FAILED too, and the
+# search ends at once.
+source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
+victim=$(rank_pid "$job" 1 optimize)
+[[ -n $victim ]] || fail "could not find rank 1's process"
+kill -9 "$victim"
+for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && fail "the search still runs 30 s after rank 1 was killed"
+wait "$job" 2>/dev/null 3>&-; rc=$?; job=
+[[ $rc -ne 0 ]] || fail "the search exited with status 0 after rank 1 was killed"
+grep -q "rank 1 block 0 (pid $victim on .*) died" "$work/resume1.log" ||
+  fail "no message naming rank 1 (pid $victim): $(tail -20 "$work/resume1.log")"
+grep -q "rank 1 block 0 (pid $victim" "$dir/FAILED" || fail "SEARCH/FAILED does not name rank 1: $(cat "$dir/FAILED" 2>&1)"
+pass "SIGKILL of a block's rank: the search ended with status $rc, its watchdog named the rank"
 sleep 1
 before=$(grep -c '"event":"end"' "$dir/trials.jsonl")
 [[ $before -eq 2 ]] || fail "expected 2 trials ended before the kill, found $before"

@@ -10,12 +10,13 @@ descendants() {
   done
 }
 
-# rank_pid LAUNCHER_PID RANK: the pid of rank RANK ("mpigan train" with PMI_RANK=RANK) below the launcher.
+# rank_pid LAUNCHER_PID RANK [COMMAND]: the pid of rank RANK ("mpigan COMMAND", train by default,
+# with PMI_RANK=RANK) below the launcher.
 rank_pid() {
   local pid
   for pid in $(descendants "$1"); do
     if { tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "PMI_RANK=$2" &&
-         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan train"; } 2>/dev/null; then
+         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "mpigan ${3:-train}"; } 2>/dev/null; then
       echo "$pid"
       return
     fi
