@@ -24,7 +24,7 @@
 #pragma once
 
 #include "mpigan/algos/rule.hpp"
-#include "mpigan/dist/protocol.hpp"
+#include "mpigan/dist/payload.hpp"
 #include "mpigan/train/checkpoint.hpp"
 #include "mpigan/train/experiment.hpp"
 

@@ -36,17 +36,19 @@ struct ServiceStub {
     return c;
   }
 
+  /// The rule the experiment text @p yaml's algorithm section names (the registry's).
   ServiceStub(const std::string& yaml, std::vector<float> theta0, int nworkers, nn::OptimizerConfig opt = sgd(0.1),
-              master::UpdateService::Options options = {}, std::size_t state = 0) {
+              master::UpdateService::Options options = {}, std::size_t state = 0)
+      : ServiceStub(from_yaml(yaml), std::move(theta0), nworkers, opt, options, state) {}
+
+  /// Any rule, registered or not (the guide's example rule).
+  ServiceStub(std::unique_ptr<algos::Algorithm> rule, std::vector<float> theta0, int nworkers,
+              nn::OptimizerConfig opt = sgd(0.1), master::UpdateService::Options options = {}, std::size_t state = 0)
+      : alg(std::move(rule)) {
     n = theta0.size();
     layout.add("w", {static_cast<std::int64_t>(n)});
     layout.allocate(*be);
     std::copy(theta0.begin(), theta0.end(), layout.data());
-    ConfigDocument doc = ConfigDocument::parse(yaml, "alg.yaml");
-    ConfigNode root = doc.root();
-    ConfigNode sec = root.section("algorithm");
-    alg = algos::make_algorithm(sec);
-    doc.finish();
     master::UpdateService::Networks nets;
     nets.weights = {&layout, &layout};
     nets.state = {std::vector<float>(state, 0.0f), std::vector<float>(state, 0.0f)};
@@ -63,6 +65,15 @@ struct ServiceStub {
       // Every worker is given the initial weights first, as the master does at start.
       service->pull(i, slots[static_cast<std::size_t>(i)]);
     }
+  }
+
+  static std::unique_ptr<algos::Algorithm> from_yaml(const std::string& yaml) {
+    ConfigDocument doc = ConfigDocument::parse(yaml, "alg.yaml");
+    ConfigNode root = doc.root();
+    ConfigNode sec = root.section("algorithm");
+    auto a = algos::make_algorithm(sec);
+    doc.finish();
+    return a;
   }
 
   const dist::PayloadLayout& pl() const { return service->layout(); }
