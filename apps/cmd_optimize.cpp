@@ -32,11 +32,16 @@ void optimize(OptimizeArgs& a) {
   const hpo::OptimizeOutcome out = hpo::run_optimize(a.o, world, {master::run_master, worker::run_worker});
   const int rank = world.rank();
   MPI_Finalize();
-  if (rank != 0) std::exit(0);
+  if (rank != 0) return;
+  if (out.status != 0 && out.search_dir.empty()) {  // the search did not start: its problems
+    std::fprintf(stderr, "mpigan: error: %s\n", out.report.c_str());
+    set_exit_status(1);
+    return;
+  }
+  std::fputs(out.report.c_str(), stdout);
   if (!out.search_dir.empty() && !a.no_plots && run_python_script("plot_search.py", {out.search_dir}))
     std::printf("Plots: %s/search_fom.png, %s/search_params.png\n", out.search_dir.c_str(), out.search_dir.c_str());
-  std::fflush(stdout);
-  std::exit(out.status);
+  set_exit_status(out.status);
 }
 
 }  // namespace

@@ -112,11 +112,7 @@ void add_sandbox_command(CLI::App& app) {
   cmd->add_option("--resume", a->resume,
                   "continue the run in this directory exactly where it stopped (its sandbox-state.h5: a run "
                   "stopped by a signal or at its budget); with --out elsewhere, a branch of it continues there");
-  cmd->callback([a] {
-    const int rc = run_sandbox_command(*a);
-    std::fflush(stdout);
-    if (rc != 0) std::exit(rc);
-  });
+  cmd->callback([a] { set_exit_status(run_sandbox_command(*a)); });
 }
 
 }  // namespace mpigan::apps

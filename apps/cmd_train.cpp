@@ -81,7 +81,8 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
     // job when a rank fails (Hydra, srun) could otherwise kill it before its report got out.
     world.barrier();
     MPI_Finalize();
-    std::exit(rank == 0 ? 1 : 0);
+    set_exit_status(rank == 0 ? 1 : 0);
+    return;
   }
   if (rank == 0) print_config(a.experiment, d.experiment.resolved);
   if (rank == 0) clear_stopped(a.resume);
@@ -122,8 +123,10 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
   if (failed) std::fprintf(stderr, "mpigan: error: %s (%s/FAILED)\n", s.master.failure.c_str(), s.run_dir.c_str());
   MPI_Finalize();
   // Every rank finished cleanly; only rank 0 carries the failure (as for configuration errors).
-  if (failed) std::exit(1);
-  if (rank == 0 && s.master.stopped_by_signal != 0) std::exit(kStoppedBySignalStatus);
+  if (failed)
+    set_exit_status(1);
+  else if (rank == 0 && s.master.stopped_by_signal != 0)
+    set_exit_status(kStoppedBySignalStatus);
 }
 
 void train(const TrainArgs& a) {
@@ -163,7 +166,7 @@ void train(const TrainArgs& a) {
                    fmt::format("Stopped by {} at step {}, after a complete checkpoint. Resume with:\n  mpigan "
                                "train {} --resume {}\n",
                                signal_name(s.stopped_by_signal), s.steps, a.experiment, s.run_dir));
-    std::exit(kStoppedBySignalStatus);
+    set_exit_status(kStoppedBySignalStatus);
   }
 }
 

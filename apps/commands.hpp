@@ -2,6 +2,8 @@
 // the work; errors are mpigan::Error exceptions caught once, in main().
 #pragma once
 
+#include "run_guard.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <string>

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       return app.exit(e);
     }
-    return 0;
+    std::fflush(stdout);
+    return mpigan::apps::exit_status();
   });
 }

@@ -25,6 +25,18 @@ namespace {
 }
 }  // namespace
 
+namespace {
+int g_exit_status = 0;
+}  // namespace
+
+void set_exit_status(int status) {
+  g_exit_status = status;
+}
+
+int exit_status() {
+  return g_exit_status;
+}
+
 int run_guarded(const std::function<int()>& body) {
   try {
     return body();

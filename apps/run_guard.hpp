@@ -9,4 +9,9 @@ namespace mpigan::apps {
 
 int run_guarded(const std::function<int()>& body);
 
+/// A command's exit status when it returns normally (0 unless set): main returns it, so that every
+/// command ends through main, after MPI_Finalize and with its output flushed.
+void set_exit_status(int status);
+int exit_status();
+
 }  // namespace mpigan::apps
