@@ -1,6 +1,7 @@
 // Bayesian optimisation (bayes.hpp): training data with imputed failures and constant lies, the
 // acquisition functions with their gradients, and their maximisation over the encoded space.
 #include "mpigan/hpo/bayes.hpp"
+#include "mpigan/core/error.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,6 @@
 #include <numeric>
 #include <optional>
 #include <span>
-#include <stdexcept>
 
 namespace mpigan::hpo {
 
@@ -65,7 +65,7 @@ Score score(Acquisition a, double mu, double sigma, const AcqContext& c) {
     case Acquisition::hedge:
       break;
   }
-  throw std::logic_error("bayes: score() of the hedge portfolio itself");
+  MPIGAN_THROW(Error, "bayes: score() of the hedge portfolio itself");
 }
 
 bool is_known(const Eigen::VectorXd& u, const std::vector<Eigen::VectorXd>& known) {
@@ -84,14 +84,14 @@ struct Nominee {
 void check_trials(const SearchSpace& space, std::span<const Observation> done, std::span<const Point> pending) {
   for (std::size_t i = 0; i < done.size(); ++i)
     if (!space.contains(done[i].x))
-      throw std::invalid_argument(
-          fmt::format("BayesOptimizer: finished trial {} ({} values) is not a point of the {}-dimensional search space",
-                      i, done[i].x.size(), space.size()));
+      MPIGAN_THROW(Error,
+                   "BayesOptimizer: finished trial {} ({} values) is not a point of the {}-dimensional search space", i,
+                   done[i].x.size(), space.size());
   for (std::size_t i = 0; i < pending.size(); ++i)
     if (!space.contains(pending[i]))
-      throw std::invalid_argument(
-          fmt::format("BayesOptimizer: pending trial {} ({} values) is not a point of the {}-dimensional search space",
-                      i, pending[i].size(), space.size()));
+      MPIGAN_THROW(Error,
+                   "BayesOptimizer: pending trial {} ({} values) is not a point of the {}-dimensional search space", i,
+                   pending[i].size(), space.size());
 }
 
 }  // namespace
@@ -113,7 +113,7 @@ const char* acquisition_name(Acquisition a) {
 Acquisition acquisition_from_name(std::string_view name) {
   for (Acquisition a : {Acquisition::ei, Acquisition::lcb, Acquisition::pi, Acquisition::hedge})
     if (name == acquisition_name(a)) return a;
-  throw std::invalid_argument(fmt::format("acquisition '{}': expected one of ei, lcb, pi, hedge", name));
+  MPIGAN_THROW(ConfigError, "acquisition '{}': expected one of ei, lcb, pi, hedge", name);
 }
 
 const char* liar_name(Liar l) {
@@ -131,22 +131,22 @@ const char* liar_name(Liar l) {
 Liar liar_from_name(std::string_view name) {
   for (Liar l : {Liar::min, Liar::mean, Liar::max})
     if (name == liar_name(l)) return l;
-  throw std::invalid_argument(fmt::format("liar '{}': expected one of min, mean, max", name));
+  MPIGAN_THROW(ConfigError, "liar '{}': expected one of min, mean, max", name);
 }
 
 BayesOptimizer::BayesOptimizer(SearchSpace space, BayesOptions options)
     : m_space(std::move(space)), m_options(std::move(options)) {
   const BayesOptions& o = m_options;
-  if (m_space.size() == 0) throw std::invalid_argument("BayesOptimizer: the search space has no dimensions");
+  if (m_space.size() == 0) MPIGAN_THROW(Error, "BayesOptimizer: the search space has no dimensions");
   if (!(o.xi >= 0) || !(o.kappa >= 0) || !(o.hedge_eta >= 0) || !std::isfinite(o.xi) || !std::isfinite(o.kappa) ||
       !std::isfinite(o.hedge_eta))
-    throw std::invalid_argument(fmt::format(
-        "BayesOptions: xi = {}, kappa = {}, hedge_eta = {} (each must be finite, >= 0)", o.xi, o.kappa, o.hedge_eta));
+    MPIGAN_THROW(Error, "BayesOptions: xi = {}, kappa = {}, hedge_eta = {} (each must be finite, >= 0)", o.xi, o.kappa,
+                 o.hedge_eta);
   if (o.n_initial < 0 || o.n_candidates < 1 || o.n_local_starts < 0 || o.local_max_evals < 1)
-    throw std::invalid_argument(
-        fmt::format("BayesOptions: n_initial = {} (>= 0), n_candidates = {} (>= 1), n_local_starts = {} (>= 0), "
-                    "local_max_evals = {} (>= 1)",
-                    o.n_initial, o.n_candidates, o.n_local_starts, o.local_max_evals));
+    MPIGAN_THROW(Error,
+                 "BayesOptions: n_initial = {} (>= 0), n_candidates = {} (>= 1), n_local_starts = {} (>= 0), "
+                 "local_max_evals = {} (>= 1)",
+                 o.n_initial, o.n_candidates, o.n_local_starts, o.local_max_evals);
   GaussianProcess check(o.gp);  // validates the GP's options now rather than at the first suggestion
 }
 
@@ -157,11 +157,10 @@ BayesOptimizer::TrainingSet BayesOptimizer::training_set(std::span<const Observa
   for (const Observation& o : done) {
     if (o.failed) continue;
     if (!std::isfinite(o.y))
-      throw std::invalid_argument(
-          fmt::format("BayesOptimizer: a finished trial has objective {} (mark it failed)", o.y));
+      MPIGAN_THROW(Error, "BayesOptimizer: a finished trial has objective {} (mark it failed)", o.y);
     finished.push_back(o.y);
   }
-  if (finished.empty()) throw std::logic_error("BayesOptimizer::training_set: no finished trial");
+  if (finished.empty()) MPIGAN_THROW(Error, "BayesOptimizer::training_set: no finished trial");
   const double worst = *std::max_element(finished.begin(), finished.end());
   double lie = 0;
   switch (m_options.liar) {

@@ -52,7 +52,7 @@ namespace mpigan::hpo {
 enum class Acquisition { ei, lcb, pi, hedge };
 /// "ei", "lcb", "pi", "hedge".
 const char* acquisition_name(Acquisition a);
-/// The inverse of acquisition_name(); throws std::invalid_argument listing the names otherwise.
+/// The inverse of acquisition_name(); throws ConfigError listing the names otherwise.
 Acquisition acquisition_from_name(std::string_view name);
 
 /// The value a pending trial is assumed to have (constant liar).
@@ -81,7 +81,7 @@ struct BayesOptions {
 
 class BayesOptimizer final : public Optimizer {
  public:
-  /// Throws std::invalid_argument for an empty space or invalid options (negative xi, kappa, counts).
+  /// Throws Error for an empty space or invalid options (negative xi, kappa, counts).
   explicit BayesOptimizer(SearchSpace space, BayesOptions options = {});
 
   Point suggest(std::span<const Observation> done, std::span<const Point> pending, Rng& rng) override;
@@ -91,8 +91,8 @@ class BayesOptimizer final : public Optimizer {
   const BayesOptions& options() const { return m_options; }
 
   /// The GP's training data for a history: encoded rows of @p done (failed ones with the worst
-  /// finished value), then of @p pending (with the liar's value). Throws std::invalid_argument
-  /// naming the trial when a point has the wrong number of values; std::logic_error when no trial
+  /// finished value), then of @p pending (with the liar's value). Throws Error
+  /// naming the trial when a point has the wrong number of values; Error also when no trial
   /// has finished (there is nothing to impute from).
   struct TrainingSet {
     Eigen::MatrixXd X;  ///< rows: done, then pending; encoded_size() columns

@@ -221,10 +221,7 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
     }
   }
   problems = detail::bcast_string(world, problems, 0);
-  if (!problems.empty()) {
-    if (rank == 0) std::fprintf(stderr, "mpigan: error: %s\n", problems.c_str());
-    return {1, "", -1};
-  }
+  if (!problems.empty()) return {1, "", -1, rank == 0 ? problems : std::string()};
   const Objective objective = detail::share_objective(world, l, study);
   l.blocks = (l.ranks - 1) / l.block_size;
   l.leftover = (l.ranks - 1) % l.block_size;

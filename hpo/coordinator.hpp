@@ -45,10 +45,13 @@ struct OptimizeOutcome {
   int status = 0;          ///< rank 0: the process exit status (0 fine, 1 error)
   std::string search_dir;  ///< rank 0
   std::int64_t best_trial = -1;
+  /// rank 0: what the search did, for the terminal (the blocks' time in trials, the counts, the
+  /// best trial); or every configuration problem, when status is 1 before any trial.
+  std::string report;
 };
 
-/// Collective over @p world (rank 0 coordinates). Configuration problems are printed by rank 0
-/// and end the search before any trial (status 1).
+/// Collective over @p world (rank 0 coordinates). Configuration problems end the search before
+/// any trial (status 1, the problems in report).
 OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const dist::Roles& roles);
 
 }  // namespace mpigan::hpo

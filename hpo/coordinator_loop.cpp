@@ -253,28 +253,28 @@ class Coordinator {
       const double v = m_s.objective.minimize ? *t.value : -*t.value;
       if (!best || v < (m_s.objective.minimize ? *best->value : -*best->value)) best = &t;
     }
-    print_overhead();
-    std::printf("\nSearch %s: %d trial(s) done, %d pruned, %d failed%s.\n", m_db.dir().c_str(), n_done, n_pruned,
-                n_failed,
-                n_interrupted ? fmt::format(", {} interrupted (run again with --resume)", n_interrupted).c_str() : "");
+    out.report = overhead();
+    out.report += fmt::format(
+        "\nSearch {}: {} trial(s) done, {} pruned, {} failed{}.\n", m_db.dir(), n_done, n_pruned, n_failed,
+        n_interrupted ? fmt::format(", {} interrupted (run again with --resume)", n_interrupted) : std::string());
     if (best) {
       out.best_trial = best->id;
       write_best(*best);
-      std::printf("Best: trial %lld, %s %.6g%s with %s\nIts experiment: %s/best.yaml\n",
-                  static_cast<long long>(best->id), m_s.objective.metric.c_str(), *best->value,
-                  best->folds.size() > 1 ? fmt::format(" ± {:.3g}", best->spread).c_str() : "",
-                  fmt::format("{}", fmt::join(best->overrides, " ")).c_str(), m_db.dir().c_str());
+      out.report += fmt::format("Best: trial {}, {} {:.6g}{} with {}\nIts experiment: {}/best.yaml\n", best->id,
+                                m_s.objective.metric, *best->value,
+                                best->folds.size() > 1 ? fmt::format(" ± {:.3g}", best->spread) : std::string(),
+                                fmt::join(best->overrides, " "), m_db.dir());
     } else {
-      std::printf("No trial finished with a value of %s: no best experiment written.\n", m_s.objective.metric.c_str());
+      out.report +=
+          fmt::format("No trial finished with a value of {}: no best experiment written.\n", m_s.objective.metric);
       out.status = stop_signal() != 0 ? 0 : 1;
     }
-    std::fflush(stdout);
     return out;
   }
 
-  /// The coordinator's overhead in this session: the fraction of the blocks' time spent in
-  /// trials (the slowest fold of each), and the coordinator's own CPU time.
-  void print_overhead() const {
+  /// The coordinator's overhead in this session, for the report: the fraction of the blocks' time
+  /// spent in trials (the slowest fold of each), and the coordinator's own CPU time.
+  std::string overhead() const {
     const double wall = now_s() - m_t0;
     double busy = 0;
     for (const TrialRecord& t : m_db.trials()) {
@@ -287,10 +287,10 @@ class Coordinator {
     getrusage(RUSAGE_SELF, &ru);
     const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                        1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    if (wall <= 0 || m_l.blocks == 0) return;
-    std::printf(
-        "\nBlocks spent %.1f %% of their time training (%.0f s of trials over %d block(s) x %.0f s); the "
-        "coordinator used %.1f s of CPU.\n",
+    if (wall <= 0 || m_l.blocks == 0) return {};
+    return fmt::format(
+        "\nBlocks spent {:.1f} % of their time training ({:.0f} s of trials over {} block(s) x {:.0f} s); the "
+        "coordinator used {:.1f} s of CPU.\n",
         100.0 * busy / (wall * m_l.blocks), busy, m_l.blocks, wall, cpu);
   }
 

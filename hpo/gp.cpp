@@ -12,6 +12,7 @@
 //   dk(x, x')/dx_k = -g(r) (x_k - x'_k) / l_k^2
 // (none is singular at r = 0: the 1/r of dr/dx cancels against dk/dr = -r g(r)).
 #include "mpigan/hpo/gp.hpp"
+#include "mpigan/core/error.hpp"
 
 #include <fmt/format.h>
 #include <nlopt.h>
@@ -22,7 +23,6 @@
 #include <limits>
 #include <memory>
 #include <numbers>
-#include <stdexcept>
 
 namespace mpigan::hpo {
 
@@ -99,10 +99,10 @@ double maximise_in_box(const BoxObjective& f, Eigen::VectorXd& x, const Eigen::V
                        const Eigen::VectorXd& upper, int max_evals) {
   const auto n = static_cast<unsigned>(x.size());
   if (lower.size() != x.size() || upper.size() != x.size() || n == 0)
-    throw std::invalid_argument(fmt::format("maximise_in_box: x has {} values, the bounds {} and {} (need equal, > 0)",
-                                            x.size(), lower.size(), upper.size()));
+    MPIGAN_THROW(Error, "maximise_in_box: x has {} values, the bounds {} and {} (need equal, > 0)", x.size(),
+                 lower.size(), upper.size());
   std::unique_ptr<nlopt_opt_s, NloptDeleter> opt(nlopt_create(NLOPT_LD_LBFGS, n));
-  if (!opt) throw std::runtime_error("maximise_in_box: nlopt_create(NLOPT_LD_LBFGS) failed");
+  if (!opt) MPIGAN_THROW(Error, "maximise_in_box: nlopt_create(NLOPT_LD_LBFGS) failed");
   BoxContext c;
   c.f = &f;
   c.opt = opt.get();
@@ -141,7 +141,7 @@ Eigen::VectorXd GpHyper::pack() const {
 }
 
 GpHyper GpHyper::unpack(const Eigen::VectorXd& v) {
-  if (v.size() < 3) throw std::invalid_argument(fmt::format("GpHyper::unpack: {} values, need >= 3", v.size()));
+  if (v.size() < 3) MPIGAN_THROW(Error, "GpHyper::unpack: {} values, need >= 3", v.size());
   GpHyper h;
   h.log_length = v.head(v.size() - 2);
   h.log_signal = v[v.size() - 2];
@@ -156,10 +156,11 @@ GaussianProcess::GaussianProcess(GpOptions options) : m_options(options) {
   const GpOptions& o = m_options;
   if (!(o.length_min > 0 && o.length_min <= o.length_max) || !(o.signal_min > 0 && o.signal_min <= o.signal_max) ||
       !(o.noise_min > 0 && o.noise_min <= o.noise_max) || o.restarts < 0 || o.max_evals < 1)
-    throw std::invalid_argument(fmt::format(
-        "GpOptions: need 0 < min <= max for length [{}, {}], signal [{}, {}], noise [{}, {}], restarts >= 0 "
-        "(got {}) and max_evals >= 1 (got {})",
-        o.length_min, o.length_max, o.signal_min, o.signal_max, o.noise_min, o.noise_max, o.restarts, o.max_evals));
+    MPIGAN_THROW(Error,
+                 "GpOptions: need 0 < min <= max for length [{}, {}], signal [{}, {}], noise [{}, {}], restarts >= 0 "
+                 "(got {}) and max_evals >= 1 (got {})",
+                 o.length_min, o.length_max, o.signal_min, o.signal_max, o.noise_min, o.noise_max, o.restarts,
+                 o.max_evals);
 }
 
 bool GaussianProcess::factorise(const GpHyper& h, Eigen::LLT<Eigen::MatrixXd>& llt, Eigen::MatrixXd& K_f,
@@ -188,10 +189,9 @@ bool GaussianProcess::factorise(const GpHyper& h, Eigen::LLT<Eigen::MatrixXd>& l
 
 double GaussianProcess::log_marginal_likelihood(const GpHyper& h, Eigen::VectorXd* gradient) const {
   const Eigen::Index n = m_X.rows(), d = m_X.cols();
-  if (n == 0) throw std::logic_error("GaussianProcess::log_marginal_likelihood: no data fitted");
+  if (n == 0) MPIGAN_THROW(Error, "GaussianProcess::log_marginal_likelihood: no data fitted");
   if (h.log_length.size() != d)
-    throw std::invalid_argument(
-        fmt::format("GaussianProcess: {} length scales for {}-dimensional inputs", h.log_length.size(), d));
+    MPIGAN_THROW(Error, "GaussianProcess: {} length scales for {}-dimensional inputs", h.log_length.size(), d);
   Eigen::LLT<Eigen::MatrixXd> llt;
   Eigen::MatrixXd K_f;
   double jitter = 0;
@@ -228,11 +228,9 @@ double GaussianProcess::log_marginal_likelihood(const GpHyper& h, Eigen::VectorX
 
 void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, Rng& rng, bool optimise_hyper) {
   if (X.rows() == 0 || X.cols() == 0 || X.rows() != y.size())
-    throw std::invalid_argument(
-        fmt::format("GaussianProcess::fit: X is {} x {} and y has {} values (need n x d and n, with n, d >= 1)",
-                    X.rows(), X.cols(), y.size()));
-  if (!X.allFinite() || !y.allFinite())
-    throw std::invalid_argument("GaussianProcess::fit: X or y holds a non-finite value");
+    MPIGAN_THROW(Error, "GaussianProcess::fit: X is {} x {} and y has {} values (need n x d and n, with n, d >= 1)",
+                 X.rows(), X.cols(), y.size());
+  if (!X.allFinite() || !y.allFinite()) MPIGAN_THROW(Error, "GaussianProcess::fit: X or y holds a non-finite value");
   m_X = X;
   m_y_mean = y.mean();
   const double var = (y.array() - m_y_mean).square().mean();
@@ -269,8 +267,8 @@ void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, Rn
 
 void GaussianProcess::set_hyper(GpHyper hyper) {
   if (fitted() && hyper.log_length.size() != m_X.cols())
-    throw std::invalid_argument(fmt::format("GaussianProcess::set_hyper: {} length scales for {}-dimensional inputs",
-                                            hyper.log_length.size(), m_X.cols()));
+    MPIGAN_THROW(Error, "GaussianProcess::set_hyper: {} length scales for {}-dimensional inputs",
+                 hyper.log_length.size(), m_X.cols());
   m_hyper = std::move(hyper);
   if (fitted()) refactorise();
 }
@@ -278,20 +276,20 @@ void GaussianProcess::set_hyper(GpHyper hyper) {
 void GaussianProcess::refactorise() {
   Eigen::MatrixXd K_f;
   if (!factorise(m_hyper, m_llt, K_f, m_jitter))
-    throw std::runtime_error(fmt::format(
+    MPIGAN_THROW(
+        Error,
         "GaussianProcess: the {} x {} kernel matrix is not positive definite even with jitter {} (log noise {}, "
         "log signal {})",
-        m_X.rows(), m_X.rows(), m_jitter, m_hyper.log_noise, m_hyper.log_signal));
+        m_X.rows(), m_X.rows(), m_jitter, m_hyper.log_noise, m_hyper.log_signal);
   m_alpha = m_llt.solve(m_y);
   m_lml = -0.5 * m_y.dot(m_alpha) - m_llt.matrixLLT().diagonal().array().log().sum() -
           0.5 * static_cast<double>(m_X.rows()) * std::log(2.0 * std::numbers::pi);
 }
 
 void GaussianProcess::check_input(const Eigen::VectorXd& x) const {
-  if (!fitted()) throw std::logic_error("GaussianProcess::predict before fit");
+  if (!fitted()) MPIGAN_THROW(Error, "GaussianProcess::predict before fit");
   if (x.size() != m_X.cols())
-    throw std::invalid_argument(
-        fmt::format("GaussianProcess::predict: x has {} values, the inputs have {}", x.size(), m_X.cols()));
+    MPIGAN_THROW(Error, "GaussianProcess::predict: x has {} values, the inputs have {}", x.size(), m_X.cols());
 }
 
 Eigen::VectorXd GaussianProcess::cross_kernel(const Eigen::VectorXd& x) const {
@@ -312,10 +310,9 @@ Prediction GaussianProcess::predict(const Eigen::VectorXd& x) const {
 }
 
 void GaussianProcess::predict(const Eigen::MatrixXd& X, Eigen::VectorXd& mean, Eigen::VectorXd& variance) const {
-  if (!fitted()) throw std::logic_error("GaussianProcess::predict before fit");
+  if (!fitted()) MPIGAN_THROW(Error, "GaussianProcess::predict before fit");
   if (X.cols() != m_X.cols())
-    throw std::invalid_argument(
-        fmt::format("GaussianProcess::predict: X has {} columns, the inputs have {}", X.cols(), m_X.cols()));
+    MPIGAN_THROW(Error, "GaussianProcess::predict: X has {} columns, the inputs have {}", X.cols(), m_X.cols());
   const Eigen::VectorXd inv_l = inverse_lengths(m_hyper);
   const double s2 = std::exp(m_hyper.log_signal);
   Eigen::MatrixXd Ks(m_X.rows(), X.rows());  // n x m

@@ -79,8 +79,8 @@ class GaussianProcess {
   /// @p optimise_hyper the hyper-parameters are fitted first (starts: the current ones, or the
   /// defaults when their dimension differs, plus options().restarts random ones from @p rng);
   /// otherwise the current ones are kept (the defaults if none of the right dimension were set).
-  /// Throws std::invalid_argument on mismatched sizes, no rows, or non-finite values, and
-  /// std::runtime_error when K cannot be factorised even with jitter.
+  /// Throws Error on mismatched sizes, no rows, or non-finite values, and when K cannot be
+  /// factorised even with jitter.
   void fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, Rng& rng, bool optimise_hyper = true);
 
   /// Sets the hyper-parameters; refactorises when data are already fitted (log_length must then

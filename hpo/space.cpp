@@ -1,12 +1,12 @@
 // The search space's encoding and sampling (space.hpp).
 #include "mpigan/hpo/space.hpp"
+#include "mpigan/core/error.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <stdexcept>
 
 namespace mpigan::hpo {
 
@@ -61,20 +61,18 @@ SearchSpace::SearchSpace(std::vector<Dimension> dims) : m_dims(std::move(dims)) 
   std::set<std::string> keys;
   for (const Dimension& d : m_dims) {
     const std::string name = fmt::format("search dimension '{}' ({})", d.key, dim_kind_name(d.kind));
-    if (d.key.empty()) throw std::invalid_argument("search dimension without a key");
-    if (!keys.insert(d.key).second) throw std::invalid_argument(name + ": the key appears twice");
+    if (d.key.empty()) MPIGAN_THROW(ConfigError, "search dimension without a key");
+    if (!keys.insert(d.key).second) MPIGAN_THROW(ConfigError, "{}: the key appears twice", name);
     if (d.numeric()) {
       if (!std::isfinite(d.low) || !std::isfinite(d.high) || !(d.low <= d.high))
-        throw std::invalid_argument(
-            fmt::format("{}: bounds [{}, {}] must be finite with low <= high", name, d.low, d.high));
-      if (d.log_scale() && d.low <= 0)
-        throw std::invalid_argument(fmt::format("{}: a log scale needs low > 0, got {}", name, d.low));
+        MPIGAN_THROW(ConfigError, "{}: bounds [{}, {}] must be finite with low <= high", name, d.low, d.high);
+      if (d.log_scale() && d.low <= 0) MPIGAN_THROW(ConfigError, "{}: a log scale needs low > 0, got {}", name, d.low);
       if (d.integral() && (d.low != std::round(d.low) || d.high != std::round(d.high)))
-        throw std::invalid_argument(fmt::format("{}: integer bounds must be whole, got [{}, {}]", name, d.low, d.high));
+        MPIGAN_THROW(ConfigError, "{}: integer bounds must be whole, got [{}, {}]", name, d.low, d.high);
       m_encoded += 1;
     } else {
       if (d.choices.size() < 2)
-        throw std::invalid_argument(fmt::format("{}: needs at least 2 choices, got {}", name, d.choices.size()));
+        MPIGAN_THROW(ConfigError, "{}: needs at least 2 choices, got {}", name, d.choices.size());
       m_encoded += d.choices.size();
     }
   }

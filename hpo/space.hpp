@@ -40,7 +40,7 @@ class SearchSpace {
  public:
   SearchSpace() = default;
   /// Checks every dimension (bounds ordered, log bounds > 0, integer bounds whole, >= 2 choices,
-  /// keys unique); throws std::invalid_argument naming the dimension otherwise.
+  /// keys unique); throws ConfigError naming the dimension otherwise.
   explicit SearchSpace(std::vector<Dimension> dims);
 
   std::size_t size() const { return m_dims.size(); }

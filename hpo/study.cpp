@@ -10,7 +10,6 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
-#include <stdexcept>
 
 namespace mpigan::hpo {
 namespace {
@@ -64,8 +63,8 @@ std::vector<Dimension> parse_dimensions(
     n.reject_unknown();
     try {
       SearchSpace one({d});  // the dimension's own checks (bounds, log > 0, whole integers, choices)
-    } catch (const std::invalid_argument& e) {
-      n.problem("", e.what());
+    } catch (const ConfigError& e) {
+      n.problem("", e.problems().front());
       continue;
     }
     if (d.key.empty()) continue;
@@ -166,8 +165,8 @@ StudyConfig parse_study(ConfigDocument& doc,
   ConfigNode search = root.section("search");
   try {
     s.space = SearchSpace(parse_dimensions(search, check_point));
-  } catch (const std::invalid_argument& e) {
-    search.problem("dimensions", e.what());
+  } catch (const ConfigError& e) {
+    search.problem("dimensions", e.problems().front());
   }
 
   ConfigNode o = search.section("objective");

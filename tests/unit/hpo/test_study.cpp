@@ -76,14 +76,13 @@ TEST_CASE("search space: encoding by hand, decoding back, sampling inside") {
 
 TEST_CASE("search space: bad dimensions are refused with their name") {
   CHECK_THROWS_WITH_AS(SearchSpace({{"optimizer.lr", DimKind::log_real, 0.0, 1.0, {}}}),
-                       doctest::Contains("'optimizer.lr' (log-real): a log scale needs low > 0"),
-                       std::invalid_argument);
+                       doctest::Contains("'optimizer.lr' (log-real): a log scale needs low > 0"), ConfigError);
   CHECK_THROWS_WITH_AS(SearchSpace({{"training.batch", DimKind::integer, 1.5, 8, {}}}),
-                       doctest::Contains("integer bounds must be whole"), std::invalid_argument);
+                       doctest::Contains("integer bounds must be whole"), ConfigError);
   CHECK_THROWS_WITH_AS(SearchSpace({{"optimizer.name", DimKind::categorical, 0, 0, {"adam"}}}),
-                       doctest::Contains("at least 2 choices"), std::invalid_argument);
+                       doctest::Contains("at least 2 choices"), ConfigError);
   CHECK_THROWS_WITH_AS(SearchSpace({{"a", DimKind::real, 0, 1, {}}, {"a", DimKind::real, 0, 1, {}}}),
-                       doctest::Contains("appears twice"), std::invalid_argument);
+                       doctest::Contains("appears twice"), ConfigError);
 }
 
 TEST_CASE("search section: every problem at once, with its line, including keys the experiment refuses") {
