@@ -1,9 +1,6 @@
-// Per-event shower observables in one pass over the cells (see observables.hpp).
-//
-// Speed: for each (x, y) row of Z cells two short loops run over the row while it is in L1: the
-// first only adds (profiles, per-layer first and second moments; it vectorises), the second does
-// what branches (the maximum, thresholds, the spectrum bin). Sums are in double: a 500 GeV shower
-// has 15625 to 65025 cells spanning 1e-13 to 10 GeV.
+// Per-event shower observables in one pass over the cells (see observables.hpp): scan_event
+// reads an event's cells once, store_event derives its features. Sums are in double: a 500 GeV
+// shower has 15625 to 65025 cells spanning 1e-13 to 10 GeV.
 #include "mpigan/physics/observables.hpp"
 
 #include "mpigan/core/error.hpp"
@@ -101,13 +98,16 @@ std::span<const std::uint32_t> Observables::spectrum_of(std::int64_t event) cons
   return {spectrum.data() + static_cast<std::size_t>(event) * b, b};
 }
 
-Observables compute_observables(std::span<const float> cells, const Dims3& dims, std::span<const float> energy_gev,
-                                std::span<const float> angle_rad, const ObservableOptions& options) {
+namespace {
+
+/// Checks the inputs of compute_observables and sizes every per-event array of its result.
+Observables allocate_observables(std::span<const float> cells, const Dims3& dims, std::span<const float> energy_gev,
+                                 std::span<const float> angle_rad, const ObservableOptions& options) {
   const std::int64_t n = static_cast<std::int64_t>(energy_gev.size());
-  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w, XYZ = dims.product();
-  MPIGAN_CHECK_SHAPE(X > 0 && Y > 0 && Z > 0, "compute_observables: extents {} must be positive", dims);
-  MPIGAN_CHECK_SHAPE(static_cast<std::int64_t>(cells.size()) == n * XYZ,
-                     "compute_observables: {} cells for {} events of {} (expected {})", cells.size(), n, dims, n * XYZ);
+  MPIGAN_CHECK_SHAPE(dims.d > 0 && dims.h > 0 && dims.w > 0, "compute_observables: extents {} must be positive", dims);
+  MPIGAN_CHECK_SHAPE(static_cast<std::int64_t>(cells.size()) == n * dims.product(),
+                     "compute_observables: {} cells for {} events of {} (expected {})", cells.size(), n, dims,
+                     n * dims.product());
   MPIGAN_CHECK_SHAPE(angle_rad.empty() || static_cast<std::int64_t>(angle_rad.size()) == n,
                      "compute_observables: {} angles for {} events", angle_rad.size(), n);
   MPIGAN_CHECK(options.cell_scale > 0, "compute_observables: cell_scale {} must be > 0", options.cell_scale);
@@ -119,7 +119,6 @@ Observables compute_observables(std::span<const float> cells, const Dims3& dims,
                  "compute_observables: event {}: primary energy {} GeV, expected finite and > 0", e,
                  energy_gev[static_cast<std::size_t>(e)]);
   }
-
   Observables o;
   o.dims = dims;
   o.events = n;
@@ -138,15 +137,143 @@ Observables compute_observables(std::span<const float> cells, const Dims3& dims,
   if (options.measure_angle) o.measured_angle.assign(N, 0.0);
   for (int a = 0; a < 3; ++a) o.profile[static_cast<std::size_t>(a)].assign(N * static_cast<std::size_t>(dims[a]), 0.f);
   for (auto* v : {&o.centre_x, &o.centre_y, &o.width_x, &o.width_y, &o.layer_sparsity}) {
-    v->assign(N * static_cast<std::size_t>(Z), 0.f);
+    v->assign(N * static_cast<std::size_t>(dims.w), 0.f);
   }
-  const int bins = options.spectrum.bins();
-  o.spectrum.assign(N * static_cast<std::size_t>(bins), 0u);
+  o.spectrum.assign(N * static_cast<std::size_t>(options.spectrum.bins()), 0u);
+  return o;
+}
 
-  const SpectrumIndexer indexer(options.spectrum);
+/// What one pass over an event's cells finds besides the sums it leaves in Scratch.
+struct EventScan {
+  std::int64_t hottest = 0;  ///< flat index of the largest cell
+  std::int64_t hits = 0;     ///< cells above the hit threshold
+};
+
+/// The one pass over event @p ev (file units, x-major, depth fastest): the profiles along x, y
+/// and z and the per-layer first and second transverse moments into @p s, the cell spectrum into
+/// @p spec. For each (x, y) row of Z cells two short loops run while the row is in L1: the first
+/// only adds (it vectorises), the second does what branches.
+EventScan scan_event(const float* ev, const Dims3& dims, const ObservableOptions& options,
+                     const SpectrumIndexer& indexer, Scratch& s, std::uint32_t* spec) {
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w;
   const double scale = options.cell_scale;
   const double hit_thr = options.hit_threshold_gev, sparse_thr = options.sparsity_threshold_gev;
   const double hx = static_cast<double>(X - 1) / 2.0, hy = static_cast<double>(Y - 1) / 2.0;
+  for (auto* v : {&s.px, &s.py, &s.pz, &s.lx, &s.lx2, &s.ly, &s.ly2}) std::fill(v->begin(), v->end(), 0.0);
+  std::fill(s.count.begin(), s.count.end(), 0);
+  float best = -std::numeric_limits<float>::infinity();
+  EventScan r;
+  double* const rowx = s.rowx.data();
+  double* const ly = s.ly.data();
+  double* const ly2 = s.ly2.data();
+  std::int64_t* const count = s.count.data();
+  for (std::int64_t x = 0; x < X; ++x) {
+    std::fill(s.rowx.begin(), s.rowx.end(), 0.0);
+    double sx = 0;
+    for (std::int64_t y = 0; y < Y; ++y) {
+      const float* row = ev + (x * Y + y) * Z;
+      const double yc = static_cast<double>(y) - hy;
+      double sy = 0;
+      for (std::int64_t z = 0; z < Z; ++z) {  // sums only: vectorises
+        const double c = static_cast<double>(row[z]) * scale;
+        sy += c;
+        rowx[z] += c;
+        ly[z] += yc * c;
+        ly2[z] += yc * yc * c;
+      }
+      for (std::int64_t z = 0; z < Z; ++z) {  // branches
+        const float v = row[z];
+        if (v > best) {
+          best = v;
+          r.hottest = (x * Y + y) * Z + z;
+        }
+        if (!(v > 0.f)) continue;
+        const double c = static_cast<double>(v) * scale;
+        r.hits += c > hit_thr;
+        count[z] += c > sparse_thr;
+        ++spec[indexer(c)];
+      }
+      s.py[static_cast<std::size_t>(y)] += sy;
+      sx += sy;
+    }
+    s.px[static_cast<std::size_t>(x)] = sx;
+    const double xc = static_cast<double>(x) - hx;
+    for (std::int64_t z = 0; z < Z; ++z) {
+      s.pz[static_cast<std::size_t>(z)] += rowx[z];
+      s.lx[static_cast<std::size_t>(z)] += xc * rowx[z];
+      s.lx2[static_cast<std::size_t>(z)] += xc * xc * rowx[z];
+    }
+  }
+  return r;
+}
+
+/// Event @p E's features in @p o from its scan: the energy sum and sampling fraction, the
+/// profiles and their moments, the hottest cell's position, hits, sparsities, the energy in each
+/// third of the depth and the per-layer centres and widths. Returns the energy sum.
+double store_event(Observables& o, std::size_t E, const Scratch& s, const EventScan& scan) {
+  const Dims3& dims = o.dims;
+  const std::int64_t Y = dims.h, Z = dims.w;
+  double total = 0;
+  for (double v : s.px) total += v;
+  o.ecal_sum[E] = total;
+  o.sampling_fraction[E] = total / static_cast<double>(o.energy[E]);
+  const std::array<const std::vector<double>*, 3> prof = {&s.px, &s.py, &s.pz};
+  for (std::size_t a = 0; a < 3; ++a) {
+    const std::vector<double>& p = *prof[a];
+    float* dst = o.profile[a].data() + E * p.size();
+    double m1 = 0, m2 = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      dst[i] = static_cast<float>(p[i]);
+      m1 += static_cast<double>(i) * p[i];
+    }
+    if (total > 0) {
+      m1 /= total;
+      for (std::size_t i = 0; i < p.size(); ++i)
+        m2 += (static_cast<double>(i) - m1) * (static_cast<double>(i) - m1) * p[i];
+      m2 /= total;
+    } else {
+      m1 = 0;
+    }
+    o.m1[a][E] = m1;
+    o.m2[a][E] = m2;
+  }
+  o.max_pos[0][E] = static_cast<double>(scan.hottest / (Y * Z));
+  o.max_pos[1][E] = static_cast<double>((scan.hottest / Z) % Y);
+  o.max_pos[2][E] = static_cast<double>(scan.hottest % Z);
+  o.hits[E] = static_cast<double>(scan.hits);
+  std::int64_t above = 0;
+  for (std::int64_t z = 0; z < Z; ++z) above += s.count[static_cast<std::size_t>(z)];
+  o.sparsity[E] = 1.0 - static_cast<double>(above) / static_cast<double>(dims.product());
+  for (std::int64_t k = 0; k < 3; ++k) {
+    double t = 0;
+    for (std::int64_t z = k * Z / 3; z < (k + 1) * Z / 3; ++z) t += s.pz[static_cast<std::size_t>(z)];
+    o.thirds[static_cast<std::size_t>(k)][E] = total > 0 ? t / total : 0.0;
+  }
+  for (std::int64_t z = 0; z < Z; ++z) {
+    const auto zi = static_cast<std::size_t>(z);
+    const std::size_t k = E * static_cast<std::size_t>(Z) + zi;
+    const double ez = s.pz[zi];
+    if (ez > 0) {
+      const double cx = s.lx[zi] / ez, cy = s.ly[zi] / ez;
+      o.centre_x[k] = static_cast<float>(cx);
+      o.centre_y[k] = static_cast<float>(cy);
+      o.width_x[k] = static_cast<float>(std::sqrt(std::max(0.0, s.lx2[zi] / ez - cx * cx)));
+      o.width_y[k] = static_cast<float>(std::sqrt(std::max(0.0, s.ly2[zi] / ez - cy * cy)));
+    }
+    o.layer_sparsity[k] =
+        static_cast<float>(1.0 - static_cast<double>(s.count[zi]) / static_cast<double>(dims.d * dims.h));
+  }
+  return total;
+}
+
+}  // namespace
+
+Observables compute_observables(std::span<const float> cells, const Dims3& dims, std::span<const float> energy_gev,
+                                std::span<const float> angle_rad, const ObservableOptions& options) {
+  Observables o = allocate_observables(cells, dims, energy_gev, angle_rad, options);
+  const std::int64_t n = o.events, XYZ = dims.product();
+  const int bins = options.spectrum.bins();
+  const SpectrumIndexer indexer(options.spectrum);
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   // A non-finite cell (a diverged generator) makes its event's sum non-finite; the first such event
   // is reported after the parallel region (exceptions must not leave an OpenMP region).
@@ -158,109 +285,14 @@ Observables compute_observables(std::span<const float> cells, const Dims3& dims,
 #pragma omp for schedule(dynamic, 8)
     for (std::int64_t e = 0; e < n; ++e) {
       const float* ev = cells.data() + e * XYZ;
-      std::uint32_t* spec = o.spectrum.data() + e * bins;
-      for (auto* v : {&s.px, &s.py, &s.pz, &s.lx, &s.lx2, &s.ly, &s.ly2}) std::fill(v->begin(), v->end(), 0.0);
-      std::fill(s.count.begin(), s.count.end(), 0);
-      float best = -std::numeric_limits<float>::infinity();
-      std::int64_t best_k = 0, hits = 0;
-      double* const rowx = s.rowx.data();
-      double* const ly = s.ly.data();
-      double* const ly2 = s.ly2.data();
-      std::int64_t* const count = s.count.data();
-      for (std::int64_t x = 0; x < X; ++x) {
-        std::fill(s.rowx.begin(), s.rowx.end(), 0.0);
-        double sx = 0;
-        for (std::int64_t y = 0; y < Y; ++y) {
-          const float* row = ev + (x * Y + y) * Z;
-          const double yc = static_cast<double>(y) - hy;
-          double sy = 0;
-          for (std::int64_t z = 0; z < Z; ++z) {  // sums only: vectorises
-            const double c = static_cast<double>(row[z]) * scale;
-            sy += c;
-            rowx[z] += c;
-            ly[z] += yc * c;
-            ly2[z] += yc * yc * c;
-          }
-          for (std::int64_t z = 0; z < Z; ++z) {  // branches
-            const float v = row[z];
-            if (v > best) {
-              best = v;
-              best_k = (x * Y + y) * Z + z;
-            }
-            if (!(v > 0.f)) continue;
-            const double c = static_cast<double>(v) * scale;
-            hits += c > hit_thr;
-            count[z] += c > sparse_thr;
-            ++spec[indexer(c)];
-          }
-          s.py[static_cast<std::size_t>(y)] += sy;
-          sx += sy;
-        }
-        s.px[static_cast<std::size_t>(x)] = sx;
-        const double xc = static_cast<double>(x) - hx;
-        for (std::int64_t z = 0; z < Z; ++z) {
-          s.pz[static_cast<std::size_t>(z)] += rowx[z];
-          s.lx[static_cast<std::size_t>(z)] += xc * rowx[z];
-          s.lx2[static_cast<std::size_t>(z)] += xc * xc * rowx[z];
-        }
-      }
-
-      double total = 0;
-      for (double v : s.px) total += v;
+      const EventScan scan = scan_event(ev, dims, options, indexer, s, o.spectrum.data() + e * bins);
+      const double total = store_event(o, static_cast<std::size_t>(e), s, scan);
       if (!std::isfinite(total)) {
 #pragma omp critical(mpigan_physics_bad_event)
         first_bad = std::min(first_bad, e);
       }
-      const auto E = static_cast<std::size_t>(e);
-      o.ecal_sum[E] = total;
-      o.sampling_fraction[E] = total / static_cast<double>(energy_gev[E]);
-      const std::array<const std::vector<double>*, 3> prof = {&s.px, &s.py, &s.pz};
-      for (std::size_t a = 0; a < 3; ++a) {
-        const std::vector<double>& p = *prof[a];
-        float* dst = o.profile[a].data() + E * p.size();
-        double m1 = 0, m2 = 0;
-        for (std::size_t i = 0; i < p.size(); ++i) {
-          dst[i] = static_cast<float>(p[i]);
-          m1 += static_cast<double>(i) * p[i];
-        }
-        if (total > 0) {
-          m1 /= total;
-          for (std::size_t i = 0; i < p.size(); ++i)
-            m2 += (static_cast<double>(i) - m1) * (static_cast<double>(i) - m1) * p[i];
-          m2 /= total;
-        } else {
-          m1 = 0;
-        }
-        o.m1[a][E] = m1;
-        o.m2[a][E] = m2;
-      }
-      o.max_pos[0][E] = static_cast<double>(best_k / (Y * Z));
-      o.max_pos[1][E] = static_cast<double>((best_k / Z) % Y);
-      o.max_pos[2][E] = static_cast<double>(best_k % Z);
-      o.hits[E] = static_cast<double>(hits);
-      std::int64_t above = 0;
-      for (std::int64_t z = 0; z < Z; ++z) above += count[z];
-      o.sparsity[E] = 1.0 - static_cast<double>(above) / static_cast<double>(XYZ);
-      for (std::int64_t k = 0; k < 3; ++k) {
-        double t = 0;
-        for (std::int64_t z = k * Z / 3; z < (k + 1) * Z / 3; ++z) t += s.pz[static_cast<std::size_t>(z)];
-        o.thirds[static_cast<std::size_t>(k)][E] = total > 0 ? t / total : 0.0;
-      }
-      for (std::int64_t z = 0; z < Z; ++z) {
-        const auto zi = static_cast<std::size_t>(z);
-        const std::size_t k = E * static_cast<std::size_t>(Z) + zi;
-        const double ez = s.pz[zi];
-        if (ez > 0) {
-          const double cx = s.lx[zi] / ez, cy = s.ly[zi] / ez;
-          o.centre_x[k] = static_cast<float>(cx);
-          o.centre_y[k] = static_cast<float>(cy);
-          o.width_x[k] = static_cast<float>(std::sqrt(std::max(0.0, s.lx2[zi] / ez - cx * cx)));
-          o.width_y[k] = static_cast<float>(std::sqrt(std::max(0.0, s.ly2[zi] / ez - cy * cy)));
-        }
-        o.layer_sparsity[k] = static_cast<float>(1.0 - static_cast<double>(count[z]) / static_cast<double>(X * Y));
-      }
       if (options.measure_angle) {
-        o.measured_angle[E] = data::measure_angle({ev, static_cast<std::size_t>(XYZ)}, dims);
+        o.measured_angle[static_cast<std::size_t>(e)] = data::measure_angle({ev, static_cast<std::size_t>(XYZ)}, dims);
       }
     }
   }
