@@ -139,6 +139,11 @@ void close_other_fds(const std::vector<int>& keep) {
     if (std::find(keep.begin(), keep.end(), fd) == keep.end()) ::close(fd);
 }
 
+/// The monitor process's whole life, one loop over poll(): rank 0's pipe (its goodbye, its abort)
+/// and every other rank's connection (a goodbye, or a close that is a death). It reports the first
+/// death, with the ranks found dead at the same moment, writes FAILED and ends the job; it is one
+/// function because its few states (running, rank 0 aborting, reporting) share the same
+/// descriptors and must be read in one place to be ordered correctly.
 int run_monitor(int life, pid_t rank0, const std::string& failure_file, const std::string& rank0_label,
                 std::vector<Peer> peers) {
   std::vector<int> keep{life};

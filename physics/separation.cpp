@@ -55,6 +55,41 @@ const SeparationRow* SeparationTable::find(std::string_view observable, std::str
   return nullptr;
 }
 
+namespace {
+
+/// A histogram observable: the sum over a set of events of a per-event array.
+struct HistogramObservable {
+  std::string name;
+  std::function<std::vector<double>(const Observables&, std::span<const std::int64_t>)> sum;
+};
+
+/// The cell spectrum and the profiles along x, y and z, as histogram observables.
+std::vector<HistogramObservable> histogram_observables() {
+  std::vector<HistogramObservable> hobs;
+  hobs.push_back({"spectrum", [](const Observables& o, std::span<const std::int64_t> ev) {
+                    std::vector<double> h(static_cast<std::size_t>(o.options.spectrum.bins()), 0.0);
+                    for (std::int64_t e : ev) {
+                      const auto s = o.spectrum_of(e);
+                      for (std::size_t k = 0; k < h.size(); ++k) h[k] += s[k];
+                    }
+                    return h;
+                  }});
+  static constexpr const char* kAxis[3] = {"x", "y", "z"};
+  for (int a = 0; a < 3; ++a) {
+    hobs.push_back({std::string("profile_") + kAxis[a], [a](const Observables& o, std::span<const std::int64_t> ev) {
+                      std::vector<double> h(static_cast<std::size_t>(o.dims[a]), 0.0);
+                      for (std::int64_t e : ev) {
+                        const auto p = o.profile_of(a, e);
+                        for (std::size_t k = 0; k < h.size(); ++k) h[k] += p[k];
+                      }
+                      return h;
+                    }});
+  }
+  return hobs;
+}
+
+}  // namespace
+
 SeparationTable separation_powers(const Observables& ref, const Observables& gen, std::span<const EventBin> bins,
                                   const SeparationOptions& options) {
   MPIGAN_CHECK_SHAPE(ref.dims == gen.dims, "separation_powers: reference extents {} but generated {}", ref.dims,
@@ -72,33 +107,8 @@ SeparationTable separation_powers(const Observables& ref, const Observables& gen
                "separation_powers: spectrum binnings differ (reference {} bins from {} GeV, generated {} from {} GeV)",
                ref.options.spectrum.bins(), ref.options.spectrum.lo_gev, gen.options.spectrum.bins(),
                gen.options.spectrum.lo_gev);
-  // Histogram observables: event sums of per-event arrays.
-  struct HistObs {
-    std::string name;
-    std::function<std::vector<double>(const Observables&, std::span<const std::int64_t>)> sum;
-  };
-  std::vector<HistObs> hobs;
-  if (options.histogram_observables) {
-    hobs.push_back({"spectrum", [](const Observables& o, std::span<const std::int64_t> ev) {
-                      std::vector<double> h(static_cast<std::size_t>(o.options.spectrum.bins()), 0.0);
-                      for (std::int64_t e : ev) {
-                        const auto s = o.spectrum_of(e);
-                        for (std::size_t k = 0; k < h.size(); ++k) h[k] += s[k];
-                      }
-                      return h;
-                    }});
-    static constexpr const char* kAxis[3] = {"x", "y", "z"};
-    for (int a = 0; a < 3; ++a) {
-      hobs.push_back({std::string("profile_") + kAxis[a], [a](const Observables& o, std::span<const std::int64_t> ev) {
-                        std::vector<double> h(static_cast<std::size_t>(o.dims[a]), 0.0);
-                        for (std::int64_t e : ev) {
-                          const auto p = o.profile_of(a, e);
-                          for (std::size_t k = 0; k < h.size(); ++k) h[k] += p[k];
-                        }
-                        return h;
-                      }});
-    }
-  }
+  const std::vector<HistogramObservable> hobs =
+      options.histogram_observables ? histogram_observables() : std::vector<HistogramObservable>{};
 
   const std::size_t per_bin = sref.size() + hobs.size();
   SeparationTable table;
@@ -132,7 +142,7 @@ SeparationTable separation_powers(const Observables& ref, const Observables& gen
                            floor_scale(n_ref, n_gen, h1.size(), h2.size()));
         }
       } else {
-        const HistObs& h = hobs[j - sref.size()];
+        const HistogramObservable& h = hobs[j - sref.size()];
         row.observable = h.name;
         if (usable) row.s = separation_power(h.sum(ref, er), h.sum(gen, eg));
         for (const auto& [h1, h2] : splits) {

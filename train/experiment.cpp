@@ -285,7 +285,10 @@ void parse_run_sections(ConfigNode& root, ExperimentConfig& e) {
   lg.reject_unknown();
 }
 
-/// The resolved configuration: what was given, with every default filled in.
+/// The resolved configuration: what was given, with every default filled in. One assignment per
+/// key, section by section in the order of the experiment file's documentation (docs/experiments.md):
+/// long because the experiment has that many keys, and kept as one list so that a new key is
+/// written next to its section's others.
 YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
                          const std::vector<std::string>& extra_sections) {
   YAML::Node r;
