@@ -1,6 +1,7 @@
 // Graceful stop on SIGTERM, SIGINT and SIGUSR1 (stop_signal.hpp).
 #include "mpigan/core/stop_signal.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 
@@ -9,10 +10,12 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_deferred = 0;
+std::atomic<TerminalSignalHook> g_hook{nullptr};
 
 extern "C" void on_stop_signal(int signo) {
   if (g_signal != 0 || g_deferred == 0) {
     // Set-up, or the second signal: the default action (terminate) at once.
+    if (const TerminalSignalHook hook = g_hook.load()) hook(signo);
     std::signal(signo, SIG_DFL);
     std::raise(signo);
     return;
@@ -28,6 +31,10 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and MPI's polling go on; the loop checks the flag
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &sa, nullptr);
+}
+
+void set_terminal_signal_hook(TerminalSignalHook hook) {
+  g_hook.store(hook);
 }
 
 void defer_stop_signals() {

@@ -24,6 +24,12 @@ void install_stop_handlers();
 /// From here the first signal is recorded for the loop to act on (installs the handlers when
 /// needed). Call where the loop that checks stop_signal() begins.
 void defer_stop_signals();
+/// Called from the signal handler, async-signal-safe code only, when a signal is about to end the
+/// process (during set-up, or a second signal): the watchdog tells its monitor, so the report says
+/// the rank was stopped by a signal rather than that it died. Null: none.
+using TerminalSignalHook = void (*)(int signo);
+void set_terminal_signal_hook(TerminalSignalHook hook);
+
 /// The signal received (SIGTERM, SIGINT, SIGUSR1), or 0. Async-signal-safe to read anywhere.
 int stop_signal();
 /// "SIGTERM" etc.

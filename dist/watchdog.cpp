@@ -1,6 +1,7 @@
 #include "mpigan/dist/watchdog.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/stop_signal.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -40,6 +41,27 @@ constexpr const char* kMonitorFlag = "--watchdog-monitor";
 
 /// Rank 0's end of the pipe to its monitor, for the SIGABRT handler.
 int g_life_fd = -1;
+/// Ranks > 0: the connection to rank 0's monitor, for the terminal-signal hook.
+int g_watch_fd = -1;
+
+/// rank -> monitor, just before a signal ends the rank (a second SIGTERM, or one during set-up):
+/// one byte naming the signal, so the report says the rank was stopped, not that it died.
+char signal_byte(int signo) {
+  return signo == SIGTERM ? 'T' : signo == SIGINT ? 'I' : signo == SIGUSR1 ? 'U' : 'X';
+}
+std::string signal_of_byte(char c) {
+  return c == 'T' ? "SIGTERM" : c == 'I' ? "SIGINT" : c == 'U' ? "SIGUSR1" : "a signal";
+}
+bool is_signal_byte(char c) {
+  return c == 'T' || c == 'I' || c == 'U' || c == 'X';
+}
+
+/// The terminal-signal hook (core/stop_signal.hpp): async-signal-safe writes only.
+void tell_monitor_signalled(int signo) {
+  const char b = signal_byte(signo);
+  if (g_life_fd >= 0) (void)!::write(g_life_fd, &b, 1);
+  if (g_watch_fd >= 0) (void)!::send(g_watch_fd, &b, 1, MSG_NOSIGNAL);
+}
 
 /// The MPI library aborts rank 0 when a peer vanishes in the middle of a transfer (UCX's
 /// shared-memory transport does): tell the monitor, so it names the peer rather than rank 0.
@@ -122,6 +144,7 @@ struct Peer {
   int fd = -1;
   std::string label;
   bool bye = false;
+  char signalled = 0;  ///< the signal byte the rank sent before a signal ended it
 };
 
 /// Close every descriptor the monitor inherited except stdin/out/err and @p keep (MPI's and the
@@ -193,6 +216,7 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> rank0_gone;
   bool rank0_aborted = false;
+  char rank0_signalled = 0;
   while (true) {
     std::vector<pollfd> p;
     std::vector<std::size_t> who;
@@ -216,11 +240,15 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
       const ssize_t got = ::recv(peer.fd, &c, 1, 0);
       if (got == 1) {
         peer.bye = peer.bye || c == kBye;
+        if (is_signal_byte(c)) peer.signalled = c;
         continue;
       }
       ::close(peer.fd);
       peer.fd = -1;
-      if (!peer.bye)
+      if (peer.signalled)
+        dead.push_back(peer.label + " was stopped by " + signal_of_byte(peer.signalled) +
+                       " (a second signal, or one before training started, ends a rank at once; the job ends)");
+      else if (!peer.bye)
         dead.push_back(peer.label + " died (its connection to rank 0 closed without a goodbye); ending the job");
     }
     if (!rank0_gone && (p.back().revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -231,13 +259,16 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
         return 0;
       }
       rank0_aborted = rank0_aborted || (got == 1 && c == kAbort);
+      if (got == 1 && is_signal_byte(c)) rank0_signalled = c;
       if (got <= 0) rank0_gone = Clock::now(), rank0_closed_now = true;
     }
     if (!dead.empty()) {
       // Rank 0's end (not an abort) seen in the same wake-up as these: on a loaded node this
       // process may wake only after the launcher has ended every rank, so the closures cannot be
       // ordered; name rank 0 with them rather than blame only the others (mpi.cli caught it).
-      if (rank0_closed_now && !rank0_aborted)
+      if (rank0_closed_now && rank0_signalled)
+        dead.insert(dead.begin(), rank0_label + " was stopped by " + signal_of_byte(rank0_signalled));
+      else if (rank0_closed_now && !rank0_aborted)
         dead.insert(dead.begin(), rank0_label +
                                       " died at the same moment as the rank(s) below: the launcher ends every rank "
                                       "as soon as one dies, so which of them died first is unknown");
@@ -248,7 +279,10 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
       return 2;
     }
     if (rank0_gone && (!rank0_aborted || Clock::now() - *rank0_gone >= std::chrono::milliseconds(300))) {
-      report({rank0_label + (rank0_aborted ? " aborted (see its message above)" : " died") + "; ending the job"});
+      const std::string how = rank0_signalled ? " was stopped by " + signal_of_byte(rank0_signalled)
+                              : rank0_aborted ? " aborted (see its message above)"
+                                              : " died";
+      report({rank0_label + how + "; ending the job"});
       tell_all(kEnd);
       linger();
       return 2;
@@ -358,6 +392,8 @@ Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::strin
     const Hello hello{m_rank, addr.secret};
     MPIGAN_CHECK(::send(fd, &hello, sizeof hello, 0) == static_cast<ssize_t>(sizeof hello), "watchdog: send()");
     m_fd = fd;
+    g_watch_fd = fd;
+    set_terminal_signal_hook(&tell_monitor_signalled);
     MPIGAN_CHECK(::pipe2(m_wake, O_CLOEXEC) == 0, "watchdog: pipe()");
     m_thread = std::thread([this] { watch_parent(); });
   }
@@ -392,6 +428,7 @@ void Watchdog::start_monitor(const std::vector<int>& fds, const std::vector<std:
                std::strerror(rc));
   m_life = life[1];
   g_life_fd = m_life;
+  set_terminal_signal_hook(&tell_monitor_signalled);
   ::signal(SIGABRT, on_abort);
 }
 
@@ -409,6 +446,7 @@ Watchdog::~Watchdog() {
     if (m_life >= 0) {
       ::signal(SIGABRT, SIG_DFL);
       g_life_fd = -1;
+      set_terminal_signal_hook(nullptr);
       const char b = kBye;
       (void)!::write(m_life, &b, 1);
       ::close(m_life);
@@ -420,6 +458,8 @@ Watchdog::~Watchdog() {
   const char c = 'x';
   (void)!::write(m_wake[1], &c, 1);
   if (m_thread.joinable()) m_thread.join();
+  set_terminal_signal_hook(nullptr);
+  g_watch_fd = -1;
   if (m_fd >= 0) ::close(m_fd);
   ::close(m_wake[0]);
   ::close(m_wake[1]);

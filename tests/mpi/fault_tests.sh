@@ -108,6 +108,27 @@ rc=$?
 grep -q "worker group 1 fails at its exchange 30" "$work/throw/FAILED" || fail "throw: FAILED lacks the error: $(cat "$work/throw/FAILED" 2>&1)"
 pass "a worker's error: exit $rc, FAILED quotes it"
 
+# 2b. Two SIGTERMs to one worker (a user who insists): the first is recorded, the second ends the
+# rank at once. The watchdog reports it as stopped by SIGTERM, not as a death.
+source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
+log=$work/twice.log
+"$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/twice" >"$log" 2>&1 &
+job=$!
+wait_lines "$work/twice/updates.csv" 40 || fail "twice: the run did not start training"
+victim=$(rank_pid "$job" 2)
+[[ -n $victim ]] || fail "twice: could not find rank 2's process"
+kill -TERM "$victim"
+sleep 0.5
+kill -TERM "$victim"
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && fail "twice: the job still runs 30 s after the second SIGTERM"
+wait "$job"
+job=
+grep -q "rank 2 worker 1 (pid $victim on .*) was stopped by SIGTERM" "$work/twice/FAILED" ||
+  fail "twice: FAILED does not say rank 2 was stopped by SIGTERM: $(cat "$work/twice/FAILED" 2>&1)"
+grep -q "died" "$work/twice/FAILED" && fail "twice: FAILED says a rank died: $(cat "$work/twice/FAILED")"
+pass "two SIGTERMs to a worker: the watchdog says it was stopped by SIGTERM, not that it died"
+
 # 3. A hung worker: SIGSTOP rank 2 (found below our own mpiexec), timeout 3 s. The master names it,
 # ends the job with a checkpoint of the version reached (writing the hung worker's part itself from
 # its last update), and --resume continues from it. Asynchronous (downpour: the other worker goes on
