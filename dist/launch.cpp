@@ -55,7 +55,7 @@ std::vector<std::string> rank_table(const Topology& t) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const std::string me = fmt::format("{} (pid {} on {})", t.label(), ::getpid(), host);
-  const auto table = t.links.gather_strings(me, 0);
+  auto table = t.links.gather_strings(me, 0);
   if (t.rank != 0) return std::vector<std::string>(static_cast<std::size_t>(t.size), me);
   for (const auto& line : table) spdlog::info("{}", line);
   return table;

@@ -29,10 +29,10 @@ PayloadLayout PayloadLayout::of(const models::GanModel& m) {
 }
 
 std::string nonfinite_blocks(const std::array<double, 3>& sumsq) {
-  static constexpr std::array<const char*, 3> names{"generator update", "discriminator update", "BatchNorm state"};
+  static constexpr std::array<const char*, 3> kNames{"generator update", "discriminator update", "BatchNorm state"};
   std::string out;
   for (std::size_t b = 0; b < sumsq.size(); ++b)
-    if (!std::isfinite(sumsq[b])) out += (out.empty() ? "" : ", ") + std::string(names[b]);
+    if (!std::isfinite(sumsq[b])) out += (out.empty() ? "" : ", ") + std::string(kNames[b]);
   return out.empty() ? "none" : out;
 }
 

@@ -96,7 +96,7 @@ PayloadChannels PayloadChannels::create(const Topology& t, std::size_t floats, b
   const std::array<int, 3> mine = {t.rank, is_child ? t.parent : -1, is_child ? t.child_id : -1};
   std::vector<int> all(static_cast<std::size_t>(3 * node_size));
   MPIGAN_MPI_CHECK(MPI_Allgather(mine.data(), 3, MPI_INT, all.data(), 3, MPI_INT, ch.m_node));
-  const auto entry = [&](int r, int k) { return all[static_cast<std::size_t>(3 * r + k)]; };
+  const auto entry = [&](int r, int k) { return all[3 * static_cast<std::size_t>(r) + static_cast<std::size_t>(k)]; };
   // The children of run rank @p parent on this node, by child id: slot k belongs to the k-th.
   const auto children_of = [&](int parent) {
     std::vector<int> ids;

@@ -169,6 +169,7 @@ std::vector<std::vector<double>> read_csv_column_by(const std::string& path, con
     groups[k].push_back(v);
   }
   std::vector<std::vector<double>> out;
+  out.reserve(groups.size());
   for (auto& [k, values] : groups) out.push_back(std::move(values));
   return out;
 }

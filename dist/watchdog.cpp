@@ -28,8 +28,6 @@
 #include <filesystem>
 #include <fstream>
 
-extern char** environ;
-
 namespace mpigan::dist {
 
 namespace {
@@ -306,7 +304,7 @@ std::optional<int> watchdog_monitor_main(int argc, char** argv) {
 
 // ------------------------------------------------------------------------------ the ranks
 
-Watchdog::Watchdog(const Comm& comm, std::vector<std::string> labels, std::string failure_file)
+Watchdog::Watchdog(const Comm& comm, const std::vector<std::string>& labels, std::string failure_file)
     : m_rank(comm.rank()), m_failure_file(std::move(failure_file)) {
 #ifdef MPIGAN_SMPI
   // Under SMPI the ranks are contexts of one simulator process: rank 0's accept() would block the
@@ -414,6 +412,7 @@ void Watchdog::start_monitor(const std::vector<int>& fds, const std::vector<std:
     args.insert(args.end(), {std::to_string(r), std::to_string(fds[r]), labels.at(r)});
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawnattr_t attr;

@@ -38,7 +38,7 @@ class Watchdog {
  public:
   /// Collective over @p comm. @p labels[r] describes rank r (role, pid, host) for the report;
   /// @p failure_file is written when a rank dies.
-  Watchdog(const Comm& comm, std::vector<std::string> labels, std::string failure_file);
+  Watchdog(const Comm& comm, const std::vector<std::string>& labels, std::string failure_file);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;

@@ -253,7 +253,7 @@ OptimizeOutcome run_optimize(const OptimizeOptions& o, const Comm& world, const 
   const std::string me = fmt::format("rank {} {} (pid {} on {})", rank, role, ::getpid(), host);
   std::vector<std::string> labels = world.gather_strings(me, 0);
   if (rank != 0) labels.assign(static_cast<std::size_t>(l.ranks), me);
-  dist::Watchdog watchdog(world, std::move(labels), rank == 0 ? search_dir + "/FAILED" : std::string());
+  dist::Watchdog watchdog(world, labels, rank == 0 ? search_dir + "/FAILED" : std::string());
   if (rank == 0) {
     out = detail::run_coordinator(o, world, l, std::move(study), search_dir);
   } else if (block >= 0) {
