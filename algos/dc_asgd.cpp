@@ -33,7 +33,7 @@ struct DcParams {
 class DcAsgdMaster final : public MasterRule {
  public:
   DcAsgdMaster(ParameterSet& w, const RuleContext& ctx, const DcParams& p)
-      : MasterRule(w), m_p(p), m_opt(w, ctx, p.warmup), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
+      : MasterRule(w), m_params(p), m_opt(w, ctx, p.warmup), m_ms(w.size(), 0.0f), m_corrected(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> g, std::span<float> reply, RuleStats& stats) override {
     float* w = m_weights.data();
@@ -45,8 +45,8 @@ class DcAsgdMaster final : public MasterRule {
     constexpr std::size_t kLanes = 16;
     float lane_sum[kLanes] = {};
     const std::size_t n = g.size();
-    const float rho = m_p.rho, lambda0 = m_p.lambda, eps = m_p.epsilon;
-    const bool adaptive = m_p.adaptive;
+    const float rho = m_params.rho, lambda0 = m_params.lambda, eps = m_params.epsilon;
+    const bool adaptive = m_params.adaptive;
     float* ms = m_ms.data();
     float* corrected = m_corrected.data();
     const float* gv = g.data();
@@ -66,7 +66,7 @@ class DcAsgdMaster final : public MasterRule {
     double lambda_sum = 0.0;
     for (float v : lane_sum) lambda_sum += v;
     m_opt.apply(m_corrected, 1.0f, reply,
-                staleness_factor(m_p.scale, meta.staleness()));  // the reply (new weights) in the optimizer's pass
+                staleness_factor(m_params.scale, meta.staleness()));  // the reply (new weights) in the optimizer's pass
     // The new backup, read again only at this worker's next update: streaming stores.
     it->second.resize(m_weights.size());
     cpu::stream_copy_range(m_weights.data(), it->second.data(), m_weights.size());
@@ -92,7 +92,7 @@ class DcAsgdMaster final : public MasterRule {
   }
 
  private:
-  DcParams m_p;
+  DcParams m_params;
   OptimizerApply m_opt;
   std::vector<float> m_ms, m_corrected;
   std::map<int, std::vector<float>> m_backup;
@@ -100,23 +100,24 @@ class DcAsgdMaster final : public MasterRule {
 
 class DcAsgd final : public Algorithm {
  public:
-  explicit DcAsgd(const DcParams& p) : m_p(p) {}
+  explicit DcAsgd(const DcParams& p) : m_params(p) {}
   std::string name() const override { return "dc_asgd"; }
   WorkerMode worker_mode() const override { return WorkerMode::gradients; }
   Payload payload() const override { return Payload::gradient; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<DcAsgdMaster>(w, ctx, m_p);
+    return std::make_unique<DcAsgdMaster>(w, ctx, m_params);
   }
   std::string describe() const override {
-    return fmt::format("dc_asgd: delay compensation, lambda {}{}, master optimizer{}", m_p.lambda,
-                       m_p.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_p.rho) : std::string(),
-                       m_p.scale != StalenessScale::none ? std::string(", ") + algos::describe(m_p.scale) : "") +
-           ", " + m_p.warmup.describe();
+    return fmt::format(
+               "dc_asgd: delay compensation, lambda {}{}, master optimizer{}", m_params.lambda,
+               m_params.adaptive ? fmt::format(" / sqrt(MS), rho {}", m_params.rho) : std::string(),
+               m_params.scale != StalenessScale::none ? std::string(", ") + algos::describe(m_params.scale) : "") +
+           ", " + m_params.warmup.describe();
   }
 
  private:
-  DcParams m_p;
+  DcParams m_params;
 };
 
 }  // namespace

@@ -61,7 +61,7 @@ struct GemParams {
 class GemWorker final : public WorkerRule {
  public:
   GemWorker(const GemParams& p, std::size_t n, const double* schedule)
-      : m_p(p), m_schedule(schedule), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n), m_v(p.rmsprop ? n : 0, 0.0f) {}
+      : m_params(p), m_schedule(schedule), m_m(n, 0.0f), m_stale(n, 0.0f), m_pi(n), m_v(p.rmsprop ? n : 0, 0.0f) {}
 
   RuleStats before_send(std::span<float> update, std::span<const float> theta,
                         std::span<const float> computed_at) override {
@@ -77,27 +77,28 @@ class GemWorker final : public WorkerRule {
       m_initialised = true;
     }
     // The proposal learning rate with the schedule's factor (optimizer.schedule) of the last reply.
-    const float lr0 = m_p.lr * static_cast<float>(m_schedule != nullptr ? *m_schedule : 1.0);
+    const float lr0 = m_params.lr * static_cast<float>(m_schedule != nullptr ? *m_schedule : 1.0);
     float lr = lr0;
-    if (m_p.clip_norm > 0) {
+    if (m_params.clip_norm > 0) {
       double ss = 0;
       for (float g : update) ss += static_cast<double>(g) * g;
       const double norm = std::sqrt(ss);
-      if (norm > m_p.clip_norm) lr = static_cast<float>(lr0 * (m_p.clip_norm / norm));
+      if (norm > m_params.clip_norm) lr = static_cast<float>(lr0 * (m_params.clip_norm / norm));
     }
     std::size_t n = 0;
     for (std::size_t i = 0; i < update.size(); ++i) {
       float delta = -lr * update[i];
-      if (m_p.rmsprop) {
+      if (m_params.rmsprop) {
         const float g = update[i] * (lr / lr0);  // the clipped gradient
-        m_v[i] = m_p.rho * m_v[i] + (1.0f - m_p.rho) * g * g;
-        delta = -lr0 * g / (std::sqrt(m_v[i]) + m_p.rms_epsilon);
+        m_v[i] = m_params.rho * m_v[i] + (1.0f - m_params.rho) * g * g;
+        delta = -lr0 * g / (std::sqrt(m_v[i]) + m_params.rms_epsilon);
       }
-      m_m[i] = m_p.momentum * m_m[i] + delta;
+      m_m[i] = m_params.momentum * m_m[i] + delta;
       const float cvm = theta[i] - m_stale[i];
       m_stale[i] = theta[i];
       const float pi =
-          std::clamp((m_p.kappa * std::abs(m_m[i]) - std::abs(cvm)) / (std::abs(delta) + m_p.epsilon), m_p.lo, m_p.hi);
+          std::clamp((m_params.kappa * std::abs(m_m[i]) - std::abs(cvm)) / (std::abs(delta) + m_params.epsilon),
+                     m_params.lo, m_params.hi);
       update[i] = pi * delta;
       // The median is over parameters that had a gradient (padding and unused weights have none).
       if (delta != 0.0f) m_pi[n++] = pi;
@@ -115,13 +116,13 @@ class GemWorker final : public WorkerRule {
     w.put(p + "/momentum", m_m);
     w.put(p + "/stale", m_stale);
     w.put_int(p + "/initialised", m_initialised);
-    if (m_p.rmsprop) w.put(p + "/second_moment", m_v);
+    if (m_params.rmsprop) w.put(p + "/second_moment", m_v);
   }
   void load(const train::CheckpointReader& r, const std::string& p) override {
     m_m = r.floats(p + "/momentum");
     m_stale = r.floats(p + "/stale");
     m_initialised = r.get_int(p + "/initialised") != 0;
-    if (m_p.rmsprop) {
+    if (m_params.rmsprop) {
       MPIGAN_CHECK(r.has(p + "/second_moment"),
                    "checkpoint '{}': no gem second moment ({}/second_moment): it was written with proposal: sgd; "
                    "resume with algorithm.proposal=sgd",
@@ -133,7 +134,7 @@ class GemWorker final : public WorkerRule {
   }
 
  private:
-  GemParams m_p;
+  GemParams m_params;
   const double* m_schedule;  ///< RuleContext::lr_factor
   std::vector<float> m_m, m_stale, m_pi, m_v;
   bool m_initialised = false;
@@ -166,32 +167,33 @@ class GemMaster final : public MasterRule {
 
 class Gem final : public Algorithm {
  public:
-  explicit Gem(const GemParams& p) : m_p(p) {}
+  explicit Gem(const GemParams& p) : m_params(p) {}
   std::string name() const override { return "gem"; }
   WorkerMode worker_mode() const override { return WorkerMode::gradients; }
   Payload payload() const override { return Payload::gradient; }
   Exchange exchange() const override { return Exchange::pull_push; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext& ctx) const override {
-    GemParams p = m_p;
-    p.lr = m_p.lr_for(ctx.workers);
+    GemParams p = m_params;
+    p.lr = m_params.lr_for(ctx.workers);
     return std::make_unique<GemWorker>(p, ctx.layout.size(), ctx.lr_factor);
   }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<GemMaster>(w, m_p.warmup.resolve(ctx.workers));
+    return std::make_unique<GemMaster>(w, m_params.warmup.resolve(ctx.workers));
   }
   std::string describe() const override {
-    return fmt::format("gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}, {}",
-                       m_p.rmsprop ? "rmsprop" : "sgd",
-                       m_p.rmsprop ? fmt::format(" (rho {}, eps {})", m_p.rho, m_p.rms_epsilon) : std::string(),
-                       m_p.lr > 0 ? fmt::format("{}", m_p.lr)
-                                  : fmt::format("auto ({} / (N + 4) for N workers)", m_p.rmsprop ? "1e-3" : "5e-4"),
-                       m_p.momentum, m_p.kappa, m_p.lo, m_p.hi, m_p.epsilon,
-                       m_p.clip_norm > 0 ? fmt::format(", clip_norm {}", m_p.clip_norm) : std::string(),
-                       m_p.warmup.describe());
+    return fmt::format(
+        "gem: {} proposals{}, lr {}, momentum {}, kappa {}, clamp [{}, {}], epsilon {}{}, {}",
+        m_params.rmsprop ? "rmsprop" : "sgd",
+        m_params.rmsprop ? fmt::format(" (rho {}, eps {})", m_params.rho, m_params.rms_epsilon) : std::string(),
+        m_params.lr > 0 ? fmt::format("{}", m_params.lr)
+                        : fmt::format("auto ({} / (N + 4) for N workers)", m_params.rmsprop ? "1e-3" : "5e-4"),
+        m_params.momentum, m_params.kappa, m_params.lo, m_params.hi, m_params.epsilon,
+        m_params.clip_norm > 0 ? fmt::format(", clip_norm {}", m_params.clip_norm) : std::string(),
+        m_params.warmup.describe());
   }
 
  private:
-  GemParams m_p;
+  GemParams m_params;
 };
 
 }  // namespace

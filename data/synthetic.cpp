@@ -31,7 +31,7 @@ void synthetic_event(std::uint64_t seed, std::int64_t e, float* image, float& en
 }
 
 SyntheticSource::SyntheticSource(const SyntheticOptions& o)
-    : m_o(o), m_plan(o.count, o.batch, o.num_shards, /*drop_last=*/true) {
+    : m_options(o), m_plan(o.count, o.batch, o.num_shards, /*drop_last=*/true) {
   MPIGAN_CHECK(o.shard >= 0 && o.shard < o.num_shards, "synthetic data: shard {} of {}", o.shard, o.num_shards);
 }
 
@@ -48,10 +48,10 @@ bool SyntheticSource::next(Batch& out) {
     return false;
   }
   if (m_perm_epoch != m_pos.epoch) {
-    m_perm = epoch_permutation(m_o.count, m_o.order_seed, m_pos.epoch, m_o.shuffle);
+    m_perm = epoch_permutation(m_options.count, m_options.order_seed, m_pos.epoch, m_options.shuffle);
     m_perm_epoch = m_pos.epoch;
   }
-  const auto [b, e] = m_plan.batch_range(m_o.shard, m_pos.cursor);
+  const auto [b, e] = m_plan.batch_range(m_options.shard, m_pos.cursor);
   const std::int64_t n = e - b;
   constexpr std::int64_t S = kSyntheticSide;
   out.image = Tensor::empty({n, 1, S, S, S});
@@ -60,9 +60,9 @@ bool SyntheticSource::next(Batch& out) {
   out.angle = Tensor();
   out.event_ids.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t ev = m_o.first + m_perm[static_cast<std::size_t>(b + i)];
-    if (m_o.skip_count > 0 && ev >= m_o.skip_first) ev += m_o.skip_count;
-    synthetic_event(m_o.seed, ev, out.image.data() + i * S * S * S, out.energy.data()[i], out.ecal.data()[i]);
+    std::int64_t ev = m_options.first + m_perm[static_cast<std::size_t>(b + i)];
+    if (m_options.skip_count > 0 && ev >= m_options.skip_first) ev += m_options.skip_count;
+    synthetic_event(m_options.seed, ev, out.image.data() + i * S * S * S, out.energy.data()[i], out.ecal.data()[i]);
     out.event_ids[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(ev);
   }
   ++m_pos.cursor;

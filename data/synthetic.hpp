@@ -39,7 +39,7 @@ class SyntheticSource final : public BatchSource {
   std::int64_t batches_per_epoch() const override { return m_plan.batches_per_epoch(); }
 
  private:
-  SyntheticOptions m_o;
+  SyntheticOptions m_options;
   ShardPlan m_plan;
   Position m_pos;
   std::vector<std::uint32_t> m_perm;

@@ -50,13 +50,13 @@ double gev_factor(const data::Preprocess& p) {
 /// Builds the graph: unique names, initialisers, nodes.
 class GraphBuilder {
  public:
-  explicit GraphBuilder(onnx::GraphProto& g) : m_g(g) {}
+  explicit GraphBuilder(onnx::GraphProto& g) : m_graph(g) {}
 
   std::string name(const std::string& base) { return base + "_" + std::to_string(m_next++); }
 
   std::string constant(const std::string& base, const std::vector<std::int64_t>& dims, std::span<const float> values) {
     const std::string n = name(base);
-    onnx::TensorProto* t = m_g.add_initializer();
+    onnx::TensorProto* t = m_graph.add_initializer();
     t->set_name(n);
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (auto d : dims) t->add_dims(d);
@@ -67,7 +67,7 @@ class GraphBuilder {
   std::string scalar(const std::string& base, float v) { return constant(base, {}, std::span<const float>(&v, 1)); }
   std::string ints(const std::string& base, const std::vector<std::int64_t>& values) {
     const std::string n = name(base);
-    onnx::TensorProto* t = m_g.add_initializer();
+    onnx::TensorProto* t = m_graph.add_initializer();
     t->set_name(n);
     t->set_data_type(onnx::TensorProto::INT64);
     t->add_dims(static_cast<std::int64_t>(values.size()));
@@ -77,7 +77,7 @@ class GraphBuilder {
 
   /// A node of operator @p op reading @p inputs, with one output named after @p label.
   onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::string& label) {
-    onnx::NodeProto* n = m_g.add_node();
+    onnx::NodeProto* n = m_graph.add_node();
     n->set_op_type(op);
     n->set_name(label);
     for (const auto& i : inputs) n->add_input(i);
@@ -128,7 +128,7 @@ class GraphBuilder {
   std::int64_t parameters() const { return m_parameters; }
 
  private:
-  onnx::GraphProto& m_g;
+  onnx::GraphProto& m_graph;
   int m_next = 0;
   std::int64_t m_parameters = 0;
 };

@@ -42,8 +42,8 @@ struct MasterResult {
 
 /// Everything a role needs, built by run_job (or by a benchmark that plays a job's part).
 struct RoleContext {
-  const DistExperiment& d;
-  Topology& t;
+  const DistExperiment& job;  ///< the experiment and its distributed part
+  Topology& topology;         ///< this rank's place in the job
   std::string run_dir;
   std::int64_t resume = -1;  ///< the checkpoint id to continue from; -1: a fresh start
   Trace& trace;

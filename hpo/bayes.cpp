@@ -231,10 +231,10 @@ class Search {
  public:
   Search(const SearchSpace& space, const BayesOptions& o, const GaussianProcess& gp, const AcqContext& ctx,
          const std::vector<Eigen::VectorXd>& known)
-      : m_space(space), m_o(o), m_gp(gp), m_ctx(ctx), m_known(known), m_numeric(numeric_coordinates(space)) {}
+      : m_space(space), m_options(o), m_gp(gp), m_ctx(ctx), m_known(known), m_numeric(numeric_coordinates(space)) {}
 
   void draw_candidates(Rng& rng) {
-    const Eigen::Index M = m_o.n_candidates;
+    const Eigen::Index M = m_options.n_candidates;
     m_points.resize(static_cast<std::size_t>(M));
     m_C.resize(M, static_cast<Eigen::Index>(m_space.encoded_size()));
     for (Eigen::Index i = 0; i < M; ++i) {
@@ -293,7 +293,7 @@ class Search {
     std::vector<Nominee> pool;
     if (nn == 0) return pool;
     std::vector<Eigen::VectorXd> starts;
-    for (Eigen::Index s = 0; s < std::min<Eigen::Index>(m_o.n_local_starts, m_C.rows()); ++s)
+    for (Eigen::Index s = 0; s < std::min<Eigen::Index>(m_options.n_local_starts, m_C.rows()); ++s)
       starts.push_back(m_C.row(order[static_cast<std::size_t>(s)]).transpose());
     starts.insert(starts.end(), m_trial_starts.begin(), m_trial_starts.end());
     for (const Eigen::VectorXd& start : starts) {
@@ -310,7 +310,7 @@ class Search {
       };
       Eigen::VectorXd z(nn);
       for (Eigen::Index k = 0; k < nn; ++k) z[k] = start[m_numeric[static_cast<std::size_t>(k)]];
-      maximise_in_box(f, z, Eigen::VectorXd::Zero(nn), Eigen::VectorXd::Ones(nn), m_o.local_max_evals);
+      maximise_in_box(f, z, Eigen::VectorXd::Zero(nn), Eigen::VectorXd::Ones(nn), m_options.local_max_evals);
       for (Eigen::Index k = 0; k < nn; ++k) u[m_numeric[static_cast<std::size_t>(k)]] = z[k];
       // Scored again where it lands: decoding rounds integers (and clamps).
       Nominee nom;
@@ -325,7 +325,7 @@ class Search {
   }
 
   const SearchSpace& m_space;
-  const BayesOptions& m_o;
+  const BayesOptions& m_options;
   const GaussianProcess& m_gp;
   const AcqContext& m_ctx;
   const std::vector<Eigen::VectorXd>& m_known;

@@ -118,15 +118,16 @@ namespace {
 /// Rank 0's base experiment (the --set overrides, no trial's), loaded once when first needed.
 class BaseExperiment {
  public:
-  explicit BaseExperiment(const OptimizeOptions& o) : m_o(o) {}
+  explicit BaseExperiment(const OptimizeOptions& o) : m_options(o) {}
   const train::ExperimentConfig& get() {
-    if (!m_e) m_e = train::ExperimentConfig::load(m_o.experiment, m_o.set, {"topology", "algorithm"});
-    return *m_e;
+    if (!m_experiment)
+      m_experiment = train::ExperimentConfig::load(m_options.experiment, m_options.set, {"topology", "algorithm"});
+    return *m_experiment;
   }
 
  private:
-  const OptimizeOptions& m_o;
-  std::optional<train::ExperimentConfig> m_e;
+  const OptimizeOptions& m_options;
+  std::optional<train::ExperimentConfig> m_experiment;
 };
 
 /// Rank 0's checks of the search, the layout and the experiment, every problem at once: the study

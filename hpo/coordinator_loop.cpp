@@ -33,19 +33,19 @@ class Coordinator {
  public:
   Coordinator(const OptimizeOptions& o, const Comm& world, const Layout& l, StudyConfig s, std::string dir)
       : m_hash(config_hash(o, l, s)),
-        m_o(o),
+        m_options(o),
         m_world(world),
         m_l(l),
-        m_s(std::move(s)),
+        m_study(std::move(s)),
         m_db(dir),
-        m_optimizer(make_optimizer(m_s)),
-        m_pruner(make_pruner(m_s.early_stopping)) {}
+        m_optimizer(make_optimizer(m_study)),
+        m_pruner(make_pruner(m_study.early_stopping)) {}
 
   OptimizeOutcome run() {
     m_t0 = now_s();
     close_interrupted();
-    spdlog::info("search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_s.trials,
-                 m_optimizer->name(), m_s.space.size(), m_s.objective.describe(), m_l.blocks, m_l.block_size,
+    spdlog::info("search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
+                 m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_l.blocks, m_l.block_size,
                  m_l.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_l.folds, m_l.per_fold()) : "");
     int active = m_l.blocks;
     auto last_prune = std::chrono::steady_clock::now();
@@ -108,7 +108,7 @@ class Coordinator {
   /// search is complete or stopping.
   bool assign(int leader) {
     const int block = m_l.block_of(leader);
-    if (stop_signal() != 0 || counted() >= m_s.trials) {
+    if (stop_signal() != 0 || counted() >= m_study.trials) {
       send_string(m_world, json{{"stop", true}}.dump(), leader, kTagAssign);
       return false;
     }
@@ -126,18 +126,18 @@ class Coordinator {
         if (r.status == TrialStatus::running) pending.push_back(r.x);
         const bool finished = r.status == TrialStatus::done || r.status == TrialStatus::pruned;
         if (finished && r.value)
-          done.push_back({r.x, m_s.objective.minimize ? *r.value : -*r.value, false});
+          done.push_back({r.x, m_study.objective.minimize ? *r.value : -*r.value, false});
         else if (finished || r.status == TrialStatus::failed)
           done.push_back({r.x, 0.0, true});  // no value to learn from: worse than every finished trial
       }
-      Rng rng(m_s.seed, 0x5EA2C4000000ull + static_cast<std::uint64_t>(t.id));
+      Rng rng(m_study.seed, 0x5EA2C4000000ull + static_cast<std::uint64_t>(t.id));
       t.x = m_optimizer->suggest(done, pending, rng);
       // The trial runs with the value as written in its override (6 significant digits): the
       // database keeps that value, so the optimiser learns what was really run.
       for (std::size_t i = 0; i < t.x.size(); ++i)
-        if (m_s.space[i].numeric()) t.x[i] = std::stod(m_s.space.value_text(t.x, i));
+        if (m_study.space[i].numeric()) t.x[i] = std::stod(m_study.space.value_text(t.x, i));
     }
-    t.overrides = m_s.space.overrides(t.x);
+    t.overrides = m_study.space.overrides(t.x);
     t.config_hash = fmt::format("{:016x}", hash_string(fmt::format("{}\n{}", m_hash, fmt::join(t.overrides, "\n"))));
     t.block = block;
     t.run_dir = fmt::format("{}/trial-{:04d}", m_db.dir(), t.id);
@@ -171,7 +171,7 @@ class Coordinator {
     }
     if (!failed && !interrupted && values.size() != t.folds.size()) {
       failed = true;
-      messages.push_back(fmt::format("no finite value of {} was written", m_s.objective.metric));
+      messages.push_back(fmt::format("no finite value of {} was written", m_study.objective.metric));
     }
     t.status = interrupted ? TrialStatus::interrupted
                : failed    ? TrialStatus::failed
@@ -189,7 +189,7 @@ class Coordinator {
       t.message = "pruned: " + m_prune_reason[t.id] + (t.message.empty() ? "" : "; " + t.message);
     m_db.end(t);
     if (t.status == TrialStatus::interrupted) m_reruns.push_back(t.id);
-    spdlog::info("trial {} {}: {}{}{} ({:.0f} s){}", t.id, trial_status_name(t.status), m_s.objective.metric,
+    spdlog::info("trial {} {}: {}{}{} ({:.0f} s){}", t.id, trial_status_name(t.status), m_study.objective.metric,
                  t.value ? fmt::format(" {:.5g}", *t.value) : std::string(" -"),
                  t.folds.size() > 1 && t.value ? fmt::format(" ± {:.3g} over {} folds", t.spread, t.folds.size()) : "",
                  t.ended - t.started, t.message.empty() ? "" : " — " + t.message);
@@ -207,7 +207,7 @@ class Coordinator {
     Curve c;
     if (fs::exists(dir + "/metrics.csv")) {
       try {
-        c = minimised(read_curve(dir + "/metrics.csv", m_s.objective), m_s.objective);
+        c = minimised(read_curve(dir + "/metrics.csv", m_study.objective), m_study.objective);
       } catch (const Error&) {
         c.clear();  // a run that fails is reported by its block
       }
@@ -250,8 +250,8 @@ class Coordinator {
       n_pruned += t.status == TrialStatus::pruned;
       n_interrupted += t.status == TrialStatus::interrupted && !rerun_done(t.id);
       if (t.status != TrialStatus::done || !t.value) continue;
-      const double v = m_s.objective.minimize ? *t.value : -*t.value;
-      if (!best || v < (m_s.objective.minimize ? *best->value : -*best->value)) best = &t;
+      const double v = m_study.objective.minimize ? *t.value : -*t.value;
+      if (!best || v < (m_study.objective.minimize ? *best->value : -*best->value)) best = &t;
     }
     out.report = overhead();
     out.report += fmt::format(
@@ -261,12 +261,12 @@ class Coordinator {
       out.best_trial = best->id;
       write_best(*best);
       out.report += fmt::format("Best: trial {}, {} {:.6g}{} with {}\nIts experiment: {}/best.yaml\n", best->id,
-                                m_s.objective.metric, *best->value,
+                                m_study.objective.metric, *best->value,
                                 best->folds.size() > 1 ? fmt::format(" ± {:.3g}", best->spread) : std::string(),
                                 fmt::join(best->overrides, " "), m_db.dir());
     } else {
       out.report +=
-          fmt::format("No trial finished with a value of {}: no best experiment written.\n", m_s.objective.metric);
+          fmt::format("No trial finished with a value of {}: no best experiment written.\n", m_study.objective.metric);
       out.status = stop_signal() != 0 ? 0 : 1;
     }
     return out;
@@ -295,23 +295,23 @@ class Coordinator {
   }
 
   void write_best(const TrialRecord& best) {
-    std::vector<std::string> all = m_o.set;
+    std::vector<std::string> all = m_options.set;
     all.insert(all.end(), best.overrides.begin(), best.overrides.end());
-    YAML::Node doc = YAML::Clone(ConfigDocument::load(m_o.experiment, all).yaml());
+    YAML::Node doc = YAML::Clone(ConfigDocument::load(m_options.experiment, all).yaml());
     doc.remove("search");
     YAML::Emitter e;
     e << doc;
     write_file_atomically(
         m_db.dir() + "/best.yaml",
         fmt::format("# The best trial ({}) of the search in {}: {} = {:.6g}\n# {}\n{}\n", best.id, m_db.dir(),
-                    m_s.objective.metric, *best.value, fmt::join(best.overrides, " "), e.c_str()));
+                    m_study.objective.metric, *best.value, fmt::join(best.overrides, " "), e.c_str()));
   }
 
   std::string m_hash;  ///< the search's configuration hash (search.json)
-  const OptimizeOptions& m_o;
+  const OptimizeOptions& m_options;
   const Comm& m_world;
   Layout m_l;
-  StudyConfig m_s;
+  StudyConfig m_study;
   ResultsDb m_db;
   std::unique_ptr<Optimizer> m_optimizer;
   std::unique_ptr<Pruner> m_pruner;

@@ -27,12 +27,12 @@ void save_canonical(train::CheckpointWriter& w, const UpdateService& service, co
 }
 
 void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
-  if (m_ctx.d.dist.virtual_compute) return;  // virtual workers train nothing: nothing to keep
+  if (m_ctx.job.dist.virtual_compute) return;  // virtual workers train nothing: nothing to keep
   auto span = m_ctx.trace.span("checkpoint", "io");
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
   train::CheckpointWriter w(path);
-  save_canonical(w, m_service, m_ctx.d);
+  save_canonical(w, m_service, m_ctx.job);
   w.put_int("topology/masters", t.masters);
   w.put_int("topology/groups", t.groups);
   w.put_int("topology/group_size", t.group_size);
@@ -54,9 +54,9 @@ void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
 
 std::vector<std::string> Checkpoints::expected_parts(std::int64_t id) const {
   std::vector<std::string> parts;
-  for (int s = 1; s < m_ctx.t.masters; ++s)
+  for (int s = 1; s < m_ctx.topology.masters; ++s)
     parts.push_back(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(s)));
-  for (int g = 0; g < m_ctx.t.groups; ++g)
+  for (int g = 0; g < m_ctx.topology.groups; ++g)
     parts.push_back(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::worker_part(g)));
   return parts;
 }
@@ -66,7 +66,7 @@ bool Checkpoints::try_commit() {
   for (const auto& p : expected_parts(m_pending))
     if (!fs::exists(p)) return false;
   train::RunDirectory run(m_ctx.run_dir, false);
-  run.commit_checkpoint(m_pending_path, m_ctx.d.experiment.checkpoint_keep);
+  run.commit_checkpoint(m_pending_path, m_ctx.job.experiment.checkpoint_keep);
   // Parts of checkpoints no longer kept go too.
   for (const auto& e : fs::directory_iterator(m_ctx.run_dir + "/checkpoints")) {
     const std::string name = e.path().filename().string();
@@ -81,7 +81,7 @@ bool Checkpoints::try_commit() {
 }
 
 void Checkpoints::finish() {
-  m_ctx.t.links.barrier();
+  m_ctx.topology.links.barrier();
   if (m_pending >= 0 && !try_commit())
     spdlog::warn("checkpoint {}: some ranks did not write their part; 'latest' stays at the previous checkpoint",
                  m_pending_path);
@@ -111,7 +111,7 @@ bool Checkpoints::wait_commit(double limit_s) {
 }
 
 void Checkpoints::load(std::int64_t id, dist::MasterResult& result) {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
   train::CheckpointReader r(path);
   const auto masters = r.get_int("topology/masters"), groups = r.get_int("topology/groups"),
@@ -122,9 +122,9 @@ void Checkpoints::load(std::int64_t id, dist::MasterResult& result) {
                  "resume with the same topology",
                  path, masters, groups, gs, t.masters, t.groups, t.group_size);
   const std::string alg = r.get_string("algorithm/name");
-  if (alg != m_ctx.d.dist.algorithm->name())
+  if (alg != m_ctx.job.dist.algorithm->name())
     MPIGAN_THROW(DataError, "checkpoint '{}' was written by update rule '{}', this run uses '{}'", path, alg,
-                 m_ctx.d.dist.algorithm->name());
+                 m_ctx.job.dist.algorithm->name());
   m_service.load(r, path);
   m_service.set_samples(r.get_int("progress/samples"));
   result.samples = m_service.samples();

@@ -22,7 +22,7 @@ ParentLink::ParentLink(dist::RoleContext& ctx, UpdateService& service)
     : m_ctx(ctx), m_service(service), m_change(service), m_buf(service.layout().total()) {}
 
 ParentLink::Reply ParentLink::receive_initial() {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   const Header h = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
   MPIGAN_CHECK(h.kind == Kind::weights, "expected the initial weights from the master (rank {}), got a '{}' message",
                t.parent, dist::to_string(h.kind));
@@ -57,7 +57,7 @@ ParentLink::Reply ParentLink::take_stop(const Header& h, bool unapplied) {
 
 ParentLink::Reply ParentLink::exchange() {
   auto span = m_ctx.trace.span("parent_exchange", "comm");
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   std::span<float> buf(m_buf);
   Header h;
   h.state_decay = m_change.build(m_service, buf);
@@ -79,7 +79,7 @@ ParentLink::Reply ParentLink::exchange() {
 }
 
 ParentLink::Reply ParentLink::done() {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   Header h;
   h.kind = Kind::done;
   h.child = t.child_id;
@@ -93,7 +93,7 @@ ParentLink::Reply ParentLink::done() {
 }
 
 void ParentLink::write_part(std::int64_t id) {
-  train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank)));
+  train::CheckpointWriter w(dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.topology.rank)));
   m_service.save(w);
   for (Net n : kNets) w.put(fmt::format("pulled/{}", net_name(n)), m_change.pulled(n));
   w.put_int("progress/parent_version", m_change.parent_version());
@@ -104,7 +104,7 @@ void ParentLink::write_part(std::int64_t id) {
 }
 
 void ParentLink::load_part(std::int64_t id) {
-  const std::string path = dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.t.rank));
+  const std::string path = dist::checkpoint_part_path(m_ctx.run_dir, id, dist::submaster_part(m_ctx.topology.rank));
   train::CheckpointReader r(path);
   m_service.load(r, path);
   for (Net n : kNets) {

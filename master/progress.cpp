@@ -16,7 +16,7 @@ namespace mpigan::master {
 using models::Net;
 
 ProgressContext ProgressContext::of(dist::RoleContext& ctx) {
-  return {ctx.d.experiment, ctx.run_dir, ctx.session, ctx.trace, [] { return MPI_Wtime(); }};
+  return {ctx.job.experiment, ctx.run_dir, ctx.session, ctx.trace, [] { return MPI_Wtime(); }};
 }
 
 Progress::Progress(ProgressContext ctx, int children)

@@ -17,22 +17,22 @@ namespace detail {
 
 Server::Server(dist::RoleContext& ctx)
     : m_ctx(ctx),
-      m_t(ctx.t),
-      m_e(ctx.d.experiment),
-      m_top(ctx.t.role == dist::Role::top_master),
-      m_children(ctx.t.children.size()),
-      m_service(*ctx.d.dist.algorithm,
-                UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.d.experiment),
-                {static_cast<int>(ctx.t.children.size()), m_top && ctx.t.masters > 1, m_top, ctx.d.dist.max_nonfinite,
-                 ctx.d.dist.topology.submaster_scale,
+      m_topology(ctx.topology),
+      m_experiment(ctx.job.experiment),
+      m_top(ctx.topology.role == dist::Role::top_master),
+      m_children(ctx.topology.children.size()),
+      m_service(*ctx.job.dist.algorithm,
+                UpdateService::Networks::of(*ctx.session.model, *ctx.session.backend, ctx.job.experiment),
+                {static_cast<int>(ctx.topology.children.size()), m_top && ctx.topology.masters > 1, m_top,
+                 ctx.job.dist.max_nonfinite, ctx.job.dist.topology.submaster_scale,
                  // The top master follows the schedule over its budget spent; a sub-master takes
                  // its parent's factor (ParentLink).
-                 m_top ? UpdateService::Options::schedule_of(ctx.d.experiment) : nullptr},
+                 m_top ? UpdateService::Options::schedule_of(ctx.job.experiment) : nullptr},
                 [this](int child) { return reply_span(static_cast<std::size_t>(child)); }),
-      m_progress(ProgressContext::of(ctx), static_cast<int>(ctx.t.children.size())),
+      m_progress(ProgressContext::of(ctx), static_cast<int>(ctx.topology.children.size())),
       m_checkpoints(ctx, m_service),
       m_reply(ctx.layout.total()) {
-  for (std::size_t i = 0; i < m_children.size(); ++i) m_children[i].rank = m_t.children[i];
+  for (std::size_t i = 0; i < m_children.size(); ++i) m_children[i].rank = m_topology.children[i];
   if (!m_top) m_parent.emplace(ctx, m_service);
   // Updates that do not lie in a shared-memory slot are received here.
   if (m_ctx.channels.shared_children() < static_cast<int>(m_children.size())) m_update.resize(ctx.layout.total());
@@ -47,19 +47,19 @@ dist::MasterResult Server::run() {
   if (!m_top) m_parent->receive_initial();
   for (std::size_t i = 0; i < m_children.size(); ++i) send_weights(i, 0, -1);
   {
-    ScopedHostThreads serving(m_ctx.d.dist.topology.master_threads);
+    ScopedHostThreads serving(m_ctx.job.dist.topology.master_threads);
     serve();
   }
-  if (m_ctx.d.dist.topology.max_lead > 0)
+  if (m_ctx.job.dist.topology.max_lead > 0)
     spdlog::info("topology.max_lead {}: {} replies waited for the slowest child to catch up",
-                 m_ctx.d.dist.topology.max_lead, m_deferred);
+                 m_ctx.job.dist.topology.max_lead, m_deferred);
   if (m_ctx.before_barrier) m_ctx.before_barrier();
   if (!m_hung.empty()) end_hung();  // never returns: the hung rank cannot meet the closing barrier
   if (m_top) {
     m_checkpoints.finish();
     m_progress.finish_physics(m_service, m_result);  // after the closing barrier: workers are not held
   } else
-    m_t.links.barrier();  // matches the top master's closing barrier
+    m_topology.links.barrier();  // matches the top master's closing barrier
   m_result.wall_s = MPI_Wtime() - t_start;
   m_result.cpu_s = process_cpu_seconds() - cpu_start;
   m_result.version = m_service.version();
@@ -93,11 +93,11 @@ void Server::send_reply(std::size_t i, std::span<const float> payload, std::int3
   if (ch.child_shared(i)) {
     MPIGAN_CHECK(payload.data() == ch.child_down(i).data(), "the reply to child {} was not built in its slot", i);
     ch.sync();
-    dist::send_header(m_t.links, h, m_children[i].rank, dist::kTagReply, ch.to_child(i));
+    dist::send_header(m_topology.links, h, m_children[i].rank, dist::kTagReply, ch.to_child(i));
     return;
   }
-  dist::send_header(m_t.links, h, m_children[i].rank, dist::kTagReply, ch.to_child(i));
-  m_t.links.send(payload, m_children[i].rank, dist::kTagReplyPayload);
+  dist::send_header(m_topology.links, h, m_children[i].rank, dist::kTagReply, ch.to_child(i));
+  m_topology.links.send(payload, m_children[i].rank, dist::kTagReplyPayload);
 }
 
 void Server::answer(std::size_t i) {
@@ -113,7 +113,7 @@ void Server::send_stop(std::size_t i, bool not_applied) {
     h.flags |= dist::kFlagCheckpoint;
     h.checkpoint = m_final_checkpoint;
   }
-  dist::send_header(m_t.links, h, m_children[i].rank, dist::kTagReply, m_ctx.channels.to_child(i));
+  dist::send_header(m_topology.links, h, m_children[i].rank, dist::kTagReply, m_ctx.channels.to_child(i));
   m_children[i].stopped = true;
   m_service.child_gone(static_cast<int>(i));
 }
@@ -129,7 +129,7 @@ std::int32_t Server::flags_for(std::size_t i) {
 // ---------------------------------------------------------------- the loop
 void Server::post(std::size_t i) {
   Child& c = m_children[i];
-  c.req = m_t.links.irecv_bytes(&c.header, sizeof(Header), c.rank, dist::kTagHeader);
+  c.req = m_topology.links.irecv_bytes(&c.header, sizeof(Header), c.rank, dist::kTagHeader);
   c.watch.awaiting(MPI_Wtime());
 }
 
@@ -244,7 +244,7 @@ void Server::serve_pull(std::size_t i) {
   // The same child's update follows at once (pull-then-push): serve it before anyone else,
   // so the weights it computed against are exactly the ones the update is applied to.
   const double w0 = MPI_Wtime();  // waiting for the child's update counts as idle time
-  c.header = dist::recv_header(m_t.links, c.rank, dist::kTagHeader, dist::kReplySpinSeconds,
+  c.header = dist::recv_header(m_topology.links, c.rank, dist::kTagHeader, dist::kReplySpinSeconds,
                                m_ctx.channels.from_children(idle_sleep_cap()));
   m_result.idle_s += MPI_Wtime() - w0;
   MPIGAN_CHECK(c.header.kind == Kind::update, "child {} (rank {}) pulled, then sent a '{}' message", i, c.rank,
@@ -254,7 +254,7 @@ void Server::serve_pull(std::size_t i) {
 
 // ---------------------------------------------------------------- bounded staleness (max_lead)
 bool Server::too_far_ahead(std::size_t i) const {
-  const std::int64_t bound = m_ctx.d.dist.topology.max_lead;
+  const std::int64_t bound = m_ctx.job.dist.topology.max_lead;
   return bound > 0 && m_service.lead(static_cast<int>(i)) > bound;
 }
 
@@ -290,7 +290,7 @@ std::span<const float> Server::receive_payload(std::size_t i) {
     ch.sync();  // the child wrote its slot before the header; read the update in place
     return ch.child_up(i);
   }
-  m_t.links.recv(std::span<float>(m_update), m_children[i].rank, dist::kTagPayload);
+  m_topology.links.recv(std::span<float>(m_update), m_children[i].rank, dist::kTagPayload);
   return m_update;
 }
 

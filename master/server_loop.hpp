@@ -117,8 +117,8 @@ class Server {
   void after_version();
 
   dist::RoleContext& m_ctx;
-  dist::Topology& m_t;
-  const train::ExperimentConfig& m_e;
+  dist::Topology& m_topology;
+  const train::ExperimentConfig& m_experiment;
   bool m_top;
   std::vector<Child> m_children;
   UpdateService m_service;

@@ -20,7 +20,7 @@ std::optional<std::size_t> Server::hung_child(double now) const {
     // A held child waits for its round's reply, a deferred one for the others to catch up: it is
     // silent because of the others.
     if (c.req != MPI_REQUEST_NULL && !c.stopped && !c.deferred && !m_service.held(static_cast<int>(i)) &&
-        c.watch.too_long(now, m_ctx.d.dist.topology.rank_timeout_s))
+        c.watch.too_long(now, m_ctx.job.dist.topology.rank_timeout_s))
       return i;
   }
   return std::nullopt;
@@ -40,7 +40,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 void Server::fail_hung(std::int64_t taken_at_hang) {
   const auto latest = dist::latest_checkpoint_id_or_none(m_ctx.run_dir);
-  std::string why = hung_report(m_hung, m_ctx.d.dist.topology.rank_timeout_s, latest, m_ctx.run_dir);
+  std::string why = hung_report(m_hung, m_ctx.job.dist.topology.rank_timeout_s, latest, m_ctx.run_dir);
   if (taken_at_hang >= 0 && latest == taken_at_hang) {
     std::vector<int> own;
     for (const SilentChild& h : m_hung)
@@ -61,12 +61,12 @@ void Server::fail_hung(std::int64_t taken_at_hang) {
 
 void Server::stop_for_hung(std::size_t i, double now) {
   Child& c = m_children[i];
-  m_hung.push_back({c.rank, i, c.watch.silent_for(now), c.watch.limit(m_ctx.d.dist.topology.rank_timeout_s)});
-  if (!m_top || m_t.masters > 1) fail_hung();
+  m_hung.push_back({c.rank, i, c.watch.silent_for(now), c.watch.limit(m_ctx.job.dist.topology.rank_timeout_s)});
+  if (!m_top || m_topology.masters > 1) fail_hung();
   c.stopped = true;  // never answered again; its receive is cancelled after serving
   m_service.child_gone(static_cast<int>(i));
   const auto v = m_service.version();
-  const int group = (c.rank - m_t.masters) / m_t.group_size;
+  const int group = (c.rank - m_topology.masters) / m_topology.group_size;
   if (m_stopping) {
     // The job is ending already (another child hung, or the final checkpoint waits for parts): the
     // commit must not wait for a rank that will never write.
@@ -96,7 +96,7 @@ void Server::stop_for_hung(std::size_t i, double now) {
 void Server::end_hung() {
   // The commit may have happened while serving already (the last part arrived): then nothing
   // is pending, and 'latest' says whether the checkpoint taken at the hang made it.
-  if (m_checkpoints.pending() >= 0) m_checkpoints.wait_commit(std::max(30.0, m_ctx.d.dist.topology.rank_timeout_s));
+  if (m_checkpoints.pending() >= 0) m_checkpoints.wait_commit(std::max(30.0, m_ctx.job.dist.topology.rank_timeout_s));
   const bool committed =
       m_hung_checkpoint >= 0 && dist::latest_checkpoint_id_or_none(m_ctx.run_dir) == m_hung_checkpoint;
   fail_hung(committed ? m_hung_checkpoint : -1);
@@ -163,7 +163,7 @@ void Server::begin_stop(const std::string& why) {
 void Server::after_version() {
   const auto v = m_service.version();
   if (!m_top) {
-    if (v % m_ctx.d.dist.topology.submaster_every == 0) parent_said(m_parent->exchange());
+    if (v % m_ctx.job.dist.topology.submaster_every == 0) parent_said(m_parent->exchange());
     return;
   }
   m_checkpoints.try_commit();
@@ -175,24 +175,25 @@ void Server::after_version() {
     begin_stop(signal_name(stop_signal()) + " received");
     return;
   }
-  if (const char* spent = m_e.budget_spent(v, m_service.samples())) {
+  if (const char* spent = m_experiment.budget_spent(v, m_service.samples())) {
     begin_stop(spent);
     return;
   }
-  if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0) m_progress.request_physics(m_service);
-  const bool stop_validation =
-      m_e.validate_every > 0 && v % m_e.validate_every == 0 && m_progress.validate(m_service, m_result);
+  if (m_experiment.physics.enabled && m_experiment.physics.every > 0 && v % m_experiment.physics.every == 0)
+    m_progress.request_physics(m_service);
+  const bool stop_validation = m_experiment.validate_every > 0 && v % m_experiment.validate_every == 0 &&
+                               m_progress.validate(m_service, m_result);
   if (stop_validation || m_progress.poll_physics(m_result)) {
     m_result.stopped_early = true;
     begin_stop("early stopping");
     return;
   }
-  if (m_ctx.prune && m_e.validate_every > 0 && v % m_e.validate_every == 0 && m_ctx.prune()) {
+  if (m_ctx.prune && m_experiment.validate_every > 0 && v % m_experiment.validate_every == 0 && m_ctx.prune()) {
     m_result.stopped_early = true;
     begin_stop("pruned by the hyper-parameter search");
     return;
   }
-  if (m_e.checkpoint_every > 0 && v % m_e.checkpoint_every == 0) m_checkpoints.write(v, m_result);
+  if (m_experiment.checkpoint_every > 0 && v % m_experiment.checkpoint_every == 0) m_checkpoints.write(v, m_result);
 }
 
 }  // namespace mpigan::master::detail

@@ -10,7 +10,7 @@
 
 namespace mpigan::nn {
 
-Pow::Pow(std::string name, float exponent) : Layer(std::move(name)), m_p(exponent) {
+Pow::Pow(std::string name, float exponent) : Layer(std::move(name)), m_power(exponent) {
   MPIGAN_CHECK(exponent > 0.0f, "layer '{}': Pow exponent must be > 0, got {}", this->name(), exponent);
 }
 
@@ -23,14 +23,14 @@ TensorDesc Pow::setup(const TensorDesc& src) {
 const Tensor& Pow::forward(const Tensor& src, const ForwardContext&) {
   check_input(src, m_src_desc);
   m_src = src;
-  backend().pow(src, m_p, m_dst);
+  backend().pow(src, m_power, m_dst);
   return m_dst;
 }
 
 void Pow::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
   if (!ctx.need_diff_src) return;
   backend().fill(diff_src, 0.0f);
-  backend().pow_backward_add(m_src, m_p, diff_dst, diff_src);
+  backend().pow_backward_add(m_src, m_power, diff_dst, diff_src);
 }
 
 TensorDesc SumCells::setup(const TensorDesc& src) {

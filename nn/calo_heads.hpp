@@ -16,14 +16,14 @@ class Pow final : public Layer {
  public:
   Pow(std::string name, float exponent);
   std::string kind() const override { return "Pow"; }
-  std::string describe() const override { return fmt::format("exponent {}", m_p); }
+  std::string describe() const override { return fmt::format("exponent {}", m_power); }
   Shape output_shape(const Shape& src) const override { return src; }
   TensorDesc setup(const TensorDesc& src) override;
   const Tensor& forward(const Tensor& src, const ForwardContext& ctx) override;
   void backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) override;
 
  private:
-  float m_p;
+  float m_power;
   TensorDesc m_src_desc;
   Tensor m_src, m_dst;
 };

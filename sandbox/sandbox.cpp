@@ -37,9 +37,9 @@ std::pair<double, std::int64_t> moments(const std::vector<std::int64_t>& histogr
 }  // namespace
 
 Sandbox::Sandbox(const dist::DistExperiment& d, const SandboxOptions& o)
-    : m_d(d),
-      m_e(d.experiment),
-      m_o(o),
+    : m_job(d),
+      m_experiment(d.experiment),
+      m_options(o),
       m_dir(o.out_dir.empty() ? d.experiment.output_dir : o.out_dir),
       m_session(train::Session::create(d.experiment, d.experiment.seed)),
       m_layout(dist::PayloadLayout::of(*m_session.model)),
@@ -55,7 +55,7 @@ Sandbox::Sandbox(const dist::DistExperiment& d, const SandboxOptions& o)
                "sandbox: {} virtual workers for topology.masters {} ({} sub-masters): each sub-master needs at "
                "least one worker",
                o.workers, topo.masters, subs);
-  init_logging(m_e.log_level);
+  init_logging(m_experiment.log_level);
   const train::RunDirectory run(m_dir, false);  // created; config.yaml is written by run()
   // As dist/topology.cpp places ranks: worker k is rank masters + k; with sub-masters, group k
   // goes to sub-master 1 + k mod subs, as its (k / subs)-th child.
@@ -68,19 +68,20 @@ Sandbox::Sandbox(const dist::DistExperiment& d, const SandboxOptions& o)
   }
   add_master(0, subs == 0 ? o.workers : subs);
   for (int s = 1; s <= subs; ++s) add_master(s, (o.workers - s + subs) / subs);
-  const train::DataPlan plan = train::DataPlan::open(m_e, true);
+  const train::DataPlan plan = train::DataPlan::open(m_experiment, true);
   const bool local = d.dist.algorithm->worker_mode() == algos::WorkerMode::local;
   for (VirtualWorker& w : m_workers) {
     const int siblings = static_cast<int>(master_of(w).workers.size());
-    w.update = std::make_unique<worker::UpdateBuilder>(*d.dist.algorithm, m_session, m_e, m_layout, siblings);
-    w.step = std::make_unique<models::GanStep>(*m_session.model, *m_session.backend, m_e.step,
-                                               dist::worker_step_seed(m_e, topo.masters + w.id));
+    w.update = std::make_unique<worker::UpdateBuilder>(*d.dist.algorithm, m_session, m_experiment, m_layout, siblings);
+    w.step = std::make_unique<models::GanStep>(*m_session.model, *m_session.backend, m_experiment.step,
+                                               dist::worker_step_seed(m_experiment, topo.masters + w.id));
     if (local) {
-      w.opt[0] = nn::make_optimizer(m_e.opt_generator, *m_session.backend, m_session.model->generator.weights());
-      w.opt[1] =
-          nn::make_optimizer(m_e.opt_discriminator, *m_session.backend, m_session.model->discriminator.weights());
+      w.opt[0] =
+          nn::make_optimizer(m_experiment.opt_generator, *m_session.backend, m_session.model->generator.weights());
+      w.opt[1] = nn::make_optimizer(m_experiment.opt_discriminator, *m_session.backend,
+                                    m_session.model->discriminator.weights());
     }
-    w.data = plan.train(m_e.batch, w.id, o.workers);
+    w.data = plan.train(m_experiment.batch, w.id, o.workers);
   }
 }
 
@@ -88,26 +89,26 @@ void Sandbox::add_master(int rank, int children) {
   auto m = std::make_unique<VirtualMaster>();
   m->rank = rank;
   const std::size_t index = m_masters.size();
-  const bool tree_top = rank == 0 && m_d.dist.topology.masters > 1;
+  const bool tree_top = rank == 0 && m_job.dist.topology.masters > 1;
   if (!tree_top)
     for (const VirtualWorker& w : m_workers)
       if (w.master == rank) m->workers.push_back(w.id);
   MPIGAN_CHECK(tree_top || static_cast<int>(m->workers.size()) == children, "sandbox: master {} has {} workers, not {}",
                rank, m->workers.size(), children);
   m->service = std::make_unique<master::UpdateService>(
-      *m_d.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_e),
-      master::UpdateService::Options{children, tree_top, rank == 0, m_d.dist.max_nonfinite,
-                                     m_d.dist.topology.submaster_scale,
+      *m_job.dist.algorithm, master::UpdateService::Networks::of(*m_session.model, *m_session.backend, m_experiment),
+      master::UpdateService::Options{children, tree_top, rank == 0, m_job.dist.max_nonfinite,
+                                     m_job.dist.topology.submaster_scale,
                                      // The top follows the schedule; a sub-master takes the top's
                                      // factor with each reply (answer_submaster).
-                                     rank == 0 ? master::UpdateService::Options::schedule_of(m_e) : nullptr},
+                                     rank == 0 ? master::UpdateService::Options::schedule_of(m_experiment) : nullptr},
       [this, index](int child) -> std::span<float> {
         const VirtualMaster& at = *m_masters[index];
         if (at.workers.empty()) return m_masters[static_cast<std::size_t>(child) + 1]->down;  // the top of a tree
         return m_workers[static_cast<std::size_t>(at.workers[static_cast<std::size_t>(child)])].update->reply_buffer();
       });
   m->progress = std::make_unique<master::Progress>(
-      master::ProgressContext{m_e, m_dir, m_session, m_trace, [this] { return m_now; }}, children);
+      master::ProgressContext{m_experiment, m_dir, m_session, m_trace, [this] { return m_now; }}, children);
   if (rank > 0) {
     m->change = std::make_unique<master::ParentChange>(*m->service);
     m->up.resize(m_layout.total());
@@ -121,13 +122,13 @@ SandboxResult Sandbox::run() {
   spdlog::info(
       "sandbox: {} master(s), {} virtual workers; rule: {}; compute {}; {:.3g} GB/s, {:.3g} us latency; "
       "master {:.3g} ms per update; payload {:.1f} MB",
-      m_masters.size(), m_o.workers, m_d.dist.algorithm->describe(), m_o.compute.spec(),
-      m_o.network.bandwidth_bytes_per_s / 1e9, m_o.network.latency_s * 1e6, m_o.master_s * 1e3,
+      m_masters.size(), m_options.workers, m_job.dist.algorithm->describe(), m_options.compute.spec(),
+      m_options.network.bandwidth_bytes_per_s / 1e9, m_options.network.latency_s * 1e6, m_options.master_s * 1e3,
       static_cast<double>(m_bytes) / 1e6);
-  if (m_o.resume) {
+  if (m_options.resume) {
     const std::int64_t from = m_resumed_from = load_state();
     const auto& t = *top().service;
-    if (const char* spent = m_e.budget_spent(from, t.samples()))
+    if (const char* spent = m_experiment.budget_spent(from, t.samples()))
       MPIGAN_THROW(ConfigError,
                    "sandbox --resume {}: the run stopped at version {} ({} samples) and its budget is spent ({}): "
                    "raise training.max_samples or training.max_updates (--set) to continue it",
@@ -193,7 +194,7 @@ void Sandbox::send_initial() {
   for (std::size_t s = 1; s < m_masters.size(); ++s) {
     VirtualMaster& sub = *m_masters[s];
     t.service->pull(sub.rank - 1, sub.down);
-    t.free += m_o.network.transfer(m_bytes);
+    t.free += m_options.network.transfer(m_bytes);
     sub.change->adopt(*sub.service, sub.down, t.service->version());
     sub.service->set_lr_factor(t.service->lr_factor());
     sub.free = t.free;
@@ -203,7 +204,7 @@ void Sandbox::send_initial() {
     m.service->pull(w.child, w.update->reply_buffer());
     note_base(w);
     w.update->set_local_from_reply();
-    m.free += m_o.network.transfer(m_bytes);
+    m.free += m_options.network.transfer(m_bytes);
     start_phase(w, m.free);
   }
 }
@@ -212,7 +213,7 @@ void Sandbox::send_initial() {
 /// for real, and the update arrives when its simulated compute and transfer are over.
 void Sandbox::start_phase(VirtualWorker& w, double t) {
   if (w.exhausted) {
-    push(t + m_o.network.latency_s, w.id, Event::Kind::done);
+    push(t + m_options.network.latency_s, w.id, Event::Kind::done);
     return;
   }
   w.update->load();
@@ -228,8 +229,8 @@ void Sandbox::start_phase(VirtualWorker& w, double t) {
   std::int64_t steps = 0;
   models::StepLosses losses;
   data::Batch batch;
-  for (std::int64_t k = 0; k < m_d.dist.sync_every; ++k) {
-    if (!train::next_batch(*w.data, batch, m_e.epochs)) {
+  for (std::int64_t k = 0; k < m_job.dist.sync_every; ++k) {
+    if (!train::next_batch(*w.data, batch, m_experiment.epochs)) {
       w.exhausted = true;
       break;
     }
@@ -239,11 +240,11 @@ void Sandbox::start_phase(VirtualWorker& w, double t) {
     samples += batch.size();
   }
   if (samples == 0) {
-    push(t + m_o.network.latency_s, w.id, Event::Kind::done);
+    push(t + m_options.network.latency_s, w.id, Event::Kind::done);
     return;
   }
   w.update->build();
-  const double compute = m_o.compute.draw(m_o.seed, w.id, w.exchanges, steps);
+  const double compute = m_options.compute.draw(m_options.seed, w.id, w.exchanges, steps);
   ++w.exchanges;
   dist::Header& h = w.header;
   h = dist::Header{};
@@ -256,12 +257,12 @@ void Sandbox::start_phase(VirtualWorker& w, double t) {
   h.cursor = w.data->position().cursor;
   h.compute_s = compute;
   worker::put_losses(h, losses);
-  const bool pull_push = m_d.dist.algorithm->exchange() == algos::Exchange::pull_push;
+  const bool pull_push = m_job.dist.algorithm->exchange() == algos::Exchange::pull_push;
   w.sent_at = t + compute;
   if (pull_push)
-    push(w.sent_at + m_o.network.latency_s, w.id, Event::Kind::pull);
+    push(w.sent_at + m_options.network.latency_s, w.id, Event::Kind::pull);
   else
-    push(w.sent_at + m_o.network.transfer(m_bytes), w.id, Event::Kind::update);
+    push(w.sent_at + m_options.network.transfer(m_bytes), w.id, Event::Kind::update);
 }
 
 void Sandbox::follow_schedule(VirtualWorker& w) {
@@ -287,7 +288,7 @@ master::LogRow Sandbox::row_for(const VirtualWorker& w, double arrived) const {
   const auto& service = *m_masters[static_cast<std::size_t>(w.master)]->service;
   return {w.header,
           w.child,
-          m_d.dist.topology.masters + w.id,
+          m_job.dist.topology.masters + w.id,
           service.version(),
           std::sqrt(w.header.sumsq[0]),
           std::sqrt(w.header.sumsq[1]),
@@ -322,7 +323,7 @@ void Sandbox::fill_result() {
 }
 
 void Sandbox::write_config() const {
-  YAML::Node resolved = YAML::Clone(m_e.resolved);
+  YAML::Node resolved = YAML::Clone(m_experiment.resolved);
   resolved["output"]["dir"] = m_dir;
   train::RunDirectory(m_dir, false).write_config(resolved);
 }
@@ -331,31 +332,31 @@ void Sandbox::write_checkpoint(std::int64_t v) {
   train::RunDirectory run(m_dir, false);
   const std::string path = run.checkpoint_path(v);
   train::CheckpointWriter out(path);
-  master::save_canonical(out, *top().service, m_d);
-  out.put_int("sandbox/workers", m_o.workers);
+  master::save_canonical(out, *top().service, m_job);
+  out.put_int("sandbox/workers", m_options.workers);
   out.put_int("sandbox/masters", static_cast<std::int64_t>(m_masters.size()));
   if (!out.first_non_finite().empty()) {
     spdlog::error("sandbox: no checkpoint written: {} not finite", out.first_non_finite());
     return;
   }
   out.commit();
-  run.commit_checkpoint(path, m_e.checkpoint_keep);
+  run.commit_checkpoint(path, m_experiment.checkpoint_keep);
   m_result.master.last_checkpoint = path;
 }
 
 void Sandbox::write_summary() const {
   nlohmann::json j;
-  j["workers"] = m_o.workers;
+  j["workers"] = m_options.workers;
   j["masters"] = m_masters.size();
-  j["submaster_every"] = m_d.dist.topology.submaster_every;
-  j["rule"] = m_d.dist.algorithm->describe();
-  j["compute"] = m_o.compute.spec();
-  j["compute_mean_s"] = m_o.compute.mean();
-  j["bandwidth_bytes_per_s"] = m_o.network.bandwidth_bytes_per_s;
-  j["latency_s"] = m_o.network.latency_s;
-  j["master_s"] = m_o.master_s;
-  j["seed"] = m_o.seed;
-  j["max_lead"] = m_d.dist.topology.max_lead;
+  j["submaster_every"] = m_job.dist.topology.submaster_every;
+  j["rule"] = m_job.dist.algorithm->describe();
+  j["compute"] = m_options.compute.spec();
+  j["compute_mean_s"] = m_options.compute.mean();
+  j["bandwidth_bytes_per_s"] = m_options.network.bandwidth_bytes_per_s;
+  j["latency_s"] = m_options.network.latency_s;
+  j["master_s"] = m_options.master_s;
+  j["seed"] = m_options.seed;
+  j["max_lead"] = m_job.dist.topology.max_lead;
   j["deferred_replies"] = m_deferred;
   j["payload_bytes"] = m_bytes;
   j["version"] = m_result.master.version;

@@ -135,9 +135,9 @@ class Sandbox {
   void diverged(const VirtualMaster& m, int child);
   void begin_stop(const std::string& why);
 
-  const dist::DistExperiment& m_d;
-  const train::ExperimentConfig& m_e;
-  SandboxOptions m_o;
+  const dist::DistExperiment& m_job;
+  const train::ExperimentConfig& m_experiment;
+  SandboxOptions m_options;
   std::string m_dir;
   train::Session m_session;  ///< shared by the virtual workers (one computes at a time) and validation
   dist::PayloadLayout m_layout;

@@ -26,7 +26,7 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
   const std::span<float> r = reply ? w.update->reply_buffer() : std::span<float>();
   const Decision d = m.service->submit(in, r);
   if (reply) note_base(w);  // the reply's weights are written: before any exchange with the top
-  m.free = m_now + m_o.master_s;
+  m.free = m_now + m_options.master_s;
   m.progress->log_decision(row, d, m.service->version());
   if (m.change && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) {
     m.change->note_losses(w.header);
@@ -58,7 +58,7 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
 
 /// topology.max_lead, decided as the real master does (UpdateService::lead), at the worker's master.
 bool Sandbox::too_far_ahead(const VirtualWorker& w) {
-  const std::int64_t bound = m_d.dist.topology.max_lead;
+  const std::int64_t bound = m_job.dist.topology.max_lead;
   return bound > 0 && master_of(w).service->lead(w.child) > bound;
 }
 
@@ -93,7 +93,7 @@ void Sandbox::send_weights(VirtualWorker& w) {
 void Sandbox::reply_to(VirtualWorker& w) {
   VirtualMaster& m = master_of(w);
   w.lr_factor = m.service->lr_factor();  // what the reply's header carries
-  m.free += m_o.network.transfer(m_bytes);
+  m.free += m_options.network.transfer(m_bytes);
   deliver(w, m.free);
 }
 
@@ -104,10 +104,10 @@ void Sandbox::serve_pull(VirtualWorker& w, double arrived) {
   m.service->pull(w.child, w.update->reply_buffer());
   w.lr_factor = m.service->lr_factor();  // the pull's reply header
   note_base(w);
-  const double pulled_at = m_now + m_o.network.transfer(m_bytes);
+  const double pulled_at = m_now + m_options.network.transfer(m_bytes);
   const std::int64_t pulled_version = m.service->version();
   w.update->before_send(w.update->reply_buffer());
-  const double pushed_at = pulled_at + m_o.network.transfer(m_bytes);
+  const double pushed_at = pulled_at + m_options.network.transfer(m_bytes);
   set_now(pushed_at);  // the master waits for this worker's update, as the real one does
   w.header.wait_s = pulled_at - w.sent_at;
   serve_update(w, arrived, false);
@@ -129,7 +129,7 @@ void Sandbox::worker_done(VirtualWorker& w) {
   if (!d.round.empty()) round_closed(m, d);
   if (m_stopping) return;
   if (!tree()) {
-    if (m_workers_done == m_o.workers) {
+    if (m_workers_done == m_options.workers) {
       spdlog::info("every virtual worker has finished its data (version {})", m.service->version());
       begin_stop("data exhausted");
     }
@@ -153,7 +153,7 @@ void Sandbox::round_closed(VirtualMaster& m, const Decision& d) {
 
 void Sandbox::after_version(VirtualMaster& m, std::function<void()> next) {
   if (m.rank > 0) {
-    if (m.service->version() % m_d.dist.topology.submaster_every == 0) return exchange_with_top(m, std::move(next));
+    if (m.service->version() % m_job.dist.topology.submaster_every == 0) return exchange_with_top(m, std::move(next));
     return next();
   }
   after_top_version();
@@ -170,13 +170,13 @@ void Sandbox::after_top_version() {
     m_result.master.stopped_by_signal = stop_signal();
     return stop(signal_name(stop_signal()) + " received");
   }
-  if (const char* spent = m_e.budget_spent(v, t.service->samples())) return stop(spent);
+  if (const char* spent = m_experiment.budget_spent(v, t.service->samples())) return stop(spent);
   // checkpoint.every: a checkpoint and the state to resume from, once the event is over.
-  if (m_e.checkpoint_every > 0 && v % m_e.checkpoint_every == 0) m_save_due = true;
+  if (m_experiment.checkpoint_every > 0 && v % m_experiment.checkpoint_every == 0) m_save_due = true;
   bool early = false;
-  if (m_e.physics.enabled && m_e.physics.every > 0 && v % m_e.physics.every == 0)
+  if (m_experiment.physics.enabled && m_experiment.physics.every > 0 && v % m_experiment.physics.every == 0)
     early = t.progress->physics_now(*t.service, m_result.master);
-  if (m_e.validate_every > 0 && v % m_e.validate_every == 0)
+  if (m_experiment.validate_every > 0 && v % m_experiment.validate_every == 0)
     early = t.progress->validate(*t.service, m_result.master) || early;
   if (early) {
     m_result.master.stopped_early = true;
@@ -199,12 +199,12 @@ void Sandbox::exchange_with_top(VirtualMaster& sub, std::function<void()> next) 
   h.samples = sub.change->push_samples(*sub.service);
   sub.change->put_losses(h);
   h.sumsq = dist::block_sums_of_squares(sub.up, m_layout);
-  const double arrived = sub.free + m_o.network.transfer(m_bytes);
+  const double arrived = sub.free + m_options.network.transfer(m_bytes);
   set_now(std::max(arrived, t.free));
   const master::LogRow row{
       h, h.child, sub.rank, t.service->version(), std::sqrt(h.sumsq[0]), std::sqrt(h.sumsq[1]), m_now - arrived};
   const Decision d = t.service->submit({h.child, h.version, h.samples, h.sumsq, sub.up, true, h.state_decay}, sub.down);
-  t.free = m_now + m_o.master_s;
+  t.free = m_now + m_options.master_s;
   t.progress->log_decision(row, d, t.service->version());
   const std::vector<std::int64_t> bases = std::exchange(sub.bases, {});
   if (d.outcome == Outcome::applied || d.outcome == Outcome::held)  // a rejected change carries none
@@ -248,7 +248,7 @@ void Sandbox::top_round_closed(const Decision& d) {
 /// workers' waiting arrivals are served from then on, and it does what waited for the reply.
 void Sandbox::answer_submaster(VirtualMaster& sub) {
   VirtualMaster& t = top();
-  t.free += m_o.network.transfer(m_bytes);
+  t.free += m_options.network.transfer(m_bytes);
   sub.change->adopt(*sub.service, sub.down, t.service->version());
   sub.service->set_lr_factor(t.service->lr_factor());  // the factor the top's reply carries
   sub.free = t.free;
@@ -295,7 +295,7 @@ void Sandbox::begin_stop(const std::string& why) {
   const auto v = t.service->version();
   spdlog::info("sandbox: stopping at version {} (simulated {:.1f} s): {}", v, m_latest, why);
   if (t.progress->validated_at() != v && stop_signal() == 0) t.progress->validate(*t.service, m_result.master);
-  if (m_o.final_checkpoint) write_checkpoint(v);
+  if (m_options.final_checkpoint) write_checkpoint(v);
 }
 
 }  // namespace mpigan::sandbox::detail

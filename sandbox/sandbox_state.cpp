@@ -150,16 +150,16 @@ void Sandbox::save_state() {
   const VirtualMaster& t = *m_masters.front();
   train::CheckpointWriter out(path);
   out.put_int("sandbox/format", kFormat);
-  out.put_int("sandbox/workers", m_o.workers);
+  out.put_int("sandbox/workers", m_options.workers);
   out.put_int("sandbox/masters", static_cast<std::int64_t>(m_masters.size()));
-  out.put_string("sandbox/rule", m_d.dist.algorithm->name());
-  out.put_string("sandbox/model", m_e.model.name);
-  out.put_string("sandbox/compute", m_o.compute.spec());
+  out.put_string("sandbox/rule", m_job.dist.algorithm->name());
+  out.put_string("sandbox/model", m_experiment.model.name);
+  out.put_string("sandbox/compute", m_options.compute.spec());
   out.put("sandbox/clock",
           std::vector<double>{
               m_now, m_latest, static_cast<double>(m_seq), static_cast<double>(m_workers_done),
-              static_cast<double>(m_deferred), t.free, m_o.network.bandwidth_bytes_per_s, m_o.network.latency_s,
-              m_o.master_s, static_cast<double>(m_o.seed),
+              static_cast<double>(m_deferred), t.free, m_options.network.bandwidth_bytes_per_s,
+              m_options.network.latency_s, m_options.master_s, static_cast<double>(m_options.seed),
               m_wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count(),
               m_result.master.last_val_d, m_result.master.last_val_g});
   std::vector<double> events;
@@ -182,7 +182,7 @@ void Sandbox::save_state() {
 }
 
 std::int64_t Sandbox::load_state() {
-  const std::string from = m_o.resume_from.empty() ? m_dir : m_o.resume_from;
+  const std::string from = m_options.resume_from.empty() ? m_dir : m_options.resume_from;
   const std::string path = state_path(from);
   if (!std::filesystem::exists(path))
     MPIGAN_THROW(ConfigError,
@@ -195,20 +195,20 @@ std::int64_t Sandbox::load_state() {
   // States saved before trees could be resumed have no entry: they are flat.
   const std::int64_t saved_masters = r.has("sandbox/masters") ? r.get_int("sandbox/masters") : 1;
   const std::vector<Identity> identity{
-      {"--workers", std::to_string(r.get_int("sandbox/workers")), std::to_string(m_o.workers)},
+      {"--workers", std::to_string(r.get_int("sandbox/workers")), std::to_string(m_options.workers)},
       {"topology.masters", std::to_string(saved_masters), std::to_string(m_masters.size())},
-      {"algorithm.name", r.get_string("sandbox/rule"), m_d.dist.algorithm->name()},
-      {"model.name", r.get_string("sandbox/model"), m_e.model.name},
-      {"--compute", r.get_string("sandbox/compute"), m_o.compute.spec()}};
+      {"algorithm.name", r.get_string("sandbox/rule"), m_job.dist.algorithm->name()},
+      {"model.name", r.get_string("sandbox/model"), m_experiment.model.name},
+      {"--compute", r.get_string("sandbox/compute"), m_options.compute.spec()}};
   for (const Identity& k : identity)
     if (k.saved != k.now)
       MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with {} {}; this run has {}: resume with the same {}",
                    path, k.name, k.saved, k.now, k.name);
   const auto clock = r.doubles("sandbox/clock", 13);
-  const std::vector<std::pair<const char*, double>> options{{"--bandwidth", m_o.network.bandwidth_bytes_per_s},
-                                                            {"--latency", m_o.network.latency_s},
-                                                            {"--master-ms", m_o.master_s},
-                                                            {"--clock-seed", static_cast<double>(m_o.seed)}};
+  const std::vector<std::pair<const char*, double>> options{{"--bandwidth", m_options.network.bandwidth_bytes_per_s},
+                                                            {"--latency", m_options.network.latency_s},
+                                                            {"--master-ms", m_options.master_s},
+                                                            {"--clock-seed", static_cast<double>(m_options.seed)}};
   for (std::size_t i = 0; i < options.size(); ++i)
     if (clock[6 + i] != options[i].second)
       MPIGAN_THROW(ConfigError, "sandbox --resume: {} was written with another {} ({} there, {} now)", path,

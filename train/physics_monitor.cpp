@@ -107,7 +107,7 @@ std::vector<std::string> physics_row(const std::vector<std::string>& columns, st
 }
 
 PhysicsMonitor::PhysicsMonitor(const ExperimentConfig& e, DataPlan& plan, std::string best_path)
-    : m_e(e), m_best_path(std::move(best_path)) {
+    : m_experiment(e), m_best_path(std::move(best_path)) {
   if (!m_best_path.empty() && std::filesystem::exists(m_best_path)) {
     const CheckpointReader r(m_best_path);
     if (r.has("physics/fpd_hlf")) m_best = std::stod(r.get_string("physics/fpd_hlf"));
@@ -163,8 +163,8 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
   models::GanStep& step = *session.step;
   std::vector<float> cells(static_cast<std::size_t>(m_ref.events * m_ref.dims.product()));
   const std::int64_t per = m_ref.dims.product();
-  generate_batches(step, m_e.data.preprocess, m_conditions, m_e.physics.batch, kPhysicsSeed, data::Units::gev,
-                   [&](std::int64_t b0, const Tensor& showers) {
+  generate_batches(step, m_experiment.data.preprocess, m_conditions, m_experiment.physics.batch, kPhysicsSeed,
+                   data::Units::gev, [&](std::int64_t b0, const Tensor& showers) {
                      std::copy(showers.data(), showers.data() + showers.numel(), cells.begin() + b0 * per);
                    });
   for (std::int64_t i = 0; i < m_ref.events; ++i) {
@@ -195,7 +195,8 @@ PhysicsScore PhysicsMonitor::score(Session& session, std::int64_t at_step, std::
 }
 
 void PhysicsMonitor::recalibrate(Session& session, std::int64_t batches) const {
-  recalibrate_generator(*session.step, m_e.data.preprocess, m_conditions, m_e.physics.batch, batches, kPhysicsSeed);
+  recalibrate_generator(*session.step, m_experiment.data.preprocess, m_conditions, m_experiment.physics.batch, batches,
+                        kPhysicsSeed);
 }
 
 bool PhysicsMonitor::keep_if_best(const PhysicsScore& s, Session& session) {
@@ -208,14 +209,14 @@ bool PhysicsMonitor::keep_if_best(const PhysicsScore& s, Session& session) {
   w.put_string("physics/describe", s.describe());
   w.put_int("progress/step", s.step);
   w.put_int("progress/samples", s.samples);
-  w.put_string("experiment/name", m_e.name);
-  w.put_string("experiment/model", m_e.model.name);
+  w.put_string("experiment/name", m_experiment.name);
+  w.put_string("experiment/model", m_experiment.model.name);
   w.commit();
   return true;
 }
 
 AsyncPhysicsMonitor::AsyncPhysicsMonitor(const ExperimentConfig& e, DataPlan& plan, std::string best_path)
-    : m_e(e), m_monitor(m_e, plan, std::move(best_path)) {}
+    : m_experiment(e), m_monitor(m_experiment, plan, std::move(best_path)) {}
 
 AsyncPhysicsMonitor::~AsyncPhysicsMonitor() {
   if (m_thread.joinable()) m_thread.join();
@@ -230,7 +231,7 @@ bool AsyncPhysicsMonitor::start(std::vector<float> weights, std::vector<float> s
   m_done = false;
   m_thread = std::thread([this, w = std::move(weights), st = std::move(state), step, samples, recalibrate_bn] {
     try {
-      if (!m_session) m_session = std::make_unique<Session>(Session::create(m_e, kPhysicsSeed));
+      if (!m_session) m_session = std::make_unique<Session>(Session::create(m_experiment, kPhysicsSeed));
       auto& g = m_session->model->generator;
       copy_from_host(*m_session->backend, w, g.weights());
       copy_from_host(*m_session->backend, st, g.state());

@@ -105,7 +105,7 @@ class PhysicsMonitor {
   const std::string& best_path() const { return m_best_path; }
 
  private:
-  const ExperimentConfig& m_e;
+  const ExperimentConfig& m_experiment;
   std::string m_best_path;
   std::optional<double> m_best;
   ShowerConditions m_conditions;
@@ -138,7 +138,7 @@ class AsyncPhysicsMonitor {
  private:
   std::optional<PhysicsScore> join();
 
-  ExperimentConfig m_e;
+  ExperimentConfig m_experiment;
   PhysicsMonitor m_monitor;
   std::unique_ptr<Session> m_session;  ///< created by the first score, used by the thread only
   std::thread m_thread;

@@ -21,28 +21,29 @@ std::pair<std::int64_t, std::int64_t> synthetic_fold(const ExperimentConfig& e) 
 
 DataPlan DataPlan::open(const ExperimentConfig& e, bool prepare) {
   DataPlan p;
-  p.m_e = &e;
+  p.m_experiment = &e;
   if (e.synthetic.enabled) return p;
   p.m_sets = prepare ? prepare_datasets(e) : data::open_datasets(e.data);
   return p;
 }
 
 std::string DataPlan::describe() const {
-  if (m_e->synthetic.enabled && m_e->data.folds >= 2) {
-    const auto [lo, hi] = synthetic_fold(*m_e);
+  if (m_experiment->synthetic.enabled && m_experiment->data.folds >= 2) {
+    const auto [lo, hi] = synthetic_fold(*m_experiment);
     return fmt::format("synthetic toy showers: {} training, {} held-out events (fold {} of {}: events [{}, {}))",
-                       m_e->synthetic.events - (hi - lo), hi - lo, m_e->data.fold, m_e->data.folds, lo, hi);
+                       m_experiment->synthetic.events - (hi - lo), hi - lo, m_experiment->data.fold,
+                       m_experiment->data.folds, lo, hi);
   }
-  if (m_e->synthetic.enabled)
-    return fmt::format("synthetic toy showers: {} training, {} held-out events", m_e->synthetic.events,
-                       m_e->synthetic.validation_events);
+  if (m_experiment->synthetic.enabled)
+    return fmt::format("synthetic toy showers: {} training, {} held-out events", m_experiment->synthetic.events,
+                       m_experiment->synthetic.validation_events);
   return fmt::format(
       "{} training events{}", m_sets.train->size(),
       m_sets.validation ? fmt::format(", {} validation events", m_sets.validation->size()) : std::string());
 }
 
 std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard, int shards) const {
-  const ExperimentConfig& e = *m_e;
+  const ExperimentConfig& e = *m_experiment;
   if (e.synthetic.enabled) {
     data::SyntheticOptions o;
     o.seed = e.synthetic.seed;
@@ -75,7 +76,7 @@ std::unique_ptr<data::BatchSource> DataPlan::train(std::int64_t batch, int shard
 }
 
 std::unique_ptr<data::BatchSource> DataPlan::validation(std::int64_t batch) const {
-  const ExperimentConfig& e = *m_e;
+  const ExperimentConfig& e = *m_experiment;
   if (e.synthetic.enabled) {
     const auto [fold_lo, fold_hi] = synthetic_fold(e);
     const bool cv = e.data.folds >= 2;

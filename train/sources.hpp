@@ -25,7 +25,7 @@ class DataPlan {
   std::string describe() const;
 
  private:
-  const ExperimentConfig* m_e = nullptr;
+  const ExperimentConfig* m_experiment = nullptr;
   data::Datasets m_sets;
 };
 

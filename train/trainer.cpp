@@ -102,24 +102,25 @@ class SingleProcessRun {
   using clock = std::chrono::steady_clock;
 
   SingleProcessRun(const ExperimentConfig& e, const RunOptions& options)
-      : m_e(e),
+      : m_experiment(e),
         m_resume(!options.resume_dir.empty()),
         m_dir(m_resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir)),
         m_run(m_dir, m_resume),
         m_plan(prepare()),
-        m_s(Session::create(e, mix64(e.seed ^ 0x51A6E5ull))),
+        m_session(Session::create(e, mix64(e.seed ^ 0x51A6E5ull))),
         m_source(m_plan.train(e.batch)),
         m_loader(*m_source),
-        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_s.model->discriminator.output_names()), m_resume),
+        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_session.model->discriminator.output_names()), m_resume),
         m_stopper(e.early_stopping),
         m_prune(options.prune) {
     if (e.physics.enabled) {
       m_physics.emplace(e, m_plan, m_run.file("checkpoints/best.h5"));
       m_summary.physics.best_path = m_physics->best_path();
     }
-    spdlog::info("backend: {}", m_s.backend->describe());
+    spdlog::info("backend: {}", m_session.backend->describe());
     spdlog::info("model {}: generator {} parameters, discriminator {}; data: {}", e.model.name,
-                 m_s.model->generator.weights().count(), m_s.model->discriminator.weights().count(), m_plan.describe());
+                 m_session.model->generator.weights().count(), m_session.model->discriminator.weights().count(),
+                 m_plan.describe());
     if (m_resume) resume();
     m_samples_at_start = m_samples;
     const std::int64_t all = e.epochs * m_loader.batches_per_epoch();
@@ -145,16 +146,16 @@ class SingleProcessRun {
  private:
   /// Writes the resolved configuration, then opens (and simulates, when asked) the data.
   DataPlan prepare() {
-    YAML::Node resolved = YAML::Clone(m_e.resolved);
+    YAML::Node resolved = YAML::Clone(m_experiment.resolved);
     resolved["output"]["dir"] = m_dir;
     m_run.write_config(resolved);
-    return DataPlan::open(m_e, true);
+    return DataPlan::open(m_experiment, true);
   }
 
   void resume() {
     const std::string ckpt = *m_run.latest_checkpoint();
     CheckpointReader r(ckpt);
-    m_s.load(r);
+    m_session.load(r);
     m_step = r.get_int("progress/step");
     m_samples = r.get_int("progress/samples");
     m_loader.seek({r.get_int("progress/epoch"), r.get_int("progress/cursor")});
@@ -199,7 +200,7 @@ class SingleProcessRun {
 
   void save_checkpoint() {
     // Never a checkpoint with inf or NaN in it: nothing could resume from it.
-    if (const std::string bad = m_s.first_non_finite(); !bad.empty())
+    if (const std::string bad = m_session.first_non_finite(); !bad.empty())
       MPIGAN_THROW(NumericError, "{}", diverged(fmt::format("the {} are not finite; no checkpoint is written", bad)));
     const std::string path = m_run.checkpoint_path(m_step);
     // A checkpoint of a run whose losses have grown kGrowthLimit-fold is kept, but the last sane one
@@ -207,27 +208,27 @@ class SingleProcessRun {
     const bool sane = growth() < kGrowthLimit;
     const std::string last_sane = sane ? path : m_last_sane;
     CheckpointWriter w(path);
-    m_s.save(w);
+    m_session.save(w);
     w.put_string("progress/last_sane", std::filesystem::path(last_sane).filename().string());
     w.put_string("progress/loss_scale", fmt::format("{:.17g}", m_reference));
     w.put_int("progress/step", m_step);
     w.put_int("progress/samples", m_samples);
     w.put_int("progress/epoch", m_loader.position().epoch);
     w.put_int("progress/cursor", m_loader.position().cursor);
-    w.put_string("experiment/name", m_e.name);
-    w.put_string("experiment/model", m_e.model.name);
+    w.put_string("experiment/name", m_experiment.name);
+    w.put_string("experiment/model", m_experiment.model.name);
     w.commit();
-    m_run.commit_checkpoint(path, m_e.checkpoint_keep, last_sane);
+    m_run.commit_checkpoint(path, m_experiment.checkpoint_keep, last_sane);
     m_last_sane = last_sane;
     m_summary.last_checkpoint = path;
     spdlog::info("checkpoint: {}", path);
   }
 
   void validate_losses() {
-    if (!m_e.validate) return;
-    auto vsource = m_plan.validation(m_e.batch);
+    if (!m_experiment.validate) return;
+    auto vsource = m_plan.validation(m_experiment.batch);
     if (!vsource) return;
-    const auto m = validation_losses(m_e, *m_s.step, *vsource);
+    const auto m = validation_losses(m_experiment, *m_session.step, *vsource);
     if (!m) return;
     m_metrics.row(metrics_row("validation", m_loader.position().epoch, m_step, m_samples, 0, 0, *m));
     m_metrics.flush();
@@ -240,7 +241,7 @@ class SingleProcessRun {
   /// Loss validation, and the physics one when it follows the loss validations.
   void validate() {
     validate_losses();
-    if (m_physics && m_e.physics.every == 0) validate_physics();
+    if (m_physics && m_experiment.physics.every == 0) validate_physics();
     if (m_prune && m_prune()) {
       spdlog::info("validation at step {}: the search prunes this trial", m_step);
       m_summary.stopped_early = true;
@@ -253,19 +254,19 @@ class SingleProcessRun {
     m_physics_at = m_step;
     // One process trains on the statistics it scores: re-estimated only when asked (auto: 0), and
     // put back after the score (best.h5 keeps the re-estimated ones it was scored with).
-    const std::int64_t recalibrate = m_e.physics.recalibrate_passes(false);
-    auto& g_state = m_s.model->generator.state();
+    const std::int64_t recalibrate = m_experiment.physics.recalibrate_passes(false);
+    auto& g_state = m_session.model->generator.state();
     std::vector<float> kept(recalibrate > 0 ? g_state.size() : 0);
     if (recalibrate > 0) {
-      copy_to_host(*m_s.backend, g_state, kept);
-      m_physics->recalibrate(m_s, recalibrate);
+      copy_to_host(*m_session.backend, g_state, kept);
+      m_physics->recalibrate(m_session, recalibrate);
     }
-    PhysicsScore& sc = m_summary.physics.last.emplace(m_physics->score(m_s, m_step, m_samples));
+    PhysicsScore& sc = m_summary.physics.last.emplace(m_physics->score(m_session, m_step, m_samples));
     sc.recalibrated = recalibrate;
-    sc.best = m_physics->keep_if_best(sc, m_s);
+    sc.best = m_physics->keep_if_best(sc, m_session);
     if (recalibrate > 0) {
-      copy_from_host(*m_s.backend, kept, g_state);
-      m_s.model->generator.reset_state_decay();
+      copy_from_host(*m_session.backend, kept, g_state);
+      m_session.model->generator.reset_state_decay();
     }
     m_metrics.row(physics_row(m_metrics.columns(), m_loader.position().epoch, seconds_since(m_t_start), sc));
     m_metrics.flush();
@@ -285,8 +286,8 @@ class SingleProcessRun {
                    m_epoch_samples / dt);
       m_summary.last_epoch = m;
     }
-    if (m_e.validate_every == 0) validate();
-    if (m_e.checkpoint_every == 0) save_checkpoint();
+    if (m_experiment.validate_every == 0) validate();
+    if (m_experiment.checkpoint_every == 0) save_checkpoint();
     m_epoch_avg.reset();
     m_epoch_samples = 0;
     m_t_epoch = clock::now();
@@ -294,15 +295,15 @@ class SingleProcessRun {
 
   void train_step(const data::Batch& batch) {
     const auto t0 = clock::now();
-    const auto apply = [&](models::Net n) { m_s.apply_local(n); };
-    if (m_e.lr_schedule.kind != "constant") {
-      const double f = m_e.lr_schedule.factor(m_step, m_total_steps);
-      m_s.opt_g->set_lr(m_e.opt_generator.lr * f);
-      m_s.opt_d->set_lr(m_e.opt_discriminator.lr * f);
+    const auto apply = [&](models::Net n) { m_session.apply_local(n); };
+    if (m_experiment.lr_schedule.kind != "constant") {
+      const double f = m_experiment.lr_schedule.factor(m_step, m_total_steps);
+      m_session.opt_g->set_lr(m_experiment.opt_generator.lr * f);
+      m_session.opt_d->set_lr(m_experiment.opt_discriminator.lr * f);
     }
     models::StepLosses l;
     try {
-      l = m_s.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);
+      l = m_session.step->run(real_batch(batch), static_cast<std::uint64_t>(m_step), apply);
     } catch (const NumericError& e) {
       MPIGAN_THROW(NumericError, "{}", diverged(e.what()));
     }
@@ -321,17 +322,17 @@ class SingleProcessRun {
       m_summary.steady_samples_per_s = static_cast<double>(m_samples - m_steady_samples0) / (elapsed - m_steady_t0);
     }
     m_metrics.row(metrics_row("step", m_loader.position().epoch, m_step, m_samples, elapsed, batch.size() / dt, l));
-    if (m_step % m_e.log_every == 0 || m_step == m_total_steps) {
+    if (m_step % m_experiment.log_every == 0 || m_step == m_total_steps) {
       m_metrics.flush();
       const double rate = static_cast<double>(m_samples - m_samples_at_start) / elapsed;
-      spdlog::info("step {}/{} epoch {}/{} | D {:.4f} (real {:.4f}, fake {:.4f}) G {:.4f} | {:.2f} samples/s | ETA {}",
-                   m_step, m_total_steps, m_loader.position().epoch + 1, m_e.epochs, l.d_loss(), l.d_real, l.d_fake,
-                   l.g, rate,
-                   duration(static_cast<double>(m_total_steps - m_step) * static_cast<double>(m_e.batch) / rate));
+      spdlog::info(
+          "step {}/{} epoch {}/{} | D {:.4f} (real {:.4f}, fake {:.4f}) G {:.4f} | {:.2f} samples/s | ETA {}", m_step,
+          m_total_steps, m_loader.position().epoch + 1, m_experiment.epochs, l.d_loss(), l.d_real, l.d_fake, l.g, rate,
+          duration(static_cast<double>(m_total_steps - m_step) * static_cast<double>(m_experiment.batch) / rate));
     }
-    if (m_e.validate_every > 0 && m_step % m_e.validate_every == 0) validate();
-    if (m_e.physics.every > 0 && m_step % m_e.physics.every == 0) validate_physics();
-    if (m_e.checkpoint_every > 0 && m_step % m_e.checkpoint_every == 0) save_checkpoint();
+    if (m_experiment.validate_every > 0 && m_step % m_experiment.validate_every == 0) validate();
+    if (m_experiment.physics.every > 0 && m_step % m_experiment.physics.every == 0) validate_physics();
+    if (m_experiment.checkpoint_every > 0 && m_step % m_experiment.checkpoint_every == 0) save_checkpoint();
   }
 
   /// Losses that grow by orders of magnitude announce a divergence long before inf: warn at each
@@ -374,7 +375,7 @@ class SingleProcessRun {
       spdlog::warn("{} received: checkpointing at step {} and stopping", signal_name(stop_signal()), m_step);
     if (m_epoch_avg.count() > 0) {
       m_summary.last_epoch = m_epoch_avg.mean();
-      if (m_e.validate_every == 0 && !signalled) validate();  // the run ended inside an epoch
+      if (m_experiment.validate_every == 0 && !signalled) validate();  // the run ended inside an epoch
     }
     if (m_physics && m_physics_at != m_step && !signalled) validate_physics();  // the final weights' figure
     if (m_summary.last_checkpoint.empty() || !m_summary.last_checkpoint.ends_with(fmt::format("{:08d}.h5", m_step)))
@@ -390,12 +391,12 @@ class SingleProcessRun {
     return m_summary;
   }
 
-  const ExperimentConfig& m_e;
+  const ExperimentConfig& m_experiment;
   bool m_resume;
   std::string m_dir;
   RunDirectory m_run;
   DataPlan m_plan;
-  Session m_s;
+  Session m_session;
   std::unique_ptr<data::BatchSource> m_source;
   data::BatchSource& m_loader;
   CsvLog m_metrics;

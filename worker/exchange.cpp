@@ -28,7 +28,7 @@ double seconds_since(Clock::time_point t) {
 /// (NCCL on the cuda backend) when it has one, else on the host with an MPI allreduce.
 class Exchanger::GroupAverage {
  public:
-  GroupAverage(Backend& be, const dist::Topology& t) : m_be(be), m_t(t) {
+  GroupAverage(Backend& be, const dist::Topology& t) : m_be(be), m_topology(t) {
     if (t.group_size <= 1) return;
     const char* force = std::getenv("MPIGAN_GROUP_REDUCE");
     const bool host_only = force && std::string(force) == "mpi";
@@ -57,27 +57,27 @@ class Exchanger::GroupAverage {
   }
   /// A host buffer becomes the mean over the group.
   void average_host(std::span<float> x) const {
-    m_t.group_comm.allreduce_sum(x);
-    const float inv = 1.0f / static_cast<float>(m_t.group_size);
+    m_topology.group_comm.allreduce_sum(x);
+    const float inv = 1.0f / static_cast<float>(m_topology.group_size);
     for (float& v : x) v *= inv;
   }
 
  private:
   Backend& m_be;
-  const dist::Topology& m_t;
+  const dist::Topology& m_topology;
   std::unique_ptr<GroupReducer> m_device;
 };
 
 Exchanger::Exchanger(dist::RoleContext& ctx, WorkerProgress& progress)
     : m_ctx(ctx),
       m_progress(progress),
-      m_update(*ctx.d.dist.algorithm, ctx.session, ctx.d.experiment, ctx.layout, ctx.t.siblings) {
-  const auto& e = ctx.d.experiment;
-  m_group = std::make_unique<GroupAverage>(*ctx.session.backend, ctx.t);
-  const auto& t = ctx.t;
+      m_update(*ctx.job.dist.algorithm, ctx.session, ctx.job.experiment, ctx.layout, ctx.topology.siblings) {
+  const auto& e = ctx.job.experiment;
+  m_group = std::make_unique<GroupAverage>(*ctx.session.backend, ctx.topology);
+  const auto& t = ctx.topology;
   // Compute threads of this rank: a GPU worker's CPU side is one thread; `threads: 0` takes them all.
   const int threads = e.backend == "cuda" ? 1 : (e.threads > 0 ? e.threads : t.local_cpus);
-  m_spin = dist::worker_spins(ctx.d.dist.topology.worker_wait, t.local_workers, threads, t.local_cpus);
+  m_spin = dist::worker_spins(ctx.job.dist.topology.worker_wait, t.local_workers, threads, t.local_cpus);
   if (t.leader())
     spdlog::debug("waits for replies {} ({} workers x {} threads on {} CPUs of this node)",
                   m_spin ? "spinning" : "sleeping", t.local_workers, threads, t.local_cpus);
@@ -98,7 +98,7 @@ void Exchanger::on_gradients(Net n) {
   // Local training: the replicas of a group must apply the same gradient.
   auto& m = *m_ctx.session.model;
   nn::Network& net = n == Net::generator ? m.generator : m.discriminator;
-  if (m_ctx.t.group_size > 1) {
+  if (m_ctx.topology.group_size > 1) {
     auto span = m_ctx.trace.span("allreduce", "comm");
     m_group->average(net.grads());
   }
@@ -107,7 +107,7 @@ void Exchanger::on_gradients(Net n) {
 
 void Exchanger::build_payload() {
   auto& m = *m_ctx.session.model;
-  const bool grouped = m_ctx.t.group_size > 1;
+  const bool grouped = m_ctx.topology.group_size > 1;
   if (grouped && m_group->on_device()) {
     // Average on the devices before the copy out: the accumulated gradients (gradient payloads;
     // in local mode the replicas' weights are identical already) and the BN statistics.
@@ -129,9 +129,9 @@ void Exchanger::build_payload() {
 Header Exchanger::make_header(Kind kind, const UpdateInfo& info) const {
   Header h;
   h.kind = kind;
-  h.child = m_ctx.t.child_id;
+  h.child = m_ctx.topology.child_id;
   h.version = m_progress.version;
-  h.samples = info.samples * m_ctx.t.group_size;
+  h.samples = info.samples * m_ctx.topology.group_size;
   h.steps = m_progress.steps;
   h.epoch = info.position.epoch;
   h.cursor = info.position.cursor;
@@ -152,28 +152,28 @@ double Exchanger::reply_spin_s(double compute) const {
 Header Exchanger::exchange(const UpdateInfo& info) {
   build_payload();
   ++m_progress.exchanges;
-  if (const double ms = m_fault.pause_ms(m_ctx.t.group); ms > 0)
+  if (const double ms = m_fault.pause_ms(m_ctx.topology.group); ms > 0)
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-  if (m_fault.throws(m_ctx.t.group, m_progress.exchanges))
-    MPIGAN_THROW(Error, "MPIGAN_FAULT: worker group {} fails at its exchange {} (an injected error)", m_ctx.t.group,
-                 m_progress.exchanges);
-  if (m_fault.nan_update(m_ctx.t.group, m_progress.exchanges)) {
+  if (m_fault.throws(m_ctx.topology.group, m_progress.exchanges))
+    MPIGAN_THROW(Error, "MPIGAN_FAULT: worker group {} fails at its exchange {} (an injected error)",
+                 m_ctx.topology.group, m_progress.exchanges);
+  if (m_fault.nan_update(m_ctx.topology.group, m_progress.exchanges)) {
     spdlog::warn("MPIGAN_FAULT: sending a NaN in update {}", m_progress.exchanges);
     m_update.payload()[0] = std::numeric_limits<float>::quiet_NaN();
   }
   Header ctl;  // what the leader broadcasts to its group
-  if (m_ctx.t.leader()) ctl = leader_exchange(info);
+  if (m_ctx.topology.leader()) ctl = leader_exchange(info);
   return share_with_group(ctl);
 }
 
 Header Exchanger::leader_exchange(const UpdateInfo& info) {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   const auto& ch = m_ctx.channels;
   const auto& layout = m_ctx.layout;
   const auto t0 = Clock::now();
   const std::span<float> p = m_update.payload(), rep = m_update.reply_buffer();
   Header ctl;
-  if (m_ctx.d.dist.algorithm->exchange() == algos::Exchange::pull_push) {
+  if (m_ctx.job.dist.algorithm->exchange() == algos::Exchange::pull_push) {
     {
       auto span = m_ctx.trace.span("pull", "comm");
       dist::send_header(t.links, make_header(Kind::pull, info), t.parent, dist::kTagHeader, ch.to_parent());
@@ -201,10 +201,10 @@ Header Exchanger::leader_exchange(const UpdateInfo& info) {
 }
 
 Header Exchanger::share_with_group(Header ctl) {
-  if (m_ctx.t.group_size > 1) {
+  if (m_ctx.topology.group_size > 1) {
     auto span = m_ctx.trace.span("broadcast", "comm");
-    m_ctx.t.group_comm.broadcast_bytes(&ctl, sizeof ctl, 0);
-    if (ctl.kind == Kind::weights) m_ctx.t.group_comm.broadcast(m_update.reply_buffer(), 0);
+    m_ctx.topology.group_comm.broadcast_bytes(&ctl, sizeof ctl, 0);
+    if (ctl.kind == Kind::weights) m_ctx.topology.group_comm.broadcast(m_update.reply_buffer(), 0);
   }
   if (ctl.kind == Kind::weights) {
     m_update.load();
@@ -218,7 +218,7 @@ Header Exchanger::share_with_group(Header ctl) {
 }
 
 void Exchanger::receive_initial() {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   Header h;
   if (t.leader()) {
     h = dist::recv_header(t.links, t.parent, dist::kTagReply, 0.0, m_ctx.channels.from_parent());
@@ -233,7 +233,7 @@ void Exchanger::receive_initial() {
 }
 
 Header Exchanger::finish(const UpdateInfo& info) {
-  const auto& t = m_ctx.t;
+  const auto& t = m_ctx.topology;
   Header reply;
   reply.kind = Kind::stop;
   if (t.leader()) {

@@ -76,13 +76,13 @@ class VirtualBuffer {
 }  // namespace
 
 void run_virtual_worker(dist::RoleContext& ctx) {
-  const auto& t = ctx.t;
+  const auto& t = ctx.topology;
   const auto& ch = ctx.channels;
   const auto& layout = ctx.layout;
-  const auto& alg = *ctx.d.dist.algorithm;
-  const auto& model = *ctx.d.dist.virtual_compute;
-  const auto& e = ctx.d.experiment;
-  const std::int64_t steps_per_update = ctx.d.dist.sync_every;
+  const auto& alg = *ctx.job.dist.algorithm;
+  const auto& model = *ctx.job.dist.virtual_compute;
+  const auto& e = ctx.job.experiment;
+  const std::int64_t steps_per_update = ctx.job.dist.sync_every;
   MPIGAN_CHECK(t.group_size == 1, "virtual workers are single ranks (group_size {})", t.group_size);
   VirtualBuffer payload_buffer(layout.total(), 1), reply_buffer(layout.total(), 2);
   const std::span<float> payload = payload_buffer.span(), reply = reply_buffer.span();

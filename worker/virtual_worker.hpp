@@ -12,7 +12,7 @@
 
 namespace mpigan::worker {
 
-/// The worker role when ctx.d.dist.virtual_compute is set; runs until its master says stop.
+/// The worker role when ctx.job.dist.virtual_compute is set; runs until its master says stop.
 void run_virtual_worker(dist::RoleContext& ctx);
 
 /// Wait @p seconds of "compute": a sleep, or the simulated clock's advance under SMPI.

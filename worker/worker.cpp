@@ -19,9 +19,9 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 void run_worker(dist::RoleContext& ctx) {
-  if (ctx.d.dist.virtual_compute) return run_virtual_worker(ctx);
-  const auto& e = ctx.d.experiment;
-  const auto& t = ctx.t;
+  if (ctx.job.dist.virtual_compute) return run_virtual_worker(ctx);
+  const auto& e = ctx.job.experiment;
+  const auto& t = ctx.topology;
   const train::DataPlan plan = train::DataPlan::open(e, false);
   std::unique_ptr<data::BatchSource> source = plan.train(e.batch / t.group_size, t.shard, t.shards);
   data::BatchSource& loader = *source;
@@ -42,7 +42,7 @@ void run_worker(dist::RoleContext& ctx) {
     ex.begin_phase();
     {
       auto span = ctx.trace.span("compute", "compute");
-      for (std::int64_t k = 0; k < ctx.d.dist.sync_every; ++k) {
+      for (std::int64_t k = 0; k < ctx.job.dist.sync_every; ++k) {
         if (!train::next_batch(loader, batch, e.epochs)) {
           exhausted = true;
           break;

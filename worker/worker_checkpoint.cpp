@@ -14,7 +14,7 @@ using models::Net;
 namespace {
 
 std::string part_path(const dist::RoleContext& ctx, std::int64_t id) {
-  return dist::checkpoint_part_path(ctx.run_dir, id, dist::worker_part(ctx.t.group));
+  return dist::checkpoint_part_path(ctx.run_dir, id, dist::worker_part(ctx.topology.group));
 }
 
 /// The local optimizers by name (local mode only: gradient-mode workers keep none).
@@ -30,7 +30,7 @@ const char* rule_key(Net n) {
 
 void write_worker_part(dist::RoleContext& ctx, std::int64_t id, Exchanger& ex, WorkerProgress& progress,
                        const data::BatchSource& loader) {
-  if (!ctx.t.leader()) return;
+  if (!ctx.topology.leader()) return;
   auto span = ctx.trace.span("checkpoint", "io");
   train::CheckpointWriter w(part_path(ctx, id));
   w.put_int("progress/steps", progress.steps);
