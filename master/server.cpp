@@ -254,8 +254,7 @@ void Server::serve_pull(std::size_t i) {
 
 // ---------------------------------------------------------------- bounded staleness (max_lead)
 bool Server::too_far_ahead(std::size_t i) const {
-  const std::int64_t bound = m_ctx.job.dist.topology.max_lead;
-  return bound > 0 && m_service.lead(static_cast<int>(i)) > bound;
+  return m_service.beyond_lead(static_cast<int>(i), m_ctx.job.dist.topology.max_lead);
 }
 
 void Server::defer(std::size_t i, bool pull) {
@@ -321,35 +320,40 @@ void Server::serve_update(std::size_t i, bool reply) {
   }
   m_progress.log_decision(row, d, m_service.version());
   if (m_parent && (d.outcome == Outcome::applied || d.outcome == Outcome::held)) m_parent->note_losses(h);
-  switch (d.outcome) {
-    case Outcome::rejected_nonfinite:
-    case Outcome::diverged:
-      spdlog::warn("rejected a non-finite update from child {} (rank {}) at version {}: inf or NaN in its {}", i,
-                   c.rank, m_service.version(), dist::nonfinite_blocks(h.sumsq));
+  if (d.outcome == Outcome::rejected_nonfinite || d.outcome == Outcome::diverged)
+    spdlog::warn("rejected a non-finite update from child {} (rank {}) at version {}: inf or NaN in its {}", i, c.rank,
+                 m_service.version(), dist::nonfinite_blocks(h.sumsq));
+  switch (serve_after(d)) {
+    case Serve::diverged:
+      diverged(i);
       [[fallthrough]];
-    case Outcome::rejected_by_rule:
-      // Nothing changed; the child gets the weights (or the stop, when training diverged).
-      if (d.outcome == Outcome::diverged) diverged(i);
+    case Serve::answer:
+      // Nothing changed; the child gets the weights (or the stop, when training ended).
       if (reply) m_stopping ? send_stop(i) : answer(i);
       return;
-    case Outcome::held:
-      if (!d.round.empty()) round_closed(d);
+    case Serve::wait:
       return;
-    case Outcome::applied:
+    case Serve::close_round:
+      round_closed(d);
+      return;
+    case Serve::new_version:
       break;
   }
   after_version();
-  if (!reply) return;
-  if (m_stopping) {
-    send_stop(i);
-    return;
+  switch (reply_after_version(reply, m_stopping, too_far_ahead(i))) {
+    case Reply::none:
+      return;
+    case Reply::stop:
+      send_stop(i);
+      return;
+    case Reply::defer:
+      defer(i, false);  // the reply is built again on release, with the weights of then
+      return;
+    case Reply::weights:
+      m_service.fill_state(static_cast<int>(i), r);
+      send_reply(i, r, flags_for(i), m_checkpoints.pending());
+      return;
   }
-  if (too_far_ahead(i)) {
-    defer(i, false);  // the reply is built again on release, with the weights of then
-    return;
-  }
-  m_service.fill_state(static_cast<int>(i), r);
-  send_reply(i, r, flags_for(i), m_checkpoints.pending());
 }
 
 void Server::round_closed(const Decision& d) {

@@ -190,6 +190,27 @@ Decision UpdateService::child_done(int child) {
   return {};
 }
 
+Serve serve_after(const Decision& d) {
+  switch (d.outcome) {
+    case Outcome::rejected_nonfinite:
+    case Outcome::rejected_by_rule:
+      return Serve::answer;
+    case Outcome::diverged:
+      return Serve::diverged;
+    case Outcome::held:
+      return d.round.empty() ? Serve::wait : Serve::close_round;
+    case Outcome::applied:
+      break;
+  }
+  return Serve::new_version;
+}
+
+Reply reply_after_version(bool wants_reply, bool stopping, bool beyond_lead) {
+  if (!wants_reply) return Reply::none;
+  if (stopping) return Reply::stop;
+  return beyond_lead ? Reply::defer : Reply::weights;
+}
+
 std::int64_t UpdateService::lead(int child) const {
   const std::int64_t mine = m_children[static_cast<std::size_t>(child)].applied;
   std::int64_t least = mine;

@@ -65,6 +65,29 @@ struct Decision {
   bool first_reply_written = false;
 };
 
+/// How a master goes on after UpdateService::submit(): one policy for the real master
+/// (master/server.cpp) and the sandbox's (sandbox/sandbox_masters.cpp), which carry it out with
+/// their own transport and clock.
+enum class Serve {
+  answer,       ///< rejected (by the rule, or non-finite): nothing changed; the child gets the weights
+  diverged,     ///< too many non-finite updates in a row: training ends as diverged
+  wait,         ///< held for a synchronous round that is not complete: no reply yet
+  close_round,  ///< held, and the round it completed was applied: a new version; answer the round
+  new_version,  ///< applied: a new version; then reply_after_version() says how to answer
+};
+Serve serve_after(const Decision& d);
+
+/// How a child whose update made a new version is answered, once the version is handled (logs,
+/// validation, checkpoints, the end of training).
+enum class Reply {
+  none,     ///< the update of a pull-then-push exchange: the child pulled before it pushed
+  stop,     ///< training ended with this version
+  defer,    ///< more than topology.max_lead updates ahead: answered on release, with the weights of then
+  weights,  ///< the weights (written by submit()) and the canonical BatchNorm state (fill_state())
+};
+/// @p wants_reply: false for a pull-then-push update; @p beyond_lead: UpdateService::beyond_lead().
+Reply reply_after_version(bool wants_reply, bool stopping, bool beyond_lead);
+
 class UpdateService {
  public:
   /// The buffer a child's reply is built in (its shared-memory slot, or a send buffer).
@@ -123,6 +146,8 @@ class UpdateService {
   /// How many more updates of @p child were applied than of the least-served child still training
   /// (neither done nor gone): topology.max_lead bounds it, for the real master and the sandbox.
   std::int64_t lead(int child) const;
+  /// Is @p child more than @p max_lead (topology.max_lead; 0: unbounded) updates ahead?
+  bool beyond_lead(int child, std::int64_t max_lead) const { return max_lead > 0 && lead(child) > max_lead; }
   /// The reply to a child of a closed round (its weights unless already written, and the state).
   void round_reply(int child, std::span<float> reply, bool weights_written);
   /// The canonical BN state into the state blocks of @p child's reply (remembered: the child's

@@ -32,34 +32,38 @@ void Sandbox::serve_update(VirtualWorker& w, double arrived, bool reply) {
     m.change->note_losses(w.header);
     m.bases.push_back(base);
   }
-  switch (d.outcome) {
-    case Outcome::rejected_nonfinite:
-    case Outcome::diverged:
-    case Outcome::rejected_by_rule:
-      if (d.outcome == Outcome::diverged) return diverged(m, w.child);
+  switch (master::serve_after(d)) {
+    case master::Serve::diverged:
+      return diverged(m, w.child);
+    case master::Serve::answer:
       if (reply) send_weights(w);
       return;
-    case Outcome::held:
-      if (!d.round.empty()) round_closed(m, d);
+    case master::Serve::wait:
       return;
-    case Outcome::applied:
+    case master::Serve::close_round:
+      return round_closed(m, d);
+    case master::Serve::new_version:
       break;
   }
   after_version(m, [this, &w, &m, reply] {
-    if (!reply || m_stopping) return;
-    if (too_far_ahead(w)) {
-      w.deferred = true;  // answered on release with the weights of then, as the real master does
-      return;
+    switch (master::reply_after_version(reply, m_stopping, too_far_ahead(w))) {
+      case master::Reply::none:
+      case master::Reply::stop:  // the stop reaches every worker at the end of the run
+        return;
+      case master::Reply::defer:
+        w.deferred = true;  // answered on release with the weights of then, as the real master does
+        return;
+      case master::Reply::weights:
+        m.service->fill_state(w.child, w.update->reply_buffer());
+        reply_to(w);
+        return;
     }
-    m.service->fill_state(w.child, w.update->reply_buffer());
-    reply_to(w);
   });
 }
 
 /// topology.max_lead, decided as the real master does (UpdateService::lead), at the worker's master.
 bool Sandbox::too_far_ahead(const VirtualWorker& w) {
-  const std::int64_t bound = m_job.dist.topology.max_lead;
-  return bound > 0 && master_of(w).service->lead(w.child) > bound;
+  return master_of(w).service->beyond_lead(w.child, m_job.dist.topology.max_lead);
 }
 
 void Sandbox::release_deferred() {
@@ -213,21 +217,22 @@ void Sandbox::exchange_with_top(VirtualMaster& sub, std::function<void()> next) 
       if (m_canonical.size() <= s) m_canonical.resize(s + 1, 0);
       ++m_canonical[s];
     }
-  switch (d.outcome) {
-    case Outcome::rejected_nonfinite:
-    case Outcome::diverged:
-    case Outcome::rejected_by_rule:
-      if (d.outcome == Outcome::diverged) return diverged(t, h.child);
+  switch (master::serve_after(d)) {
+    case master::Serve::diverged:
+      return diverged(t, h.child);
+    case master::Serve::answer:
       t.service->pull(h.child, sub.down);
       return answer_submaster(sub);
-    case Outcome::held:
-      if (!d.round.empty()) top_round_closed(d);
+    case master::Serve::wait:
       return;
-    case Outcome::applied:
+    case master::Serve::close_round:
+      return top_round_closed(d);
+    case master::Serve::new_version:
       break;
   }
   after_top_version();
-  if (m_stopping) return;
+  // A sub-master is never deferred (max_lead bounds workers) and its stop comes with the end.
+  if (master::reply_after_version(true, m_stopping, false) != master::Reply::weights) return;
   t.service->fill_state(h.child, sub.down);
   answer_submaster(sub);
 }

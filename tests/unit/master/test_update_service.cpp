@@ -387,3 +387,42 @@ TEST_CASE("a rejected update names the blocks that hold inf or NaN, from the sum
   CHECK(dist::nonfinite_blocks({5.3e8, 1.3e5, inf}) == "BatchNorm state");
   CHECK(dist::nonfinite_blocks({1.0, inf, nan}) == "discriminator update, BatchNorm state");
 }
+
+TEST_CASE("the serving policy the real master and the sandbox share: what follows each decision") {
+  using master::Reply;
+  using master::Serve;
+  Decision d;
+  d.outcome = Outcome::applied;
+  CHECK(master::serve_after(d) == Serve::new_version);
+  d.outcome = Outcome::rejected_by_rule;
+  CHECK(master::serve_after(d) == Serve::answer);
+  d.outcome = Outcome::rejected_nonfinite;
+  CHECK(master::serve_after(d) == Serve::answer);
+  d.outcome = Outcome::diverged;
+  CHECK(master::serve_after(d) == Serve::diverged);
+  d.outcome = Outcome::held;
+  CHECK(master::serve_after(d) == Serve::wait);
+  d.round = {2, 0, 1};
+  CHECK(master::serve_after(d) == Serve::close_round);
+  // After a new version: a pull-then-push update gets nothing, the end of training a stop (even
+  // beyond the lead), a child too far ahead waits, any other the weights.
+  CHECK(master::reply_after_version(false, false, false) == Reply::none);
+  CHECK(master::reply_after_version(false, true, true) == Reply::none);
+  CHECK(master::reply_after_version(true, true, true) == Reply::stop);
+  CHECK(master::reply_after_version(true, false, true) == Reply::defer);
+  CHECK(master::reply_after_version(true, false, false) == Reply::weights);
+}
+
+TEST_CASE("beyond_lead: topology.max_lead against the least-served child still training") {
+  Stub s("algorithm: {name: downpour, warmup: 0}", {1.0f}, 3);
+  const auto g = s.payload({0.0f});
+  for (int k = 0; k < 3; ++k) CHECK(s.submit(0, g, s.version()).outcome == Outcome::applied);
+  CHECK(s.service->lead(0) == 3);
+  CHECK(s.service->beyond_lead(0, 2));
+  CHECK_FALSE(s.service->beyond_lead(0, 3));
+  CHECK_FALSE(s.service->beyond_lead(0, 0));  // 0: unbounded
+  s.service->child_gone(1);
+  s.service->child_gone(2);  // no one left to hold it back
+  CHECK(s.service->lead(0) == 0);
+  CHECK_FALSE(s.service->beyond_lead(0, 1));
+}
