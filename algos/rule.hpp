@@ -117,7 +117,7 @@ class MasterRule {
 
 /// Context for building a rule's sides.
 struct RuleContext {
-  Backend& backend;               ///< host backend for vector math
+  Backend& backend;               ///< host backend of the rule's optimizer (OptimizerApply)
   const ParameterSet& layout;     ///< the network's parameter layout
   nn::OptimizerConfig optimizer;  ///< the experiment's optimizer (master optimizer in gradient mode)
   int workers = 1;                ///< workers served by this master
