@@ -148,49 +148,35 @@ class RefBatchNorm final : public BatchNormOp {
   Shape m_shape;
 };
 
-class RefAvgPool final : public AvgPoolOp {
+/// Average pooling and nearest upsampling, one class: a canonical input, the output shape from the
+/// descriptor, and the reference kernels @p Forward and @p Backward.
+template <class Op, class Desc, void (*Forward)(const Desc&, const Shape&, const float*, float*),
+          void (*Backward)(const Desc&, const Shape&, const float*, float*)>
+class RefResample final : public Op {
  public:
-  explicit RefAvgPool(const AvgPoolDesc& d) : m_desc(d) {}
+  RefResample(const Desc& d, const char* name) : m_desc(d), m_name(name) {}
   TensorDesc setup(const TensorDesc& src) override {
-    MPIGAN_CHECK(src.canonical(), "reference avg_pool: input must be canonical, got {}", src.to_string());
+    MPIGAN_CHECK(src.canonical(), "reference {}: input must be canonical, got {}", m_name, src.to_string());
     m_src = src.shape;
     return {m_desc.output_shape(src.shape), nullptr};
   }
   void forward(const Tensor& src, Tensor& dst) override {
-    require_shape(src, m_src, "avg_pool", "src");
-    ref::avg_pool_forward(m_desc, m_src, src.data(), dst.data());
+    require_shape(src, m_src, m_name, "src");
+    Forward(m_desc, m_src, src.data(), dst.data());
   }
   void backward(const Tensor& diff_dst, Tensor& diff_src) override {
-    require_shape(diff_src, m_src, "avg_pool", "diff_src");
-    ref::avg_pool_backward(m_desc, m_src, diff_dst.data(), diff_src.data());
+    require_shape(diff_src, m_src, m_name, "diff_src");
+    Backward(m_desc, m_src, diff_dst.data(), diff_src.data());
   }
 
  private:
-  AvgPoolDesc m_desc;
+  Desc m_desc;
+  const char* m_name;
   Shape m_src;
 };
 
-class RefUpsample final : public UpsampleOp {
- public:
-  explicit RefUpsample(const UpsampleDesc& d) : m_desc(d) {}
-  TensorDesc setup(const TensorDesc& src) override {
-    MPIGAN_CHECK(src.canonical(), "reference upsample: input must be canonical, got {}", src.to_string());
-    m_src = src.shape;
-    return {m_desc.output_shape(src.shape), nullptr};
-  }
-  void forward(const Tensor& src, Tensor& dst) override {
-    require_shape(src, m_src, "upsample", "src");
-    ref::upsample_forward(m_desc, m_src, src.data(), dst.data());
-  }
-  void backward(const Tensor& diff_dst, Tensor& diff_src) override {
-    require_shape(diff_src, m_src, "upsample", "diff_src");
-    ref::upsample_backward(m_desc, m_src, diff_dst.data(), diff_src.data());
-  }
-
- private:
-  UpsampleDesc m_desc;
-  Shape m_src;
-};
+using RefAvgPool = RefResample<AvgPoolOp, AvgPoolDesc, ref::avg_pool_forward<float>, ref::avg_pool_backward<float>>;
+using RefUpsample = RefResample<UpsampleOp, UpsampleDesc, ref::upsample_forward<float>, ref::upsample_backward<float>>;
 
 }  // namespace
 
@@ -213,10 +199,10 @@ std::unique_ptr<BatchNormOp> ReferenceBackend::make_batch_norm(const BatchNormDe
   return std::make_unique<RefBatchNorm>(d);
 }
 std::unique_ptr<AvgPoolOp> ReferenceBackend::make_avg_pool(const AvgPoolDesc& d) {
-  return std::make_unique<RefAvgPool>(d);
+  return std::make_unique<RefAvgPool>(d, "avg_pool");
 }
 std::unique_ptr<UpsampleOp> ReferenceBackend::make_upsample(const UpsampleDesc& d) {
-  return std::make_unique<RefUpsample>(d);
+  return std::make_unique<RefUpsample>(d, "upsample");
 }
 
 void ReferenceBackend::fill(Tensor& x, float value) {
