@@ -230,6 +230,7 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
           0, 300 - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *rank0_gone).count()));
     if (::poll(p.data(), p.size(), timeout_ms) < 0 && errno != EINTR) return 3;
     std::vector<std::string> dead;
+    bool any_signalled = false;  // a rank among them was stopped by a signal, not killed
     bool rank0_closed_now = false;
     for (std::size_t k = 0; k < who.size(); ++k) {
       if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -238,11 +239,15 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
       const ssize_t got = ::recv(peer.fd, &c, 1, 0);
       if (got == 1) {
         peer.bye = peer.bye || c == kBye;
-        if (is_signal_byte(c)) peer.signalled = c;
-        continue;
+        if (!is_signal_byte(c)) continue;
+        peer.signalled = c;
+        // The rank ends right after its signal byte: its close may already be here, and must be
+        // seen in this wake-up, with rank 0's end that it causes.
+        if (::recv(peer.fd, &c, 1, MSG_DONTWAIT) != 0) continue;
       }
       ::close(peer.fd);
       peer.fd = -1;
+      any_signalled = any_signalled || peer.signalled != 0;
       if (peer.signalled)
         dead.push_back(peer.label + " was stopped by " + signal_of_byte(peer.signalled) +
                        " (a second signal, or one before training started, ends a rank at once; the job ends)");
@@ -266,6 +271,10 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
       // ordered; name rank 0 with them rather than blame only the others (mpi.cli caught it).
       if (rank0_closed_now && rank0_signalled)
         dead.insert(dead.begin(), rank0_label + " was stopped by " + signal_of_byte(rank0_signalled));
+      else if (rank0_closed_now && !rank0_aborted && any_signalled)
+        dead.insert(dead.begin(), rank0_label +
+                                      " ended with the job at the same moment: the launcher ends every rank as soon "
+                                      "as one has ended");
       else if (rank0_closed_now && !rank0_aborted)
         dead.insert(dead.begin(), rank0_label +
                                       " died at the same moment as the rank(s) below: the launcher ends every rank "
@@ -276,7 +285,12 @@ int run_monitor(int life, pid_t rank0, const std::string& failure_file, const st
       linger();
       return 2;
     }
-    if (rank0_gone && (!rank0_aborted || Clock::now() - *rank0_gone >= std::chrono::milliseconds(300))) {
+    // A rank stopped by a signal whose close is not seen yet: wait for it as for an abort, so the
+    // report names it rather than rank 0, which the launcher ended because of it.
+    const bool signalled_open =
+        std::any_of(peers.begin(), peers.end(), [](const Peer& q) { return q.fd >= 0 && q.signalled != 0; });
+    if (rank0_gone &&
+        (!(rank0_aborted || signalled_open) || Clock::now() - *rank0_gone >= std::chrono::milliseconds(300))) {
       const std::string how = rank0_signalled ? " was stopped by " + signal_of_byte(rank0_signalled)
                               : rank0_aborted ? " aborted (see its message above)"
                                               : " died";
