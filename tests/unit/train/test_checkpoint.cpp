@@ -25,6 +25,28 @@ namespace fs = std::filesystem;
 
 namespace {
 using test::temp_dir;
+
+/// The message of the @p E thrown by @p f while files may grow to @p bytes at most (empty when
+/// none is): RLIMIT_FSIZE makes write() fail with EFBIG past it, as a full disk fails it with
+/// ENOSPC, without root or a small filesystem. The limit and SIGXFSZ's action are restored.
+template <class E, class F>
+std::string error_past_file_size(rlim_t bytes, F&& f) {
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = bytes;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  std::string what;
+  try {
+    f();
+  } catch (const E& e) {
+    what = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  return what;
+}
 }  // namespace
 
 TEST_CASE("checkpoint round trip and atomic writes") {
@@ -230,23 +252,12 @@ TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; t
     w.commit();
   }
   const auto before = fs::file_size(path);
-  struct rlimit old {};
-  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit lim = old;
-  lim.rlim_cur = 256 << 10;
-  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-  std::string what;
-  try {
+  const std::string what = error_past_file_size<DataError>(256 << 10, [&] {
     CheckpointWriter w(path);
     w.put("x", big);
     w.put_string("note", "a large checkpoint");
     w.commit();
-  } catch (const DataError& e) {
-    what = e.what();
-  }
-  setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  });
   INFO(what);
   CHECK(what.find("checkpoint '" + path + "' could not be written") != std::string::npos);
   CHECK(what.find("errno " + std::to_string(EFBIG)) != std::string::npos);
@@ -268,21 +279,8 @@ TEST_CASE("a run directory's files on a full disk: the error names the system's 
   resolved["comment"] = std::string(4096, 'x');
   run.write_config(resolved);  // the previous config.yaml, intact afterwards
   const auto before = fs::file_size(dir + "/config.yaml");
-  struct rlimit old {};
-  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit lim = old;
-  lim.rlim_cur = 1024;  // as a full disk fails write() with ENOSPC, past 1 KiB it fails with EFBIG
-  REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
   resolved["comment"] = std::string(8192, 'y');
-  std::string what;
-  try {
-    run.write_config(resolved);
-  } catch (const Error& e) {
-    what = e.what();
-  }
-  setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  const std::string what = error_past_file_size<Error>(1024, [&] { run.write_config(resolved); });
   INFO(what);
   CHECK(what.find("writing '" + dir + "/config.yaml.tmp' failed after 1024 of") != std::string::npos);
   CHECK(what.find("(errno " + std::to_string(EFBIG) + ")") != std::string::npos);
