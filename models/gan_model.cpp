@@ -61,6 +61,21 @@ void add_ecal_head(GanModel& m) {
   m.discriminator.add_node("ecal", cells, std::move(ecal), true);
 }
 
+/// The high-level-feature real/fake head (ModelOptions::hlf_head): ShowerFeatures on D's input,
+/// then Dense 64, LeakyReLU 0.2, Dense 64, LeakyReLU 0.2, Dense 1, sigmoid.
+void add_hlf_head(GanModel& m) {
+  const std::int64_t features = nn::shower_feature_count(m.image[3]);
+  Layers h;
+  push<nn::ShowerFeatures>(h, "hlf_features", m.ecal_power);
+  push<nn::Dense>(h, "hlf_dense1", features, 64, Init::glorot_uniform);
+  push<Activation>(h, "hlf_lrelu1", Activation::leaky_relu(0.2f));
+  push<nn::Dense>(h, "hlf_dense2", 64, 64, Init::glorot_uniform);
+  push<Activation>(h, "hlf_lrelu2", Activation::leaky_relu(0.2f));
+  push<nn::Dense>(h, "hlf_dense3", 64, 1, Init::glorot_uniform);
+  push<Activation>(h, "hlf_sigmoid", Activation::sigmoid());
+  m.discriminator.add_node("hlf", "input", std::move(h), true);
+}
+
 void build_3dgan_25(GanModel& m, const ModelOptions& o) {
   const float a = o.leaky_alpha;
   const float eps = 1e-3f;
@@ -306,8 +321,14 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   MPIGAN_CHECK(o.noise == "normal" || o.noise == "sphere", "model '{}': noise must be normal or sphere, got '{}'",
                o.name, o.noise);
   m->noise_on_sphere = o.noise == "sphere";
+  MPIGAN_CHECK(!o.hlf_head || o.condition,
+               "model '{}': hlf_head (a real/fake head on the shower's features) needs condition: true, so that it "
+               "judges a shower against its energy",
+               o.name);
+  if (o.hlf_head) add_hlf_head(*m);
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
+  if (m->loss_weights.hlf < 0.0f) m->loss_weights.hlf = m->loss_weights.bce;
   m->generator.build(backend, {m->latent});
   m->discriminator.build(backend, m->discriminator_input());
   Rng rng(seed, hash_string("model-init"));

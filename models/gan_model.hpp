@@ -27,6 +27,8 @@ namespace mpigan::models {
 /// Loss weights of the discriminator heads (0 disables a head's loss).
 struct LossWeights {
   float bce = 2.0f, energy = 0.1f, ecal = 0.1f, angle = 0.0f;
+  /// The high-level-feature head's real/fake loss (ModelOptions::hlf_head); negative = bce's weight.
+  float hlf = -1.0f;
 };
 
 struct ModelOptions {
@@ -48,8 +50,13 @@ struct ModelOptions {
   /// homogeneous in its input turns |z|'s relative spread, 1/sqrt(2n), into a spread of the
   /// shower's energy that Monte Carlo does not have; on the sphere only z's direction varies.
   std::string noise = "normal";
+  /// A second real/fake head of the (conditioned) discriminator that reads the shower's high-level
+  /// features (nn::shower_features: the response, the energy of each layer, its barycentre and
+  /// width) through a small MLP: the quantities the validation's classifier separates on, which the
+  /// convolutions see only through the fine structure of the cells. Off in the reference design.
+  bool hlf_head = false;
   /// Loss weights; unset (negative bce) = the reference weights of the model.
-  LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f};
+  LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f, -1.0f};
 };
 
 struct GanModel {

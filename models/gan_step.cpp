@@ -15,7 +15,7 @@ const char* to_string(Net n) {
 }
 
 namespace {
-enum HeadKind { kFake = 0, kEnergy = 1, kEcal = 2, kAngle = 3 };
+enum HeadKind { kFake = 0, kEnergy = 1, kEcal = 2, kAngle = 3, kHlf = 4 };
 }
 
 GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, std::uint64_t seed)
@@ -40,6 +40,8 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
       m_head_kind.push_back(kEcal), m_head_weights.push_back(w.ecal);
     else if (h == "angle")
       m_head_kind.push_back(kAngle), m_head_weights.push_back(w.angle);
+    else if (h == "hlf")
+      m_head_kind.push_back(kHlf), m_head_weights.push_back(w.hlf);
     else
       MPIGAN_FATAL("model '{}': discriminator output '{}' has no loss", m_model.name, h);
   }
@@ -100,9 +102,9 @@ double GanStep::head_losses(const std::vector<Tensor>& outputs, const std::vecto
   const auto energy_head = std::find(m_head_kind.begin(), m_head_kind.end(), kEnergy);
   for (std::size_t h = 0; h < m_heads.size(); ++h) {
     const Tensor out = to_host(outputs[h]);
-    const nn::LossKind kind = m_head_kind[h] == kFake    ? nn::LossKind::bce
-                              : m_head_kind[h] == kAngle ? nn::LossKind::mae
-                                                         : nn::LossKind::mape;
+    const nn::LossKind kind = m_head_kind[h] == kFake || m_head_kind[h] == kHlf ? nn::LossKind::bce
+                              : m_head_kind[h] == kAngle                        ? nn::LossKind::mae
+                                                                                : nn::LossKind::mape;
     Tensor diff = Tensor::empty(out.shape());
     if (m_head_kind[h] == kEcal && m_config.ecal_mean_bins > 0 && energy_head != m_head_kind.end()) {
       const Tensor& energy = targets[static_cast<std::size_t>(energy_head - m_head_kind.begin())];
@@ -122,10 +124,10 @@ std::vector<Tensor> GanStep::head_targets(const Tensor& labels, const Tensor& en
                                           const Tensor& angle) const {
   std::vector<Tensor> t(m_heads.size());
   for (std::size_t h = 0; h < m_heads.size(); ++h)
-    t[h] = m_head_kind[h] == kFake     ? labels
-           : m_head_kind[h] == kEnergy ? energy
-           : m_head_kind[h] == kEcal   ? ecal
-                                       : angle;
+    t[h] = m_head_kind[h] == kFake || m_head_kind[h] == kHlf ? labels
+           : m_head_kind[h] == kEnergy                       ? energy
+           : m_head_kind[h] == kEcal                         ? ecal
+                                                             : angle;
   return t;
 }
 

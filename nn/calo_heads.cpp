@@ -217,4 +217,134 @@ void EcalAngle::backward(const Tensor& diff_dst, Tensor& diff_src, const Backwar
   if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
 }
 
+std::int64_t shower_feature_count(std::int64_t depth) {
+  return 2 + 5 * depth;
+}
+
+void shower_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* f, const float* gy,
+                     float* grad_out) {
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w, cells = X * Y * Z;
+  constexpr double kEps = 1e-3, kVarEps = 1e-6, kLn10 = std::numbers::ln10;
+  const double inv_p = 1.0 / power;
+  const double e = channels > 1 ? std::max(static_cast<double>(item[cells]), 1e-12) : 1.0;
+  auto cell = [&](std::int64_t j) { return item[j] > 0.0f ? std::pow(static_cast<double>(item[j]), inv_p) : 0.0; };
+  auto u = [&](std::int64_t i, std::int64_t n) {
+    return (static_cast<double>(i) - 0.5 * static_cast<double>(n - 1)) * 5.0 / static_cast<double>(n);
+  };
+  // Per layer: S_z, first and second moments in x and y.
+  std::vector<double> Sz(Z, 0.0), Ax(Z, 0.0), Ay(Z, 0.0), Bx(Z, 0.0), By(Z, 0.0);
+  double S = 0.0;
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const double c = cell((x * Y + y) * Z + z), ux = u(x, X), uy = u(y, Y);
+        S += c;
+        Sz[z] += c;
+        Ax[z] += c * ux;
+        Ay[z] += c * uy;
+        Bx[z] += c * ux * ux;
+        By[z] += c * uy * uy;
+      }
+  const double St = S + kEps;
+  f[0] = channels > 1 ? std::log10(e) : 0.0;
+  f[1] = 10.0 * (std::log10(St / e) - 2.3);
+  std::vector<double> mx(Z), my(Z), wx(Z), wy(Z), D(Z);
+  for (std::int64_t z = 0; z < Z; ++z) {
+    D[z] = Sz[z] + kEps;
+    mx[z] = Ax[z] / D[z];
+    my[z] = Ay[z] / D[z];
+    wx[z] = std::sqrt(std::max(Bx[z] / D[z] - mx[z] * mx[z], 0.0) + kVarEps);
+    wy[z] = std::sqrt(std::max(By[z] / D[z] - my[z] * my[z], 0.0) + kVarEps);
+    double* fz = f + 2 + 5 * z;
+    fz[0] = 2.0 * (std::log10(D[z] / St) + 1.0);
+    fz[1] = 5.0 * mx[z];
+    fz[2] = 5.0 * my[z];
+    fz[3] = 5.0 * wx[z] - 2.0;
+    fz[4] = 5.0 * wy[z] - 2.0;
+  }
+  if (!gy || !grad_out) return;
+  // Reverse mode: d f / d c for each cell, then dc/dx = (1/p) x^(1/p - 1).
+  double g_S = 10.0 * static_cast<double>(gy[1]) / (St * kLn10);
+  std::vector<double> g_D(Z), g_mx(Z), g_my(Z), g_vx(Z), g_vy(Z);
+  for (std::int64_t z = 0; z < Z; ++z) {
+    const float* gz = gy + 2 + 5 * z;
+    g_D[z] = 2.0 * gz[0] / (D[z] * kLn10);
+    g_S -= 2.0 * gz[0] / (St * kLn10);
+    g_vx[z] = Bx[z] / D[z] - mx[z] * mx[z] > 0.0 ? 5.0 * gz[3] / (2.0 * wx[z]) : 0.0;
+    g_vy[z] = By[z] / D[z] - my[z] * my[z] > 0.0 ? 5.0 * gz[4] / (2.0 * wy[z]) : 0.0;
+    g_mx[z] = 5.0 * gz[1] - 2.0 * mx[z] * g_vx[z];
+    g_my[z] = 5.0 * gz[2] - 2.0 * my[z] * g_vy[z];
+  }
+  std::fill_n(grad_out, channels * cells, 0.0f);
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const std::int64_t j = (x * Y + y) * Z + z;
+        if (!(item[j] > 0.0f)) continue;
+        const double ux = u(x, X), uy = u(y, Y);
+        // m = A/D: dm/dc = (u - m)/D; v = B/D - m^2: dv/dc = (u^2 - B/D)/D (the m^2 part via g_m).
+        const double g_c = g_S + g_D[z] + (g_mx[z] * (ux - mx[z]) + g_my[z] * (uy - my[z])) / D[z] +
+                           (g_vx[z] * (ux * ux - Bx[z] / D[z]) + g_vy[z] * (uy * uy - By[z] / D[z])) / D[z];
+        const double x0 = item[j];
+        grad_out[j] = static_cast<float>(g_c * inv_p * std::pow(x0, inv_p - 1.0));
+      }
+}
+
+ShowerFeatures::ShowerFeatures(std::string name, float power) : Layer(std::move(name)), m_power(power) {
+  MPIGAN_CHECK(power > 0.0f, "layer '{}' (ShowerFeatures): power must be > 0, got {}", this->name(), power);
+}
+
+Shape ShowerFeatures::output_shape(const Shape& src) const {
+  MPIGAN_CHECK_SHAPE(src.rank() == 5 && (src[1] == 1 || src[1] == 2),
+                     "layer '{}' (ShowerFeatures): input expected (N,C,X,Y,Z) with C = 1 or 2, found {}", name(), src);
+  return {src[0], shower_feature_count(src[4])};
+}
+
+TensorDesc ShowerFeatures::setup(const TensorDesc& src) {
+  const Shape out = output_shape(src.shape);
+  MPIGAN_CHECK(src.canonical(), "layer '{}' (ShowerFeatures): canonical input expected, got {}", name(),
+               src.to_string());
+  m_src_desc = src;
+  ensure(m_dst, {out, nullptr});
+  return m_dst.desc();
+}
+
+const Tensor& ShowerFeatures::forward(const Tensor& src, const ForwardContext&) {
+  check_input(src, m_src_desc);
+  m_src = src;
+  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const Shape& s = src.shape();
+  const std::int64_t n = s[0], item = s.item_numel(), F = shower_feature_count(s[4]);
+  m_host_dst = Tensor::empty({n, F});
+#pragma omp parallel
+  {
+    std::vector<double> f(static_cast<std::size_t>(F));
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      shower_features(host.data() + i * item, s[1], s.spatial(), m_power, f.data());
+      for (std::int64_t k = 0; k < F; ++k) m_host_dst.data()[i * F + k] = static_cast<float>(f[k]);
+    }
+  }
+  backend().from_host(m_host_dst, m_dst);
+  return m_dst;
+}
+
+void ShowerFeatures::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
+  if (!ctx.need_diff_src) return;
+  const Tensor host = m_src.device() == Device::cpu ? m_src : backend().to_host(m_src);
+  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const Shape& s = m_src.shape();
+  const std::int64_t n = s[0], item = s.item_numel(), F = shower_feature_count(s[4]);
+  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+#pragma omp parallel
+  {
+    std::vector<double> f(static_cast<std::size_t>(F));
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+      shower_features(host.data() + i * item, s[1], s.spatial(), m_power, f.data(), gy.data() + i * F,
+                      out.data() + i * item);
+  }
+  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
+}
+
 }  // namespace mpigan::nn

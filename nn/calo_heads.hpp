@@ -86,4 +86,38 @@ class EcalAngle final : public Layer {
   Tensor m_src, m_dst, m_host_dst;
 };
 
+/// The high-level features of one conditioned discriminator input (C, X, Y, Z), channel 0 the
+/// shower as preprocessed (cells^power in the model's units), channel 1 (if C = 2) E/100: the
+/// quantities a physicist, and the validation's classifier, look at first. With c = x^(1/power)
+/// the cells, S their sum, S_z that of depth layer z, transverse coordinates u = (i - (X-1)/2) * 5/X
+/// (in units of a 5-pad read-out's pads, so that 5^3 and 25^3 widths are alike) and eps = 1e-3:
+///   f[0]          = log10(E/100)                          (0 without a condition channel)
+///   f[1]          = 10 (log10((S + eps)/(E/100)) - 2.3)    (the response; 2.3: a 2 % sampling fraction)
+///   f[2 + 5z + 0] = 2 (log10((S_z + eps)/(S + eps)) + 1)   (the longitudinal profile)
+///   f[2 + 5z + 1] = 5 x_z,   f[2 + 5z + 2] = 5 y_z         (the layer's barycentre, sum c u / (S_z + eps))
+///   f[2 + 5z + 3] = 5 w_x - 2, f[2 + 5z + 4] = 5 w_y - 2   (its width, sqrt(max(var, 0) + 1e-6))
+/// The affine constants bring each feature to order one for the head's Dense layers. If @p grad_out
+/// is non-null it receives sum_k gy[k] d f[k] / d x for every input value (channel 1: zero).
+std::int64_t shower_feature_count(std::int64_t depth);
+void shower_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* f,
+                     const float* gy = nullptr, float* grad_out = nullptr);
+
+/// @brief The high-level-feature head's input: (N, C, X, Y, Z) -> (N, 2 + 5Z), computed on the
+/// host in double (shower_features).
+class ShowerFeatures final : public Layer {
+ public:
+  ShowerFeatures(std::string name, float power);
+  std::string kind() const override { return "ShowerFeatures"; }
+  std::string describe() const override { return fmt::format("power {}", m_power); }
+  Shape output_shape(const Shape& src) const override;
+  TensorDesc setup(const TensorDesc& src) override;
+  const Tensor& forward(const Tensor& src, const ForwardContext& ctx) override;
+  void backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) override;
+
+ private:
+  float m_power;
+  TensorDesc m_src_desc;
+  Tensor m_src, m_dst, m_host_dst;
+};
+
 }  // namespace mpigan::nn

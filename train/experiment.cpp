@@ -85,6 +85,7 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.bn_momentum = static_cast<float>(m.get_real("bn_momentum", 0.99, 0.0, 1.0));
   e.model.noise = m.get_choice("noise", "normal", {"normal", "sphere"});
   e.model.condition = m.get_bool("condition", false);
+  e.model.hlf_head = m.get_bool("hlf_head", false);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
   if (m.has("loss_weights")) {
     ConfigNode w = m.section("loss_weights");
@@ -92,11 +93,13 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
     e.model.loss_weights.energy = static_cast<float>(w.get_real("energy", ref.energy, 0.0, 1e6));
     e.model.loss_weights.ecal = static_cast<float>(w.get_real("ecal", ref.ecal, 0.0, 1e6));
     e.model.loss_weights.angle = static_cast<float>(w.get_real("angle", ref.angle, 0.0, 1e6));
+    e.model.loss_weights.hlf = static_cast<float>(w.get_real("hlf", e.model.loss_weights.bce, 0.0, 1e6));
     w.reject_unknown();
   } else {
     m.accept("loss_weights");
     e.model.loss_weights = ref;
   }
+  if (e.model.loss_weights.hlf < 0.0f) e.model.loss_weights.hlf = e.model.loss_weights.bce;
   m.reject_unknown();
 }
 
@@ -303,10 +306,12 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["bn_momentum"] = e.model.bn_momentum;
   r["model"]["noise"] = e.model.noise;
   r["model"]["condition"] = e.model.condition;
+  r["model"]["hlf_head"] = e.model.hlf_head;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
   r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
   r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;
   r["model"]["loss_weights"]["angle"] = e.model.loss_weights.angle;
+  r["model"]["loss_weights"]["hlf"] = e.model.loss_weights.hlf;
   for (const auto& f : e.data.train_files) r["data"]["train"].push_back(f);
   for (const auto& f : e.data.validation_files) r["data"]["validation"].push_back(f);
   if (e.data.validation_files.empty()) r["data"]["validation_fraction"] = e.data.validation_fraction;

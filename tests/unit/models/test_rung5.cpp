@@ -174,6 +174,39 @@ TEST_CASE("a conditioned 3dgan-5 step trains: finite losses, both networks move"
   CHECK(copy(m->discriminator) != d0);
 }
 
+TEST_CASE("hlf_head: a fifth output read through the shower's features, trained by BCE; it needs condition") {
+  auto be = make_backend("cpu");
+  auto m = make_gan({.name = "3dgan-5", .condition = true, .hlf_head = true}, *be, 3);
+  CHECK(m->discriminator.output_names() == std::vector<std::string>{"fake", "energy", "ecal", "hlf"});
+  // 2 + 5 * 5 = 27 features -> Dense 64 -> Dense 64 -> Dense 1, on top of the conditioned D.
+  auto plain = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
+  CHECK(m->discriminator.weights().count() - plain->discriminator.weights().count() == (27 + 1) * 64 + 65 * 64 + 65);
+  CHECK(m->loss_weights.hlf == m->loss_weights.bce);
+  Rng rng(11, 1);
+  const RealBatch b = power_batch(8, 0.5f, rng);
+  GanStep step(*m, *be, StepConfig{}, 5);
+  const Tensor w0 = m->discriminator.weights().flat().clone();
+  const StepLosses l = step.run(b, 0, [&](Net n) {
+    auto& net = n == Net::generator ? m->generator : m->discriminator;
+    Tensor w = net.weights().flat(), g = net.grads().flat();
+    for (std::int64_t i = 0; i < w.numel(); ++i) w.data()[i] -= 1e-3f * g.data()[i];
+  });
+  const std::size_t k = head(*m, "hlf");
+  // An untrained sigmoid head: BCE near ln 2 on real and on fake.
+  CHECK(l.d_real_heads[k] > 0.3);
+  CHECK(l.d_real_heads[k] < 1.5);
+  CHECK(std::isfinite(l.g_heads[k]));
+  // Its weights (the last segments) moved.
+  const auto& segs = m->discriminator.weights().segments();
+  const auto& last = segs.back();
+  bool moved = false;
+  for (std::int64_t i = 0; i < last.shape.numel(); ++i)
+    moved |= m->discriminator.weights().data()[last.offset + i] != w0.data()[last.offset + i];
+  CHECK(moved);
+  CHECK_THROWS_WITH(make_gan({.name = "3dgan-5", .hlf_head = true}, *be, 3),
+                    doctest::Contains("hlf_head (a real/fake head on the shower's features) needs condition: true"));
+}
+
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {
   for (float x : {0.1f, 1.0f, 2.5f, 5.0f}) {
     CHECK(ecal_fit(x, 100.0f, kReferenceEcalFit) == ecal_fit(x, 100.0f));

@@ -317,6 +317,62 @@ TEST_CASE("measured angle: a straight track at a known angle, and its gradient i
   check_close("d angle / d cell", got, want, {1e-5, 1e-3});
 }
 
+TEST_CASE("shower features: hand-computed response, layer energies, barycentres and widths, and their gradient") {
+  // 5 x 5 pads x 3 layers, power 1, E/100 = 0.5 in channel 1. Layer 0: 4 in the centre pad
+  // (barycentre 0, width 0); layer 1: 1 at x = -1 and 1 at x = +1 pads, y = 0 (width_x 1,
+  // width_y 0); layer 2: 2 at (x, y) = (+2, -1).
+  const Dims3 d{5, 5, 3};
+  const std::int64_t cells = d.product();
+  std::vector<float> item(static_cast<std::size_t>(2 * cells), 0.0f);
+  auto at = [&](int x, int y, int z) -> float& {
+    return item[static_cast<std::size_t>(((x + 2) * 5 + (y + 2)) * 3 + z)];
+  };
+  at(0, 0, 0) = 4.0f;
+  at(-1, 0, 1) = 1.0f;
+  at(1, 0, 1) = 1.0f;
+  at(2, -1, 2) = 2.0f;
+  std::fill(item.begin() + cells, item.end(), 0.5f);
+  REQUIRE(shower_feature_count(3) == 17);
+  std::vector<double> f(17);
+  shower_features(item.data(), 2, d, 1.0f, f.data());
+  const double eps = 1e-3, S = 8.0 + eps;
+  CHECK(f[0] == doctest::Approx(std::log10(0.5)));
+  CHECK(f[1] == doctest::Approx(10.0 * (std::log10(S / 0.5) - 2.3)));
+  const double Dz[3] = {4.0 + eps, 2.0 + eps, 2.0 + eps};
+  for (int z = 0; z < 3; ++z) CHECK(f[2 + 5 * z] == doctest::Approx(2.0 * (std::log10(Dz[z] / S) + 1.0)));
+  // Layer 0: barycentre (0, 0), widths sqrt(1e-6).
+  CHECK(f[3] == doctest::Approx(0.0));
+  CHECK(f[4] == doctest::Approx(0.0));
+  CHECK(f[5] == doctest::Approx(5.0 * 1e-3 - 2.0));
+  // Layer 1: x second moment 2/D, barycentre 0 -> width_x sqrt(2/D + 1e-6); width_y sqrt(1e-6).
+  CHECK(f[8] == doctest::Approx(0.0).epsilon(1e-12));
+  CHECK(f[10] == doctest::Approx(5.0 * std::sqrt(2.0 / Dz[1] + 1e-6) - 2.0));
+  CHECK(f[11] == doctest::Approx(5.0 * 1e-3 - 2.0));
+  // Layer 2: barycentre (2, -1) * 2/D; variance 4*2/D - (4/D)^2 in x.
+  const double mx = 4.0 / Dz[2], my = -2.0 / Dz[2];
+  CHECK(f[13] == doctest::Approx(5.0 * mx));
+  CHECK(f[14] == doctest::Approx(5.0 * my));
+  CHECK(f[15] == doctest::Approx(5.0 * std::sqrt(8.0 / Dz[2] - mx * mx + 1e-6) - 2.0));
+  CHECK(f[16] == doctest::Approx(5.0 * std::sqrt(2.0 / Dz[2] - my * my + 1e-6) - 2.0));
+  // The 25-pad read-out measures in the same 5-pad units: one cell at x = +10 (of 25) is at +2.
+  std::vector<float> fine(25 * 25 * 1, 0.0f);
+  fine[static_cast<std::size_t>((22 * 25 + 12) * 1)] = 1.0f;
+  std::vector<double> ff(7);
+  shower_features(fine.data(), 1, {25, 25, 1}, 1.0f, ff.data());
+  CHECK(ff[0] == 0.0);
+  CHECK(ff[3] == doctest::Approx(5.0 * 2.0 / (1.0 + eps)));
+
+  // The gradient through the layer (power 0.5, the rung's), against finite differences of the
+  // shower channel; the condition channel gets none.
+  Harness h(std::make_unique<ShowerFeatures>("hlf", 0.5f), {2, 2, 5, 5, 3}, 13, 0.3f, 1.5f);
+  h.check_all("shower features", 60, [&](std::size_t j) {
+    return j % static_cast<std::size_t>(2 * cells) >= static_cast<std::size_t>(cells);
+  });
+  const Tensor dx = h.backward();
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = cells; j < 2 * cells; ++j) CHECK(dx.data()[i * 2 * cells + j] == 0.0f);
+}
+
 TEST_CASE("a layer fed a wrong shape names the layer, expected and found") {
   auto be = make_backend("cpu");
   Network net("bad");
