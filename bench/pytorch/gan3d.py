@@ -121,6 +121,34 @@ def ecal_sum(image: torch.Tensor) -> torch.Tensor:
     return image.sum(dim=(2, 3, 4))
 
 
+def shower_features(cells: torch.Tensor, energy: torch.Tensor | None) -> torch.Tensor:
+    """mpigan's nn::shower_features on the cells' energies (N, 1, X, Y, Z) (the preprocessed image
+    to the power 1/power) and E/100 (N, 1): (N, 2 + 5Z) = [log10 E/100, 10 (log10((S + eps)/(E/100))
+    - 2.3), per layer z: 2 (log10((S_z + eps)/(S + eps)) + 1), 5 x_z, 5 y_z, 5 w_x - 2, 5 w_y - 2],
+    transverse coordinates (i - (n - 1)/2) * 5/n, eps 1e-3, widths sqrt(max(var, 0) + 1e-6)."""
+    eps = 1e-3
+    c = cells[:, 0]                                   # (N, X, Y, Z)
+    n, X, Y, Z = c.shape
+    ux = (torch.arange(X, dtype=c.dtype) - 0.5 * (X - 1)) * 5.0 / X
+    uy = (torch.arange(Y, dtype=c.dtype) - 0.5 * (Y - 1)) * 5.0 / Y
+    px, py = c.sum(dim=2), c.sum(dim=1)               # (N, X, Z), (N, Y, Z)
+    Sz = c.sum(dim=(1, 2))                            # (N, Z)
+    St = Sz.sum(dim=1, keepdim=True) + eps
+    D = Sz + eps
+    mx = (px * ux.view(1, X, 1)).sum(dim=1) / D
+    my = (py * uy.view(1, Y, 1)).sum(dim=1) / D
+    vx = (px * (ux * ux).view(1, X, 1)).sum(dim=1) / D - mx * mx
+    vy = (py * (uy * uy).view(1, Y, 1)).sum(dim=1) / D - my * my
+    wx = torch.sqrt(vx.clamp(min=0.0) + 1e-6)
+    wy = torch.sqrt(vy.clamp(min=0.0) + 1e-6)
+    e = energy.view(n, 1) if energy is not None else torch.ones(n, 1, dtype=c.dtype)
+    f0 = torch.log10(e) if energy is not None else torch.zeros(n, 1, dtype=c.dtype)
+    f1 = 10.0 * (torch.log10(St / e) - 2.3)
+    per = torch.stack([2.0 * (torch.log10(D / St) + 1.0), 5.0 * mx, 5.0 * my, 5.0 * wx - 2.0, 5.0 * wy - 2.0],
+                      dim=2).reshape(n, 5 * Z)
+    return torch.cat([f0, f1, per], dim=1)
+
+
 def ecal_angle(image: torch.Tensor) -> torch.Tensor:
     """Measured polar angle (rad) of each shower, as ``ecal_angle`` in AngleArch3dGAN.py.
 
@@ -272,9 +300,13 @@ class Ecal5Discriminator(nn.Module):
     (sigmoid real/fake, linear E/100, ECAL sum of input**(1/power): the cells' energy). With
     ``condition`` (mpigan's model.condition) the convolutions read E/100 as a second channel."""
 
-    def __init__(self, bn_eps: float = 1e-3, dropout: float = 0.2, power: float = 0.5, condition: bool = False):
+    def __init__(self, bn_eps: float = 1e-3, dropout: float = 0.2, power: float = 0.5, condition: bool = False,
+                 hlf_head: bool = False):
         super().__init__()
         g = "glorot_uniform"
+        # model.hlf_head: a second real/fake head, an MLP on shower_features (mpigan's add_hlf_head)
+        self.hlf = nn.Sequential(_dense(2 + 5 * 5, 64), nn.LeakyReLU(0.2), _dense(64, 64), nn.LeakyReLU(0.2),
+                                 _dense(64, 1)) if hlf_head else None
         self.power = power  # cells are X**power; the ECAL head sums image**(1/power)
         self.condition = condition  # model.condition: E/100 as a second input channel
         self.features = nn.Sequential(
@@ -291,8 +323,11 @@ class Ecal5Discriminator(nn.Module):
         if self.condition:
             x = torch.cat([image, energy.view(-1, 1, 1, 1, 1).expand_as(image)], dim=1)
         h = self.features(x)
-        cells = image if self.power == 1.0 else image.pow(1.0 / self.power)
-        return torch.sigmoid(self.fake(h)), self.aux(h), ecal_sum(cells)
+        cells = image if self.power == 1.0 else image.clamp(min=0.0).pow(1.0 / self.power)
+        out = (torch.sigmoid(self.fake(h)), self.aux(h), ecal_sum(cells))
+        if self.hlf is None:
+            return out
+        return out + (torch.sigmoid(self.hlf(shower_features(cells, energy if self.condition else None))),)
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,7 +473,8 @@ def check_param_counts(spec: Spec, g: nn.Module, d: nn.Module) -> None:
     ng, nd = n_params(g), n_params(d)
     # a conditioned discriminator's energy channel doubles its first convolution's weights
     extra = d.features[0].conv.weight.numel() // 2 if getattr(d, "condition", False) else 0
-    want_d = spec.d_params + extra if spec.d_params is not None else None
+    hlf = n_params(d.hlf) if getattr(d, "hlf", None) is not None else 0
+    want_d = spec.d_params + extra + hlf if spec.d_params is not None else None
     if spec.g_params is not None:
         assert ng == spec.g_params, f"{spec.name}: generator has {ng} params, want {spec.g_params}"
     if want_d is not None:

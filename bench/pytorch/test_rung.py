@@ -164,7 +164,7 @@ def test_preprocess_and_split():
     assert tr._get(y, "data.validation_fraction") == 0.1667 and tr._get(y, "optimizer.name") == "adam"
     s = settings()
     assert s["batch"] == 64 and s["max_samples"] == 400000 and s["ecal_fit"] == RUNG_FIT
-    assert s["fake_energy"] == [0.1, 5.0] and s["loss_weights"] == [2.0, 0.1, 0.1] and s["label_flip"] == 0.05
+    assert s["fake_energy"] == [0.1, 5.0] and s["loss_weights"] == [2.0, 0.1, 0.1, 2.0] and s["label_flip"] == 0.05
 
 
 def test_step():
@@ -324,6 +324,42 @@ def test_condition():
     loss.backward()
     assert abs(loss.item() - 5.0) < 1e-4
     assert torch.allclose(p.grad.view(-1), torch.tensor([0.0, 0.0, 12.5, 12.5]))
+
+
+def test_hlf_head():
+    """model.hlf_head: mpigan's hand-computed features (tests/unit/nn/test_layers.cpp), the head's
+    size, its BCE in the step; autograd gives the gradient that mpigan checks by finite differences."""
+    c = torch.zeros(1, 1, 5, 5, 3, dtype=torch.float64)
+    c[0, 0, 2, 2, 0] = 4.0
+    c[0, 0, 1, 2, 1] = c[0, 0, 3, 2, 1] = 1.0
+    c[0, 0, 4, 1, 2] = 2.0
+    f = gan3d.shower_features(c, torch.tensor([[0.5]], dtype=torch.float64))[0]
+    eps, S = 1e-3, 8.001
+    Dz = [4.001, 2.001, 2.001]
+    assert abs(f[0] - math.log10(0.5)) < 1e-12
+    assert abs(f[1] - 10 * (math.log10(S / 0.5) - 2.3)) < 1e-9
+    for z in range(3):
+        assert abs(f[2 + 5 * z] - 2 * (math.log10(Dz[z] / S) + 1)) < 1e-9
+    assert abs(f[5] - (5 * 1e-3 - 2)) < 1e-9
+    assert abs(f[10] - (5 * math.sqrt(2 / Dz[1] + 1e-6) - 2)) < 1e-9
+    mx, my = 4 / Dz[2], -2 / Dz[2]
+    assert abs(f[13] - 5 * mx) < 1e-9 and abs(f[14] - 5 * my) < 1e-9
+    assert abs(f[15] - (5 * math.sqrt(8 / Dz[2] - mx * mx + 1e-6) - 2)) < 1e-9
+    spec = gan3d.SPECS["3dgan-5"]
+    d = spec.make_d(condition=True, hlf_head=True)
+    assert gan3d.n_params(d) == 25_730 + 27 * 32 + 28 * 64 + 65 * 64 + 65
+    gan3d.check_param_counts(spec, spec.make_g(), d)
+    s = {"loss_weights": [2.0, 0.0, 0.1, 2.0], "label_flip": 0.05, "fake_energy": [0.1, 5.0], "xscale": 100.0,
+         "ecal_fit": list(RUNG_FIT), "generator_passes": 2, "noise": "sphere", "normalise_energy": False,
+         "power": 0.5}
+    g = spec.make_g()
+    st = tr.RungStep(g, d, torch.optim.SGD(g.parameters(), lr=1e-3), torch.optim.SGD(d.parameters(), lr=1e-3), s)
+    w0 = d.hlf[4].weight.detach().clone()
+    outs = d(torch.rand(8, 1, 5, 5, 5), torch.rand(8, 1) * 4 + 0.2)
+    assert len(outs) == 4 and outs[3].shape == (8, 1)
+    out = st.run(torch.rand(8, 1, 5, 5, 5), torch.rand(8, 1) * 4 + 0.2, torch.rand(8, 1) * 50 + 1)
+    assert all(math.isfinite(v) for v in out.values() if isinstance(v, float))
+    assert not torch.equal(w0, d.hlf[4].weight)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("noise", "noise", "model.noise", "normal"),
         ("normalise_energy", "normalise_energy", "training.normalise_energy", False),
         ("condition", "condition", "model.condition", False),
+        ("hlf_head", "hlf_head", "model.hlf_head", False),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
@@ -159,8 +160,9 @@ def resolve_settings(args, y: dict) -> dict:
         s[name], src[name] = pick(flag, key, default)
     lw = _get(y, "model.loss_weights") or {}
     s["loss_weights"] = [float(lw.get("bce", 2.0)), float(lw.get("energy", 0.1)), float(lw.get("ecal", 0.1))]
+    s["loss_weights"].append(float(lw.get("hlf", s["loss_weights"][0])))   # the hlf head's BCE: bce's
     src["loss_weights"] = "yaml" if lw else "default"
-    for k in ("normalise_energy", "condition"):
+    for k in ("normalise_energy", "condition", "hlf_head"):
         if isinstance(s[k], str):
             s[k] = s[k].lower() == "true"
     for k in ("latent", "leaky_alpha", "bn_momentum"):
@@ -170,6 +172,8 @@ def resolve_settings(args, y: dict) -> dict:
     s["fake_energy"] = [float(c) for c in s["fake_energy"]]
     if len(s["ecal_fit"]) != 5 or len(s["fake_energy"]) != 2:
         raise SystemExit("ecal_fit needs 5 coefficients, fake_energy 2 values")
+    if s["hlf_head"] and not s["condition"]:
+        raise SystemExit("model.hlf_head needs model.condition (as in mpigan)")
     if s["optimizer"] not in ("rmsprop", "adam"):
         raise SystemExit(f"optimizer {s['optimizer']}: rmsprop or adam")
     data_dir = args.data_dir
@@ -290,11 +294,13 @@ class RungStep:
         self.power = float(s["power"])
 
     def losses(self, outs, label, energy, ecal):
-        """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)."""
-        fake, aux, esum = outs
+        """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
+        fake, aux, esum = outs[:3]
         ecal_loss = (gan3d.binned_mean_ratio(esum, ecal, energy, self.ecal_bins, self.lo, self.hi) if self.ecal_bins > 0
                      else gan3d.keras_mape(esum, ecal))
         heads = (gan3d.keras_bce(fake, label), gan3d.keras_mape(aux, energy), ecal_loss)
+        if len(outs) > 3:
+            heads += (gan3d.keras_bce(outs[3], label),)
         return sum(w * h for w, h in zip(self.w, heads)), heads
 
     def _flipped(self, value: float, n: int) -> torch.Tensor:
@@ -426,6 +432,8 @@ def parse_args(argv=None):
                    help="the ECAL loss on the mean response in N bins of E/100 (training.ecal_mean_bins)")
     p.add_argument("--condition", action="store_true", default=None,
                    help="the discriminator reads E/100 as a second channel (model.condition)")
+    p.add_argument("--hlf-head", dest="hlf_head", action="store_true", default=None,
+                   help="a second real/fake head on the shower's high-level features (model.hlf_head)")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
     p.add_argument("--dropout", type=float)
     p.add_argument("--log-every", type=int)
@@ -477,7 +485,8 @@ def main(argv=None) -> int:
     torch.manual_seed(seed)
     spec = gan3d.SPECS[MODEL]
     g = spec.make_g()
-    d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]), condition=bool(s["condition"]))
+    d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]), condition=bool(s["condition"]),
+                    hlf_head=bool(s["hlf_head"]))
     gan3d.check_param_counts(spec, g, d)
     opt_g, opt_d = make_optimizer(g.parameters(), s), make_optimizer(d.parameters(), s)
     stepper = RungStep(g, d, opt_g, opt_d, s)
