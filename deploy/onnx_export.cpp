@@ -240,17 +240,23 @@ std::string add_conditions(GraphBuilder& b, const models::GanModel& model, const
     GraphBuilder::attr(n, "axis", std::int64_t{1});
     return n.output(0);
   }
-  std::string k = energy;
+  std::string scale;  // sqrt(n) / |z|: the latent on the sphere of radius sqrt(n)
   if (model.noise_on_sphere) {
-    // z sqrt(n) / |z|: the latent on the sphere of radius sqrt(n)
     const std::string sq = b.op("Mul", {"latent", "latent"}, "latent_squared");
     auto& sum = b.node("ReduceSum", {sq, b.ints("latent_axis", {1})}, "latent_norm2");
     GraphBuilder::attr(sum, "keepdims", std::int64_t{1});
     const std::string floor = b.op("Max", {sum.output(0), b.scalar("norm2_floor", 1e-30f)}, "latent_norm2_floored");
     const std::string ratio =
-        b.op("Div", {b.scalar("latent_size", static_cast<float>(model.latent)), floor}, "sphere_ratio");
-    k = b.op("Mul", {energy, b.op("Sqrt", {ratio}, "sphere_scale")}, "input_scale");
+        b.op("Div", {b.scalar("latent_size", static_cast<float>(model.noise)), floor}, "sphere_ratio");
+    scale = b.op("Sqrt", {ratio}, "sphere_scale");
   }
+  if (model.energy_concat) {  // [E/100, z]
+    const std::string z = scale.empty() ? std::string("latent") : b.op("Mul", {"latent", scale}, "latent_on_sphere");
+    auto& n = b.node("Concat", {energy, z}, "generator_input");
+    GraphBuilder::attr(n, "axis", std::int64_t{1});
+    return n.output(0);
+  }
+  const std::string k = scale.empty() ? energy : b.op("Mul", {energy, scale}, "input_scale");
   return b.op("Mul", {"latent", k}, "generator_input");  // (E/100) z
 }
 

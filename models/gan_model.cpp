@@ -321,6 +321,14 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   MPIGAN_CHECK(o.noise == "normal" || o.noise == "sphere", "model '{}': noise must be normal or sphere, got '{}'",
                o.name, o.noise);
   m->noise_on_sphere = o.noise == "sphere";
+  MPIGAN_CHECK(o.input == "product" || o.input == "concat", "model '{}': input must be product or concat, got '{}'",
+               o.name, o.input);
+  MPIGAN_CHECK(o.input == "product" || o.name == "3dgan-5" || o.name == "3dgan-25",
+               "model '{}': input concat ([E/100, z]) is for 3dgan-5 and 3dgan-25", o.name);
+  if (o.input == "concat") {
+    m->energy_concat = true;
+    m->noise = m->latent - 1;
+  }
   MPIGAN_CHECK(!o.hlf_head || o.condition,
                "model '{}': hlf_head (a real/fake head on the shower's features) needs condition: true, so that it "
                "judges a shower against its energy",

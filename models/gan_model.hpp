@@ -50,6 +50,11 @@ struct ModelOptions {
   /// homogeneous in its input turns |z|'s relative spread, 1/sqrt(2n), into a spread of the
   /// shower's energy that Monte Carlo does not have; on the sphere only z's direction varies.
   std::string noise = "normal";
+  /// How the fixed-angle models' generator input joins the energy and the noise: "product" (the
+  /// 3DGAN's (E/100) z) or "concat" ([E/100, z] with z of size latent - 1). In the product the
+  /// noise's effect on the shower scales with E, and at low E the layers' biases dominate it; the
+  /// concatenation leaves the generator free to learn how the fluctuations change with E.
+  std::string input = "product";
   /// A second real/fake head of the (conditioned) discriminator that reads the shower's high-level
   /// features (nn::shower_features: the response, the energy of each layer, its barycentre and
   /// width) through a small MLP: the quantities the validation's classifier separates on, which the
@@ -63,6 +68,7 @@ struct GanModel {
   std::string name;
   bool angle_model = false;
   bool noise_on_sphere = false;  ///< ModelOptions::noise == "sphere"
+  bool energy_concat = false;    ///< ModelOptions::input == "concat": input [E/100, z]
   std::int64_t latent = 0;       ///< generator input size
   std::int64_t noise = 0;        ///< random part of the generator input (latent minus conditions)
   Shape image;                   ///< item shape (1, X, Y, Z)

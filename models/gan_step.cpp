@@ -80,15 +80,19 @@ Tensor GanStep::generator_input(const Tensor& energy, const Tensor& angle, const
       row[1] = angle.data()[i];
       std::copy(z, z + m_model.noise, row + 2);
     } else {
-      // (E/100) * z, z on the sphere of radius sqrt(n) when noise_on_sphere
-      std::copy(z, z + m_model.latent, row);
-      float k = energy.data()[i];
+      // (E/100) * z, or [E/100, z] with energy_concat; z on the sphere of radius sqrt(n) when
+      // noise_on_sphere (n: the noise's size)
+      const std::int64_t nz = m_model.noise;
+      float* zr = m_model.energy_concat ? row + 1 : row;
+      std::copy(z, z + nz, zr);
+      float k = m_model.energy_concat ? 1.0f : energy.data()[i];
+      if (m_model.energy_concat) row[0] = energy.data()[i];
       if (m_model.noise_on_sphere) {
         double norm2 = 0;
-        for (std::int64_t j = 0; j < m_model.latent; ++j) norm2 += static_cast<double>(row[j]) * row[j];
-        k *= static_cast<float>(std::sqrt(static_cast<double>(m_model.latent) / std::max(norm2, 1e-30)));
+        for (std::int64_t j = 0; j < nz; ++j) norm2 += static_cast<double>(zr[j]) * zr[j];
+        k *= static_cast<float>(std::sqrt(static_cast<double>(nz) / std::max(norm2, 1e-30)));
       }
-      for (std::int64_t j = 0; j < m_model.latent; ++j) row[j] *= k;
+      for (std::int64_t j = 0; j < nz; ++j) zr[j] *= k;
     }
   }
   return in;

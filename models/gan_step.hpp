@@ -102,7 +102,8 @@ class GanStep {
   const StepConfig& config() const { return m_config; }
 
   /// The generator's input (N, latent) for conditions @p energy (N,1) E/100 (and @p angle): (E/100) z
-  /// for the fixed-angle models (z on the sphere of radius sqrt(latent) with GanModel::noise_on_sphere),
+  /// for the fixed-angle models, [E/100, z] with GanModel::energy_concat (z on the sphere of radius
+  /// sqrt(noise) with GanModel::noise_on_sphere),
   /// concat(E/100, theta, z) for the angle model; z ~ N(0, 1) from @p rng.
   Tensor generator_input(const Tensor& energy, const Tensor& angle, Rng& rng) const;
   /// The same from the noise @p noise (N, GanModel::noise) drawn already (row by row, as @p rng

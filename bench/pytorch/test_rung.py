@@ -362,6 +362,16 @@ def test_hlf_head():
     assert not torch.equal(w0, d.hlf[4].weight)
 
 
+def test_input_concat():
+    """model.input concat: [E/100, z], z of size n - 1 on the sphere of radius sqrt(n - 1)."""
+    e = torch.tensor([[0.1], [1.0], [4.0]])
+    x = tr.latent(e, 64, True, torch.Generator().manual_seed(3), concat=True)
+    assert x.shape == (3, 64) and torch.equal(x[:, :1], e)
+    assert torch.allclose(x[:, 1:].norm(dim=1), torch.full((3,), math.sqrt(63.0)))
+    p = tr.latent(e, 64, True, torch.Generator().manual_seed(3))
+    assert torch.allclose(p.norm(dim=1), e.view(-1) * 8.0)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]

@@ -151,6 +151,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("normalise_energy", "normalise_energy", "training.normalise_energy", False),
         ("condition", "condition", "model.condition", False),
         ("hlf_head", "hlf_head", "model.hlf_head", False),
+        ("input", "input", "model.input", "product"),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
@@ -271,12 +272,15 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # The step: models/gan_step.cpp GanStep::run
 # --------------------------------------------------------------------------------------------
-def latent(energy: torch.Tensor, n: int, sphere: bool, gen: torch.Generator | None = None) -> torch.Tensor:
-    """(E/100) * z, z ~ N(0, 1)^n; on the sphere of radius sqrt(n) with model.noise sphere."""
-    z = torch.randn(energy.shape[0], n, generator=gen)
+def latent(energy: torch.Tensor, n: int, sphere: bool, gen: torch.Generator | None = None,
+           concat: bool = False) -> torch.Tensor:
+    """(E/100) * z, z ~ N(0, 1)^n, or with model.input concat [E/100, z], z ~ N(0, 1)^(n-1); z on the
+    sphere of radius sqrt(its size) with model.noise sphere."""
+    m = n - 1 if concat else n
+    z = torch.randn(energy.shape[0], m, generator=gen)
     if sphere:
-        z = z * (math.sqrt(n) / z.norm(dim=1, keepdim=True).clamp(min=1e-30))
-    return energy * z
+        z = z * (math.sqrt(m) / z.norm(dim=1, keepdim=True).clamp(min=1e-30))
+    return torch.cat([energy, z], dim=1) if concat else energy * z
 
 
 class RungStep:
@@ -290,6 +294,7 @@ class RungStep:
         self.passes = int(s["generator_passes"])
         self.ecal_bins = int(s.get("ecal_mean_bins", 0))
         self.sphere = s["noise"] == "sphere"
+        self.concat = s.get("input", "product") == "concat"
         self.normalise = bool(s["normalise_energy"])
         self.power = float(s["power"])
 
@@ -308,7 +313,7 @@ class RungStep:
         return torch.where(torch.rand(n, 1) < self.flip, 1.0 - t, t)
 
     def _latent(self, energy: torch.Tensor) -> torch.Tensor:
-        return latent(energy, self.g.latent, self.sphere)
+        return latent(energy, self.g.latent, self.sphere, concat=self.concat)
 
     def _scaled(self, image: torch.Tensor, energy: torch.Tensor) -> torch.Tensor:
         """normalise_energy: the D input per unit primary energy, cells**power / (E/100)**power."""
@@ -367,7 +372,7 @@ class RungStep:
 # --------------------------------------------------------------------------------------------
 @torch.no_grad()
 def generate(g, energy_gev: np.ndarray, xscale: float, seed: int, batch: int = 1000,
-             power: float = 1.0, sphere: bool = False) -> np.ndarray:
+             power: float = 1.0, sphere: bool = False, concat: bool = False) -> np.ndarray:
     """G in eval mode at E/100 = E * 0.01 for each energy; clamp at 0 (NaN passes), / xscale in
     double as data/preprocess.cpp postprocess_images. Returns (N, X, Y, Z) float32 GeV."""
     was_training = g.training
@@ -377,7 +382,7 @@ def generate(g, energy_gev: np.ndarray, xscale: float, seed: int, batch: int = 1
     out = []
     for b0 in range(0, cond.shape[0], batch):
         e = cond[b0:b0 + batch]
-        z = latent(e, g.latent, sphere, gen)
+        z = latent(e, g.latent, sphere, gen, concat=concat)
         img = g(z)
         img = torch.where(img > 0, img, torch.where(torch.isnan(img), img, torch.zeros_like(img)))
         if power != 1.0:
@@ -432,6 +437,8 @@ def parse_args(argv=None):
                    help="the ECAL loss on the mean response in N bins of E/100 (training.ecal_mean_bins)")
     p.add_argument("--condition", action="store_true", default=None,
                    help="the discriminator reads E/100 as a second channel (model.condition)")
+    p.add_argument("--input", choices=("product", "concat"),
+                   help="the generator input: (E/100) z or [E/100, z] (model.input)")
     p.add_argument("--hlf-head", dest="hlf_head", action="store_true", default=None,
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
@@ -531,7 +538,7 @@ def main(argv=None) -> int:
         while si < len(snaps) and samples >= snaps[si]:
             tg = time.perf_counter()
             showers = generate(g, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
-                               sphere=s["noise"] == "sphere")
+                               sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
             path = os.path.join(args.out, f"gen-{snaps[si]}.h5")
             write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed})
             empty = int((showers.reshape(len(showers), -1).sum(1) <= 0).sum())

@@ -5,7 +5,7 @@
 # for the same inputs (`mpigan export --vectors`).
 #   - the shipped generators (trained; 3dgan-5-cond puts its latent on the sphere): within 1e-4
 #     relative on every cell (check_onnx.mjs: cells below 1/1000 of the largest judged on its scale);
-#   - tiny-8, 3dgan-25 and anglegan-51 after two training steps (every layer kind, the angle
+#   - tiny-8, 3dgan-25, 3dgan-5 with its input [E/100, z] and anglegan-51 after two training steps (every layer kind, the angle
 #     model's inputs): within 1e-4, or within twice the spread between mpigan's own two engines
 #     (oneDNN and the reference backend) on the same inputs where that spread is larger (weights two
 #     steps from random make some cells sums of large cancelling terms);
@@ -76,7 +76,7 @@ train_two() {
 name: onnx-$name
 seed: 2
 threads: 1
-model: {name: $model}
+model: {$model}
 $data
 training: {batch: 4, epochs: 1, max_updates: 2}
 validation: {enabled: false}
@@ -85,12 +85,16 @@ YAML
   "$mpigan" train "$work/$name.yaml" --out "$work/$name-run" >"$work/$name-train.log" 2>&1 ||
     fail "$name: training failed: $(tail -n 5 "$work/$name-train.log")"
 }
-train_two tiny-8 tiny-8 "data: {synthetic: {events: 64, validation_events: 16}}"
-train_two 3dgan-25 3dgan-25 "data: {train: '$work/d25/*.h5', validation_fraction: 0.25,
+train_two tiny-8 "name: tiny-8" "data: {synthetic: {events: 64, validation_events: 16}}"
+train_two 3dgan-25 "name: 3dgan-25" "data: {train: '$work/d25/*.h5', validation_fraction: 0.25,
   simulate: {events: 32, energy: [10, 500], events_per_file: 8, dir: '$work/d25'}}"
-train_two anglegan-51 anglegan-51 "data: {train: '$work/d51/*.h5', validation_fraction: 0.25,
+# the rung with its energy concatenated to a latent on the sphere ([E/100, z sqrt(n)/|z|])
+train_two 3dgan-5-concat "name: 3dgan-5, input: concat, noise: sphere, condition: true, hlf_head: true" "data: {
+  train: '$work/d5/*.h5', validation_fraction: 0.25,
+  simulate: {events: 32, energy: [10, 500], events_per_file: 8, dir: '$work/d5'}}"
+train_two anglegan-51 "name: anglegan-51" "data: {train: '$work/d51/*.h5', validation_fraction: 0.25,
   simulate: {events: 32, energy: [50, 400], angle: [60, 120], events_per_file: 8, dir: '$work/d51'}}"
-for m in tiny-8 3dgan-25 anglegan-51; do check "$m" "$work/$m-run" 0; done
+for m in tiny-8 3dgan-25 3dgan-5-concat anglegan-51; do check "$m" "$work/$m-run" 0; done
 
 # 3. The check can fail: one cell moved by 1 %.
 /usr/bin/python3 - "$work/3dgan-5-cond.json" "$work/moved.json" <<'PY'

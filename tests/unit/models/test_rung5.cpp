@@ -304,3 +304,32 @@ TEST_CASE("noise sphere: the fixed model's input is (E/100) z with |z| = sqrt(la
   }
   CHECK_THROWS_WITH_AS(make_gan({.name = "3dgan-5", .noise = "uniform"}, *be, 1), doctest::Contains("noise"), Error);
 }
+
+TEST_CASE("input concat: [E/100, z] with z of size latent - 1, on the sphere of radius sqrt(latent - 1)") {
+  auto be = make_backend("reference");
+  auto m = make_gan({.name = "3dgan-5", .noise = "sphere", .input = "concat"}, *be, 1);
+  auto product = make_gan({.name = "3dgan-5", .noise = "sphere"}, *be, 1);
+  CHECK(m->energy_concat);
+  CHECK(m->latent == 64);
+  CHECK(m->noise == 63);
+  CHECK(m->generator.weights().count() == product->generator.weights().count());
+  GanStep step(*m, *be, StepConfig{}, 1);
+  const Tensor energy = Tensor::from({3, 1}, std::vector<float>{0.1f, 1.0f, 4.0f});
+  Rng rng(7, 1);
+  const Tensor in = step.generator_input(energy, Tensor(), rng);
+  REQUIRE(in.shape() == Shape({3, 64}));
+  for (std::int64_t i = 0; i < 3; ++i) {
+    CHECK(in.data()[i * 64] == energy.data()[i]);
+    double n2 = 0;
+    for (std::int64_t j = 1; j < 64; ++j) n2 += static_cast<double>(in.data()[i * 64 + j]) * in.data()[i * 64 + j];
+    CHECK(std::sqrt(n2) == doctest::Approx(std::sqrt(63.0)).epsilon(1e-5));
+  }
+  // From given noise: the same rows.
+  Tensor noise = Tensor::empty({3, 63});
+  Rng again(7, 1);
+  for (float& z : noise.values()) z = again.normal();
+  const Tensor in2 = step.generator_input(energy, Tensor(), noise);
+  for (std::int64_t k = 0; k < in.numel(); ++k) CHECK(in2.data()[k] == in.data()[k]);
+  CHECK_THROWS_WITH(make_gan({.name = "3dgan-5", .input = "sum"}, *be, 1), doctest::Contains("product or concat"));
+  CHECK_THROWS_WITH(make_gan({.name = "tiny-8", .input = "concat"}, *be, 1), doctest::Contains("3dgan-5 and 3dgan-25"));
+}
