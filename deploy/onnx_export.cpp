@@ -333,6 +333,9 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   add_metadata(proto, "mpigan.latent",
                model.noise_on_sphere ? "normal, on the sphere of radius sqrt(noise)" : "normal");
   add_metadata(proto, "mpigan.output_units", o.physical ? "GeV" : "preprocessed");
+  if (model.symmetrise)
+    add_metadata(proto, "mpigan.symmetrise",
+                 "reflect each shower in x, in y and exchange x and y (first), each at random with probability 1/2");
   add_metadata(proto, "mpigan.preprocess", pre.describe());
 
   try {

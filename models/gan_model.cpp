@@ -334,6 +334,11 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
                "judges a shower against its energy",
                o.name);
   if (o.hlf_head) add_hlf_head(*m);
+  MPIGAN_CHECK(!o.symmetrise || (!m->angle_model && m->image[1] == m->image[2]),
+               "model '{}': symmetrise (random reflections and x-y exchange of the showers) is for the fixed-angle "
+               "models with square layers",
+               o.name);
+  m->symmetrise = o.symmetrise;
   MPIGAN_CHECK(m->noise > 0, "model '{}': latent size {} leaves no room for noise", o.name, m->latent);
   m->loss_weights = o.loss_weights.bce >= 0.0f ? o.loss_weights : reference_loss_weights(o.name);
   if (m->loss_weights.hlf < 0.0f) m->loss_weights.hlf = m->loss_weights.bce;

@@ -60,6 +60,12 @@ struct ModelOptions {
   /// width) through a small MLP: the quantities the validation's classifier separates on, which the
   /// convolutions see only through the fine structure of the cells. Off in the reference design.
   bool hlf_head = false;
+  /// The symmetries of the detector and of a beam entering at the centre at normal incidence:
+  /// each generated shower is reflected in x, in y and has x and y exchanged, each at random with
+  /// probability 1/2, in training (the gradient goes back through the same reflection) and at
+  /// generation. The generator's output distribution is then invariant under them exactly.
+  /// Fixed-angle models with square layers.
+  bool symmetrise = false;
   /// Loss weights; unset (negative bce) = the reference weights of the model.
   LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f, -1.0f};
 };
@@ -69,6 +75,7 @@ struct GanModel {
   bool angle_model = false;
   bool noise_on_sphere = false;  ///< ModelOptions::noise == "sphere"
   bool energy_concat = false;    ///< ModelOptions::input == "concat": input [E/100, z]
+  bool symmetrise = false;       ///< ModelOptions::symmetrise
   std::int64_t latent = 0;       ///< generator input size
   std::int64_t noise = 0;        ///< random part of the generator input (latent minus conditions)
   Shape image;                   ///< item shape (1, X, Y, Z)

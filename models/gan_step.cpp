@@ -193,6 +193,43 @@ Tensor GanStep::energy_scaled_ecal(const Tensor& ecal, const Tensor& energy) con
   return out;
 }
 
+std::vector<std::uint8_t> GanStep::draw_reflections(std::int64_t n, Rng& rng) const {
+  std::vector<std::uint8_t> codes;
+  if (!m_model.symmetrise) return codes;
+  codes.resize(static_cast<std::size_t>(n));
+  for (auto& c : codes) c = static_cast<std::uint8_t>(rng.below(8));
+  return codes;
+}
+
+Tensor reflect_showers(const Tensor& images, const std::vector<std::uint8_t>& codes, bool inverse) {
+  const Shape& s = images.shape();
+  MPIGAN_CHECK_SHAPE(s.rank() == 5 && s[1] == 1 && s[2] == s[3] && static_cast<std::int64_t>(codes.size()) == s[0],
+                     "reflections need (N,1,X,X,Z) images and N codes, found {} and {}", s, codes.size());
+  const std::int64_t n = s[0], X = s[2], Y = s[3], Z = s[4], item = X * Y * Z;
+  Tensor out = Tensor::empty(s);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const unsigned c = codes[static_cast<std::size_t>(i)];
+    const float* src = images.data() + i * item;
+    float* dst = out.data() + i * item;
+    for (std::int64_t x = 0; x < X; ++x)
+      for (std::int64_t y = 0; y < Y; ++y) {
+        std::int64_t u = (c & 4u) ? y : x, v = (c & 4u) ? x : y;
+        if (c & 1u) u = X - 1 - u;
+        if (c & 2u) v = Y - 1 - v;
+        // the shower's cell (x, y) goes to (u, v); a gradient comes back from (u, v) to (x, y)
+        const float* from = inverse ? src + (u * Y + v) * Z : src + (x * Y + y) * Z;
+        float* to = inverse ? dst + (x * Y + y) * Z : dst + (u * Y + v) * Z;
+        std::copy_n(from, Z, to);
+      }
+  }
+  return out;
+}
+
+Tensor GanStep::reflected(const Tensor& images, const std::vector<std::uint8_t>& codes, bool inverse) const {
+  if (codes.empty()) return images;
+  return to_device(reflect_showers(to_host(images), codes, inverse));
+}
+
 float GanStep::fake_ecal_target(float x) const {
   return m_config.ecal_linear > 0.0f ? m_config.ecal_linear * x : ecal_fit(x, m_config.ecal_xscale, m_config.ecal_fit);
 }
@@ -241,7 +278,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   // 1. Fake batch from G in inference mode.
   const Tensor g_in = to_device(generator_input(fake_energy, batch.angle, rng));
   nn::ForwardContext infer{nn::Phase::infer, false, m_seed, 0};
-  const Tensor fake = G.forward(g_in, infer)[0];
+  const Tensor fake = reflected(G.forward(g_in, infer)[0], draw_reflections(n, rng), false);
 
   std::vector<Tensor> diffs;
   const nn::BackwardContext d_only{true, false};
@@ -279,7 +316,8 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   for (int pass = 0; pass < m_config.generator_passes; ++pass) {
     const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
     nn::ForwardContext g_ctx{nn::Phase::train, true, m_seed, step * 8 + 2 + static_cast<std::uint64_t>(pass) * 2};
-    const Tensor image = d_input(G.forward(z, g_ctx)[0], fake_energy);
+    const auto codes = draw_reflections(n, rng);
+    const Tensor image = d_input(reflected(G.forward(z, g_ctx)[0], codes, false), fake_energy);
     nn::ForwardContext d_ctx{nn::Phase::train, false, m_seed, step * 8 + 3 + static_cast<std::uint64_t>(pass) * 2};
     const auto& out = D.forward(image, d_ctx);
     std::vector<double> heads;
@@ -287,7 +325,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     check_loss(total, Net::generator, "G through frozen D");
     L.g += total / m_config.generator_passes;
     for (std::size_t h = 0; h < heads.size(); ++h) L.g_heads[h] += heads[h] / m_config.generator_passes;
-    const Tensor d_image = image_grad(D.backward(diffs, {false, true}), fake_energy);
+    const Tensor d_image = reflected(image_grad(D.backward(diffs, {false, true}), fake_energy), codes, true);
     G.zero_grads();
     G.backward({d_image}, {true, false});
     check_grads(Net::generator, step, "G through frozen D");
@@ -319,7 +357,9 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   L.d_real = head_losses(m_model.discriminator.forward(d_input(to_device(batch.image), batch.energy), infer),
                          head_targets(ones, batch.energy, energy_scaled_ecal(batch.ecal, batch.energy), batch.angle),
                          L.d_real_heads, diffs);
-  const Tensor fake = m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0];
+  const Tensor fake =
+      reflected(m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0],
+                draw_reflections(n, rng), false);
   const auto& out = m_model.discriminator.forward(d_input(fake, fake_energy), infer);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
@@ -332,7 +372,7 @@ Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_
   const Tensor z = to_device(generator_input(energy, angle, rng));
   nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
   const Tensor out = m_model.generator.forward(z, infer)[0];
-  return m_backend.to_host(out);
+  return m_backend.to_host(reflected(out, draw_reflections(energy.shape()[0], rng), false));
 }
 
 Tensor GanStep::generate_from(const Tensor& energy, const Tensor& angle, const Tensor& noise) {

@@ -66,6 +66,11 @@ struct StepLosses {
   double d_loss() const { return 0.5 * (d_real + d_fake); }
 };
 
+/// Host images (N,1,X,X,Z) with shower i reflected by codes[i] (bit 2: exchange x and y, applied
+/// first; bit 0: reflect x; bit 1: reflect y), or with @p inverse the gradient of such a
+/// reflection taken back (the permutation's transpose). GanModel::symmetrise.
+Tensor reflect_showers(const Tensor& images, const std::vector<std::uint8_t>& codes, bool inverse);
+
 class GanStep {
  public:
   using ApplyFn = std::function<void(Net)>;
@@ -112,6 +117,12 @@ class GanStep {
 
  private:
   float fake_ecal_target(float x) const;
+  /// GanModel::symmetrise: one code per shower, bit 0 reflect x, bit 1 reflect y, bit 2 exchange x
+  /// and y (applied first); empty when the model does not symmetrise (nothing drawn from @p rng).
+  std::vector<std::uint8_t> draw_reflections(std::int64_t n, Rng& rng) const;
+  /// The images (N,1,X,Y,Z) with each item's reflection applied, or with @p inverse its
+  /// gradient taken back (the transpose of the permutation); @p images itself when @p codes is empty.
+  Tensor reflected(const Tensor& images, const std::vector<std::uint8_t>& codes, bool inverse) const;
   /// With normalise_energy: a copy of @p images (N,1,X,Y,Z) with item i scaled by energy_i^-power,
   /// on the backend's device (the images themselves when off). Also the gradient's back-scaling.
   Tensor energy_scaled(const Tensor& images, const Tensor& energy) const;

@@ -87,6 +87,7 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.condition = m.get_bool("condition", false);
   e.model.hlf_head = m.get_bool("hlf_head", false);
   e.model.input = m.get_choice("input", "product", {"product", "concat"});
+  e.model.symmetrise = m.get_bool("symmetrise", false);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
   if (m.has("loss_weights")) {
     ConfigNode w = m.section("loss_weights");
@@ -309,6 +310,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["condition"] = e.model.condition;
   r["model"]["hlf_head"] = e.model.hlf_head;
   r["model"]["input"] = e.model.input;
+  r["model"]["symmetrise"] = e.model.symmetrise;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
   r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
   r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;

@@ -7,6 +7,7 @@
 #include "mpigan/models/gan_step.hpp"
 
 #include <cmath>
+#include <set>
 
 using namespace mpigan;
 using namespace mpigan::models;
@@ -332,4 +333,62 @@ TEST_CASE("input concat: [E/100, z] with z of size latent - 1, on the sphere of 
   for (std::int64_t k = 0; k < in.numel(); ++k) CHECK(in2.data()[k] == in.data()[k]);
   CHECK_THROWS_WITH(make_gan({.name = "3dgan-5", .input = "sum"}, *be, 1), doctest::Contains("product or concat"));
   CHECK_THROWS_WITH(make_gan({.name = "tiny-8", .input = "concat"}, *be, 1), doctest::Contains("3dgan-5 and 3dgan-25"));
+}
+
+TEST_CASE("symmetrise: reflections are permutations whose backward is their transpose; generation reflects") {
+  // Hand case: a 3x3x1 shower with cell (x, y) = 10 x + y.
+  Tensor one = Tensor::empty({1, 1, 3, 3, 1});
+  for (int x = 0; x < 3; ++x)
+    for (int y = 0; y < 3; ++y) one.data()[x * 3 + y] = static_cast<float>(10 * x + y);
+  auto at = [](const Tensor& t, int x, int y) { return t.data()[x * 3 + y]; };
+  CHECK(at(reflect_showers(one, {1}, false), 0, 1) == 21.0f);  // x reflected: (2, 1) -> (0, 1)
+  CHECK(at(reflect_showers(one, {2}, false), 1, 0) == 12.0f);  // y reflected: (1, 2) -> (1, 0)
+  CHECK(at(reflect_showers(one, {4}, false), 0, 2) == 20.0f);  // exchanged: (2, 0) -> (0, 2)
+  CHECK(at(reflect_showers(one, {5}, false), 2, 2) == 20.0f);  // exchanged, then x reflected
+  // <P a, b> = <a, P^T b> for every code (the backward is the adjoint), and P^T P = 1.
+  Rng rng(5, 1);
+  const std::vector<std::uint8_t> codes{0, 1, 2, 3, 4, 5, 6, 7};
+  const Tensor a = random_tensor({8, 1, 4, 4, 3}, rng), b = random_tensor({8, 1, 4, 4, 3}, rng);
+  const Tensor pa = reflect_showers(a, codes, false), ptb = reflect_showers(b, codes, true);
+  const Tensor back = reflect_showers(pa, codes, true);
+  double lhs = 0, rhs = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    lhs += static_cast<double>(pa.data()[i]) * b.data()[i];
+    rhs += static_cast<double>(a.data()[i]) * ptb.data()[i];
+    CHECK(back.data()[i] == a.data()[i]);
+  }
+  CHECK(lhs == doctest::Approx(rhs).epsilon(1e-6));
+  // Generation: each shower of the symmetrised model is one of the 8 images of the plain model's
+  // (the same weights, the same noise), and more than one reflection occurs.
+  auto be = make_backend("cpu");
+  auto plain = make_gan({.name = "3dgan-5", .noise = "sphere"}, *be, 4);
+  auto sym = make_gan({.name = "3dgan-5", .noise = "sphere", .symmetrise = true}, *be, 4);
+  GanStep ps(*plain, *be, StepConfig{}, 1), ss(*sym, *be, StepConfig{}, 1);
+  Tensor energy = Tensor::empty({32, 1});
+  for (std::int64_t i = 0; i < 32; ++i) energy.data()[i] = 0.2f + 0.1f * static_cast<float>(i);
+  const Tensor g0 = ps.generate(energy, Tensor(), 9), g1 = ss.generate(energy, Tensor(), 9);
+  std::set<int> seen;
+  for (std::int64_t i = 0; i < 32; ++i) {
+    Tensor item = Tensor::empty({1, 1, 5, 5, 5});
+    std::copy_n(g0.data() + i * 125, 125, item.data());
+    int found = -1;
+    for (std::uint8_t c = 0; c < 8 && found < 0; ++c) {
+      const Tensor r = reflect_showers(item, {c}, false);
+      if (std::equal(r.data(), r.data() + 125, g1.data() + i * 125)) found = c;
+    }
+    CHECK(found >= 0);
+    seen.insert(found);
+  }
+  CHECK(seen.size() > 2);
+  // A training step runs through the reflections.
+  Rng r2(11, 1);
+  auto cond = make_gan({.name = "3dgan-5", .condition = true, .noise = "sphere", .symmetrise = true}, *be, 3);
+  GanStep cs(*cond, *be, StepConfig{}, 5);
+  const StepLosses l = cs.run(power_batch(8, 0.5f, r2), 0, [&](Net n) {
+    auto& net = n == Net::generator ? cond->generator : cond->discriminator;
+    Tensor w = net.weights().flat(), g = net.grads().flat();
+    for (std::int64_t i = 0; i < w.numel(); ++i) w.data()[i] -= 1e-3f * g.data()[i];
+  });
+  CHECK(std::isfinite(l.g));
+  CHECK_THROWS_WITH(make_gan({.name = "anglegan-51", .symmetrise = true}, *be, 1), doctest::Contains("symmetrise"));
 }
