@@ -24,8 +24,8 @@ echo
 echo "== quickstart: the run's losses and figure of merit against samples seen"
 build/apps/mpigan report runs/quickstart
 echo
-echo "== quickstart: the shipped generator 3dgan-5-cond (this recipe for 400 000 samples; mpigan generate --list) against the same Monte Carlo"
-build/apps/mpigan validate 3dgan-5-cond --reference "$held_out" --out runs/quickstart/validation-shipped
+echo "== quickstart: the shipped generator 3dgan-5-hlf (this recipe for 400 000 samples; mpigan generate --list) against the same Monte Carlo"
+build/apps/mpigan validate 3dgan-5-hlf --reference "$held_out" --out runs/quickstart/validation-shipped
 /usr/bin/python3 scripts/rung_targets.py runs/quickstart/validation-shipped
 echo
 echo "Plots: runs/quickstart/validation/*.png and runs/quickstart/validation-shipped/*.png (sampling fraction,"
