@@ -285,8 +285,8 @@ std::vector<std::string> model_names() {
 }
 
 LossWeights reference_loss_weights(const std::string& name) {
-  if (name == "anglegan-51") return {3.0f, 0.1f, 0.1f, 25.0f};
-  return {2.0f, 0.1f, 0.1f, 0.0f};
+  if (name == "anglegan-51") return {3.0f, 0.1f, 0.1f, 25.0f, 3.0f};
+  return {2.0f, 0.1f, 0.1f, 0.0f, 2.0f};
 }
 
 float ecal_fit(float x, float xscale, const std::array<float, 5>& c) {

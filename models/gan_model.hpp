@@ -93,7 +93,8 @@ struct GanModel {
 std::vector<std::string> model_names();
 /// Build (allocate on @p backend) and initialise a model with weights drawn from @p seed.
 std::unique_ptr<GanModel> make_gan(const ModelOptions& options, Backend& backend, std::uint64_t seed);
-/// The reference loss weights of a model: 3dgan-25 [2, 0.1, 0.1]; anglegan-51 [3, 0.1, 0.1, angle 25].
+/// The reference loss weights of a model: 3dgan-25 [2, 0.1, 0.1]; anglegan-51 [3, 0.1, 0.1, angle 25];
+/// the optional feature head (hlf) weighted as the real/fake head.
 LossWeights reference_loss_weights(const std::string& name);
 
 /// GetEcalFit of the reference code: the ECAL-sum target of a fake shower of energy x = E/100,

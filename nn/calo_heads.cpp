@@ -10,6 +10,30 @@
 
 namespace mpigan::nn {
 
+namespace {
+
+// The host-computed layers (Channel, EcalAngle, ShowerFeatures) read and write host memory
+// whatever the backend's device.
+
+/// @p t readable on the host: @p t itself on the CPU, else a host copy.
+Tensor on_host(const Tensor& t, Backend& backend) {
+  return t.device() == Device::cpu ? t : backend.to_host(t);
+}
+
+/// Where to write @p dst's values on the host: @p dst itself on the CPU, else @p scratch, made
+/// the shape of @p dst; copy_back() then moves them to @p dst.
+Tensor host_buffer(const Tensor& dst, Tensor& scratch) {
+  if (dst.device() == Device::cpu) return dst;
+  if (!(scratch.defined() && scratch.shape() == dst.shape())) scratch = Tensor::empty(dst.shape());
+  return scratch;
+}
+
+void copy_back(const Tensor& host, Tensor& dst, Backend& backend) {
+  if (dst.device() != Device::cpu) backend.from_host(host, dst);
+}
+
+}  // namespace
+
 Pow::Pow(std::string name, float exponent) : Layer(std::move(name)), m_power(exponent) {
   MPIGAN_CHECK(exponent > 0.0f, "layer '{}': Pow exponent must be > 0, got {}", this->name(), exponent);
 }
@@ -69,28 +93,27 @@ TensorDesc Channel::setup(const TensorDesc& src) {
 
 const Tensor& Channel::forward(const Tensor& src, const ForwardContext&) {
   check_input(src, m_src_desc);
-  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const Tensor host = on_host(src, backend());
   const Shape& s = src.shape();
   const std::int64_t cells = s[2] * s[3] * s[4];
-  if (m_dst.device() != Device::cpu && !(m_host.defined() && m_host.shape() == m_dst.shape()))
-    m_host = Tensor::empty(m_dst.shape());
-  Tensor out = m_dst.device() == Device::cpu ? m_dst : m_host;
+  Tensor out = host_buffer(m_dst, m_host);
   for (std::int64_t i = 0; i < s[0]; ++i)
     std::copy_n(host.data() + (i * s[1] + m_index) * cells, cells, out.data() + i * cells);
-  if (m_dst.device() != Device::cpu) backend().from_host(out, m_dst);
+  copy_back(out, m_dst, backend());
   return m_dst;
 }
 
 void Channel::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
   if (!ctx.need_diff_src) return;
-  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const Tensor gy = on_host(diff_dst, backend());
   const Shape& s = m_src_desc.shape;
   const std::int64_t cells = s[2] * s[3] * s[4];
-  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+  Tensor scratch;
+  Tensor out = host_buffer(diff_src, scratch);
   std::fill_n(out.data(), out.numel(), 0.0f);
   for (std::int64_t i = 0; i < s[0]; ++i)
     std::copy_n(gy.data() + i * cells, cells, out.data() + (i * s[1] + m_index) * cells);
-  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
+  copy_back(out, diff_src, backend());
 }
 
 double measure_angle(const float* image, Dims3 dims, double* grad) {
@@ -188,22 +211,23 @@ TensorDesc EcalAngle::setup(const TensorDesc& src) {
 const Tensor& EcalAngle::forward(const Tensor& src, const ForwardContext&) {
   check_input(src, m_src_desc);
   m_src = src;
-  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const Tensor host = on_host(src, backend());
   const std::int64_t n = src.shape()[0], item = src.shape().item_numel();
-  m_host_dst = Tensor::empty({n, 1});
+  Tensor out = host_buffer(m_dst, m_host);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i)
-    m_host_dst.data()[i] = static_cast<float>(measure_angle(host.data() + i * item, src.shape().spatial()));
-  backend().from_host(m_host_dst, m_dst);
+    out.data()[i] = static_cast<float>(measure_angle(host.data() + i * item, src.shape().spatial()));
+  copy_back(out, m_dst, backend());
   return m_dst;
 }
 
 void EcalAngle::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
   if (!ctx.need_diff_src) return;
-  const Tensor host = m_src.device() == Device::cpu ? m_src : backend().to_host(m_src);
-  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const Tensor host = on_host(m_src, backend());
+  const Tensor gy = on_host(diff_dst, backend());
   const std::int64_t n = m_src.shape()[0], item = m_src.shape().item_numel();
-  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+  Tensor scratch;
+  Tensor out = host_buffer(diff_src, scratch);
 #pragma omp parallel
   {
     std::vector<double> g(static_cast<std::size_t>(item));
@@ -214,7 +238,7 @@ void EcalAngle::backward(const Tensor& diff_dst, Tensor& diff_src, const Backwar
       for (std::int64_t j = 0; j < item; ++j) out.data()[i * item + j] = static_cast<float>(gi * g[j]);
     }
   }
-  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
+  copy_back(out, diff_src, backend());
 }
 
 std::int64_t shower_feature_count(std::int64_t depth) {
@@ -312,30 +336,31 @@ TensorDesc ShowerFeatures::setup(const TensorDesc& src) {
 const Tensor& ShowerFeatures::forward(const Tensor& src, const ForwardContext&) {
   check_input(src, m_src_desc);
   m_src = src;
-  const Tensor host = src.device() == Device::cpu ? src : backend().to_host(src);
+  const Tensor host = on_host(src, backend());
   const Shape& s = src.shape();
   const std::int64_t n = s[0], item = s.item_numel(), F = shower_feature_count(s[4]);
-  m_host_dst = Tensor::empty({n, F});
+  Tensor out = host_buffer(m_dst, m_host);
 #pragma omp parallel
   {
     std::vector<double> f(static_cast<std::size_t>(F));
 #pragma omp for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) {
       shower_features(host.data() + i * item, s[1], s.spatial(), m_power, f.data());
-      for (std::int64_t k = 0; k < F; ++k) m_host_dst.data()[i * F + k] = static_cast<float>(f[k]);
+      for (std::int64_t k = 0; k < F; ++k) out.data()[i * F + k] = static_cast<float>(f[k]);
     }
   }
-  backend().from_host(m_host_dst, m_dst);
+  copy_back(out, m_dst, backend());
   return m_dst;
 }
 
 void ShowerFeatures::backward(const Tensor& diff_dst, Tensor& diff_src, const BackwardContext& ctx) {
   if (!ctx.need_diff_src) return;
-  const Tensor host = m_src.device() == Device::cpu ? m_src : backend().to_host(m_src);
-  const Tensor gy = diff_dst.device() == Device::cpu ? diff_dst : backend().to_host(diff_dst);
+  const Tensor host = on_host(m_src, backend());
+  const Tensor gy = on_host(diff_dst, backend());
   const Shape& s = m_src.shape();
   const std::int64_t n = s[0], item = s.item_numel(), F = shower_feature_count(s[4]);
-  Tensor out = diff_src.device() == Device::cpu ? diff_src : Tensor::empty(diff_src.shape());
+  Tensor scratch;
+  Tensor out = host_buffer(diff_src, scratch);
 #pragma omp parallel
   {
     std::vector<double> f(static_cast<std::size_t>(F));
@@ -344,7 +369,7 @@ void ShowerFeatures::backward(const Tensor& diff_dst, Tensor& diff_src, const Ba
       shower_features(host.data() + i * item, s[1], s.spatial(), m_power, f.data(), gy.data() + i * F,
                       out.data() + i * item);
   }
-  if (diff_src.device() != Device::cpu) backend().from_host(out, diff_src);
+  copy_back(out, diff_src, backend());
 }
 
 }  // namespace mpigan::nn

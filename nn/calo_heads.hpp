@@ -83,7 +83,7 @@ class EcalAngle final : public Layer {
 
  private:
   TensorDesc m_src_desc;
-  Tensor m_src, m_dst, m_host_dst;
+  Tensor m_src, m_dst, m_host;  ///< m_host: the output, on the host, for a backend off the CPU
 };
 
 /// The high-level features of one conditioned discriminator input (C, X, Y, Z), channel 0 the
@@ -117,7 +117,7 @@ class ShowerFeatures final : public Layer {
  private:
   float m_power;
   TensorDesc m_src_desc;
-  Tensor m_src, m_dst, m_host_dst;
+  Tensor m_src, m_dst, m_host;  ///< m_host: the output, on the host, for a backend off the CPU
 };
 
 }  // namespace mpigan::nn

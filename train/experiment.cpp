@@ -101,7 +101,6 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
     m.accept("loss_weights");
     e.model.loss_weights = ref;
   }
-  if (e.model.loss_weights.hlf < 0.0f) e.model.loss_weights.hlf = e.model.loss_weights.bce;
   m.reject_unknown();
 }
 
