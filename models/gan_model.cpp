@@ -62,16 +62,17 @@ void add_ecal_head(GanModel& m) {
 }
 
 /// The high-level-feature real/fake head (ModelOptions::hlf_head): ShowerFeatures on D's input,
-/// then Dense 64, LeakyReLU 0.2, Dense 64, LeakyReLU 0.2, Dense 1, sigmoid.
-void add_hlf_head(GanModel& m) {
+/// then Dense 64, LeakyReLU 0.2, Dense 64, LeakyReLU 0.2, Dense 1, sigmoid; the Dense layers' gain
+/// is the head's learning-rate multiplier (ModelOptions::hlf_lr_scale).
+void add_hlf_head(GanModel& m, float lr_scale) {
   const std::int64_t features = nn::shower_feature_count(m.image[3]);
   Layers h;
   push<nn::ShowerFeatures>(h, "hlf_features", m.ecal_power);
-  push<nn::Dense>(h, "hlf_dense1", features, 64, Init::glorot_uniform);
+  push<nn::Dense>(h, "hlf_dense1", features, 64, Init::glorot_uniform, true, lr_scale);
   push<Activation>(h, "hlf_lrelu1", Activation::leaky_relu(0.2f));
-  push<nn::Dense>(h, "hlf_dense2", 64, 64, Init::glorot_uniform);
+  push<nn::Dense>(h, "hlf_dense2", 64, 64, Init::glorot_uniform, true, lr_scale);
   push<Activation>(h, "hlf_lrelu2", Activation::leaky_relu(0.2f));
-  push<nn::Dense>(h, "hlf_dense3", 64, 1, Init::glorot_uniform);
+  push<nn::Dense>(h, "hlf_dense3", 64, 1, Init::glorot_uniform, true, lr_scale);
   push<Activation>(h, "hlf_sigmoid", Activation::sigmoid());
   m.discriminator.add_node("hlf", "input", std::move(h), true);
 }
@@ -333,7 +334,7 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
                "model '{}': hlf_head (a real/fake head on the shower's features) needs condition: true, so that it "
                "judges a shower against its energy",
                o.name);
-  if (o.hlf_head) add_hlf_head(*m);
+  if (o.hlf_head) add_hlf_head(*m, o.hlf_lr_scale);
   MPIGAN_CHECK(!o.symmetrise || (!m->angle_model && m->image[1] == m->image[2]),
                "model '{}': symmetrise (random reflections and x-y exchange of the showers) is for the fixed-angle "
                "models with square layers",

@@ -60,6 +60,12 @@ struct ModelOptions {
   /// width) through a small MLP: the quantities the validation's classifier separates on, which the
   /// convolutions see only through the fine structure of the cells. Off in the reference design.
   bool hlf_head = false;
+  /// The hlf head's learning rate as a multiple of the discriminator's: its Dense layers compute
+  /// with their stored weights times this gain (nn::Dense), which under Adam and RMSprop is a
+  /// learning-rate multiplier. The head is a classifier of a few thousand weights chasing a moving
+  /// generator; at the discriminator's rate it stays near chance while the validation's classifier
+  /// (the same MLP at 5x the rate, trained to convergence) separates the showers.
+  float hlf_lr_scale = 1.0f;
   /// The symmetries of the detector and of a beam entering at the centre at normal incidence:
   /// each generated shower is reflected in x, in y and has x and y exchanged, each at random with
   /// probability 1/2, in training (the gradient goes back through the same reflection) and at

@@ -43,6 +43,8 @@ void initialize_tensor(Backend& backend, Tensor& t, const ParamSpec& spec, Rng& 
       break;
     }
   }
+  if (spec.init_scale != 1.0f)
+    for (float& x : v) x *= spec.init_scale;
   backend.from_host(host, t);
 }
 

@@ -49,6 +49,9 @@ struct ParamSpec {
   Shape shape;
   Init init = Init::zeros;
   std::int64_t fan_in = 0, fan_out = 0;
+  /// The drawn values are multiplied by this: a layer that multiplies its weights by a gain at run
+  /// time stores them divided by it, so that the weights it computes with start as @c init draws.
+  float init_scale = 1.0f;
 };
 
 class Layer {

@@ -86,6 +86,10 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.noise = m.get_choice("noise", "normal", {"normal", "sphere"});
   e.model.condition = m.get_bool("condition", false);
   e.model.hlf_head = m.get_bool("hlf_head", false);
+  e.model.hlf_lr_scale = static_cast<float>(m.get_real("hlf_lr_scale", 1.0, 1e-3, 1e3));
+  MPIGAN_CHECK(e.model.hlf_head || e.model.hlf_lr_scale == 1.0f,
+               "model.hlf_lr_scale = {}: the learning-rate multiplier of the hlf head, which needs model.hlf_head: true",
+               e.model.hlf_lr_scale);
   e.model.input = m.get_choice("input", "product", {"product", "concat"});
   e.model.symmetrise = m.get_bool("symmetrise", false);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
@@ -308,6 +312,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["noise"] = e.model.noise;
   r["model"]["condition"] = e.model.condition;
   r["model"]["hlf_head"] = e.model.hlf_head;
+  r["model"]["hlf_lr_scale"] = e.model.hlf_lr_scale;
   r["model"]["input"] = e.model.input;
   r["model"]["symmetrise"] = e.model.symmetrise;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
@@ -428,6 +433,10 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   parse_model(root, e);
   parse_data(root, e);
   parse_optimizers(root, e);
+  MPIGAN_CHECK(e.model.hlf_lr_scale == 1.0f || e.opt_discriminator.name != "sgd",
+               "model.hlf_lr_scale = {} is a learning-rate multiplier under adam or rmsprop; the discriminator's "
+               "optimizer is sgd, under which the head's gain would multiply its rate by the square",
+               e.model.hlf_lr_scale);
   parse_training(root, e);
   parse_run_sections(root, e);
   root.reject_unknown();

@@ -151,6 +151,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("normalise_energy", "normalise_energy", "training.normalise_energy", False),
         ("condition", "condition", "model.condition", False),
         ("hlf_head", "hlf_head", "model.hlf_head", False),
+        ("hlf_lr_scale", "hlf_lr_scale", "model.hlf_lr_scale", 1.0),
         ("input", "input", "model.input", "product"),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
@@ -175,6 +176,9 @@ def resolve_settings(args, y: dict) -> dict:
         raise SystemExit("ecal_fit needs 5 coefficients, fake_energy 2 values")
     if s["hlf_head"] and not s["condition"]:
         raise SystemExit("model.hlf_head needs model.condition (as in mpigan)")
+    s["hlf_lr_scale"] = float(s["hlf_lr_scale"])
+    if s["hlf_lr_scale"] != 1.0 and not s["hlf_head"]:
+        raise SystemExit("model.hlf_lr_scale needs model.hlf_head (as in mpigan)")
     if s["optimizer"] not in ("rmsprop", "adam"):
         raise SystemExit(f"optimizer {s['optimizer']}: rmsprop or adam")
     data_dir = args.data_dir
@@ -441,6 +445,8 @@ def parse_args(argv=None):
                    help="the generator input: (E/100) z or [E/100, z] (model.input)")
     p.add_argument("--hlf-head", dest="hlf_head", action="store_true", default=None,
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
+    p.add_argument("--hlf-lr-scale", dest="hlf_lr_scale", type=float,
+                   help="the hlf head's learning rate as a multiple of the discriminator's")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
     p.add_argument("--dropout", type=float)
     p.add_argument("--log-every", type=int)
@@ -495,7 +501,15 @@ def main(argv=None) -> int:
     d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]), condition=bool(s["condition"]),
                     hlf_head=bool(s["hlf_head"]))
     gan3d.check_param_counts(spec, g, d)
-    opt_g, opt_d = make_optimizer(g.parameters(), s), make_optimizer(d.parameters(), s)
+    d_params = d.parameters()
+    # model.hlf_lr_scale: the head's parameters in a group of their own at that multiple of the rate
+    # (mpigan's gain reparametrisation of the head's Dense layers is the same under Adam and RMSprop)
+    if getattr(d, "hlf", None) is not None and s["hlf_lr_scale"] != 1.0:
+        head = {id(p) for p in d.hlf.parameters()}
+        d_params = [{"params": [p for p in d.parameters() if id(p) not in head]},
+                    {"params": list(d.hlf.parameters()), "lr": float(s["lr"]) * s["hlf_lr_scale"],
+                     "lr_scale": s["hlf_lr_scale"]}]
+    opt_g, opt_d = make_optimizer(g.parameters(), s), make_optimizer(d_params, s)
     stepper = RungStep(g, d, opt_g, opt_d, s)
 
     cfg = {"model": MODEL, "settings": s, "source": src, "config": args.config,
@@ -525,7 +539,7 @@ def main(argv=None) -> int:
             lr = float(s["lr"]) * (f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * t)))
             for opt in (opt_g, opt_d):
                 for group in opt.param_groups:
-                    group["lr"] = lr
+                    group["lr"] = lr * group.get("lr_scale", 1.0)
         ts = time.perf_counter()
         L = stepper.run(images[idx], energy[idx], ecal[idx], step)
         train_s += time.perf_counter() - ts

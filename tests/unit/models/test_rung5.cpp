@@ -206,6 +206,16 @@ TEST_CASE("hlf_head: a fifth output read through the shower's features, trained 
   CHECK(moved);
   CHECK_THROWS_WITH(make_gan({.name = "3dgan-5", .hlf_head = true}, *be, 3),
                     doctest::Contains("hlf_head (a real/fake head on the shower's features) needs condition: true"));
+
+  // hlf_lr_scale changes how fast the head learns, not what it computes: from the same seed, the
+  // same losses before any step.
+  auto fast = make_gan({.name = "3dgan-5", .condition = true, .hlf_head = true, .hlf_lr_scale = 5.0f}, *be, 3);
+  auto slow = make_gan({.name = "3dgan-5", .condition = true, .hlf_head = true}, *be, 3);
+  GanStep fast_step(*fast, *be, StepConfig{}, 5), slow_step(*slow, *be, StepConfig{}, 5);
+  const auto none = [](Net) {};
+  const StepLosses lf = fast_step.run(b, 0, none), ls = slow_step.run(b, 0, none);
+  CHECK(lf.d_real_heads[k] == doctest::Approx(ls.d_real_heads[k]).epsilon(1e-5));
+  CHECK(lf.g_heads[k] == doctest::Approx(ls.g_heads[k]).epsilon(1e-5));
 }
 
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {

@@ -14,6 +14,7 @@
 #include "mpigan/nn/conv3d.hpp"
 #include "mpigan/nn/dense.hpp"
 #include "mpigan/nn/network.hpp"
+#include "mpigan/nn/optimizer.hpp"
 #include "mpigan/nn/resample.hpp"
 
 #include <algorithm>
@@ -121,6 +122,59 @@ TEST_CASE("Conv3d layer gradients (input, kernel, bias) on the cpu backend") {
 TEST_CASE("Dense layer gradients") {
   Harness h(std::make_unique<Dense>("dense", 37, 11), {4, 37}, 3);
   h.check_all("dense");
+}
+
+TEST_CASE("Dense with a gain: the same function at initialisation, gradients by finite differences, and g times "
+          "the learning rate under Adam") {
+  Harness h(std::make_unique<Dense>("dense", 37, 11, Init::glorot_uniform, true, 4.0f), {4, 37}, 3);
+  h.check_all("dense gain 4");
+
+  // Two layers from the same draws, one plain and one with gain 4, on the same input.
+  auto be = make_backend("cpu");
+  auto net = [&](float gain) {
+    auto n = std::make_unique<Network>("dense");
+    std::vector<std::unique_ptr<Layer>> v;
+    v.push_back(std::make_unique<Dense>("dense", 7, 5, Init::glorot_uniform, true, gain));
+    n->add_node("out", "input", std::move(v), true);
+    n->build(*be, {7});
+    Rng rng(11);
+    n->initialize(rng);
+    return n;
+  };
+  auto plain = net(1.0f), gained = net(4.0f);
+  Rng rng(12);
+  const Tensor x = random_tensor({3, 7}, rng);
+  const ForwardContext ctx{Phase::train, false, 1, 0};
+  const Tensor y1 = be->to_host(plain->forward(x, ctx)[0]), y4 = be->to_host(gained->forward(x, ctx)[0]);
+  for (std::int64_t i = 0; i < y1.numel(); ++i) CHECK(y4.data()[i] == doctest::Approx(y1.data()[i]).epsilon(1e-6));
+  const float stored = plain->weights().data()[0] / 4.0f;
+  CHECK(gained->weights().data()[0] == doctest::Approx(stored).epsilon(1e-6));
+
+  // One Adam step each on the same loss: the gained layer's effective weights (4 x stored) move 4
+  // times as far, and its stored kernel's gradient is 4 times the plain one's.
+  const Tensor r = random_tensor(y1.shape(), rng);
+  std::vector<double> moved[2];
+  for (int k = 0; k < 2; ++k) {
+    Network& n = k == 0 ? *plain : *gained;
+    const float g = k == 0 ? 1.0f : 4.0f;
+    n.forward(x, ctx);
+    n.zero_grads();
+    n.backward({r}, {true, false});
+    if (k == 1)
+      for (std::int64_t i = 0; i < 35; ++i)
+        CHECK(n.grads().data()[i] == doctest::Approx(4.0 * plain->grads().data()[i]).epsilon(1e-5));
+    const Tensor before = n.weights().flat().clone();
+    OptimizerConfig c = OptimizerConfig::defaults("adam");
+    auto opt = make_optimizer(c, *be, n.weights());
+    opt->step(n.weights(), n.grads());
+    for (std::int64_t i = 0; i < before.numel(); ++i)
+      moved[k].push_back(g * (static_cast<double>(n.weights().data()[i]) - before.data()[i]));
+  }
+  for (std::size_t i = 0; i < moved[0].size(); ++i) {
+    if (std::abs(moved[0][i]) < 1e-5) continue;  // a zero gradient (Adam's step is 0 or epsilon-bound)
+    CHECK(moved[1][i] == doctest::Approx(4.0 * moved[0][i]).epsilon(1e-3));
+  }
+  CHECK_THROWS_WITH(Dense("bad", 3, 2, Init::glorot_uniform, true, 0.0f), doctest::Contains("gain must be positive"));
 }
 
 TEST_CASE("BatchNorm3d gradients in the train phase, and running statistics") {

@@ -276,6 +276,16 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   const auto c = parse("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n");
   CHECK(c.model.condition);
   CHECK(c.resolved["model"]["condition"].as<bool>());
+  CHECK(c.model.hlf_lr_scale == 1.0f);
+  const auto h = parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
+                       "data: {train: \"d/*.h5\"}\noptimizer: {name: adam}\n");
+  CHECK(h.model.hlf_lr_scale == doctest::Approx(5.0));
+  CHECK(h.resolved["model"]["hlf_lr_scale"].as<double>() == doctest::Approx(5.0));
+  CHECK_THROWS_WITH(parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_lr_scale: 5}\ndata: {train: \"d/*.h5\"}\n"),
+                    doctest::Contains("needs model.hlf_head: true"));
+  CHECK_THROWS_WITH(parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
+                          "data: {train: \"d/*.h5\"}\noptimizer: {name: sgd}\n"),
+                    doctest::Contains("the discriminator's optimizer is sgd"));
   const auto r5 = parse("name: t\nmodel: {name: 3dgan-25}\ndata: {train: \"d/*.h5\", preprocess: {power: 0.5}}\n");
   CHECK(r5.model.power == doctest::Approx(0.5));
   const auto bad = problems_of(
