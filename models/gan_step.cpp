@@ -275,9 +275,9 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
       MPIGAN_THROW(NumericError, "step {}: the {} loss is not finite ({}) in '{}'", step, to_string(net), v, phase);
   };
 
-  // 1. Fake batch from G in inference mode.
+  // 1. Fake batch from G in inference mode (or on batch statistics: StepConfig::fakes_batch_stats).
   const Tensor g_in = to_device(generator_input(fake_energy, batch.angle, rng));
-  nn::ForwardContext infer{nn::Phase::infer, false, m_seed, 0};
+  nn::ForwardContext infer{m_config.fakes_batch_stats ? nn::Phase::train : nn::Phase::infer, false, m_seed, 0};
   const Tensor fake = reflected(G.forward(g_in, infer)[0], draw_reflections(n, rng), false);
 
   std::vector<Tensor> diffs;

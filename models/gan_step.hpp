@@ -53,6 +53,12 @@ struct StepConfig {
   /// bins of E/100 in the fake energy range, which pins the mean response in each bin and leaves
   /// its spread to the adversarial loss.
   int ecal_mean_bins = 0;
+  /// How the discriminator's fake batch is drawn: false (the reference) with the generator in
+  /// inference mode, its BatchNorm layers on their running statistics; true with batch statistics,
+  /// as the generator's own passes draw the showers whose gradient it follows (running statistics
+  /// left untouched). With the reference's choice the discriminator learns on showers of another
+  /// generator than the one the generator's update moves, by the lag of the running means.
+  bool fakes_batch_stats = false;
 };
 
 enum class Net { generator, discriminator };

@@ -233,6 +233,7 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.fake_energy_lo = static_cast<float>(fe[0]);
   e.step.fake_energy_hi = static_cast<float>(fe[1]);
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
+  e.step.fakes_batch_stats = t.get_choice("discriminator_fakes", "inference", {"inference", "batch_stats"}) == "batch_stats";
   e.step.normalise_energy = t.get_bool("normalise_energy", false);
   e.step.ecal_mean_bins = static_cast<int>(t.get_int("ecal_mean_bins", 0, 0, 1000));
   e.step.ecal_xscale = e.data.preprocess.xscale;
@@ -365,6 +366,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["fake_energy"].push_back(e.step.fake_energy_lo);
   r["training"]["fake_energy"].push_back(e.step.fake_energy_hi);
   r["training"]["generator_passes"] = e.step.generator_passes;
+  r["training"]["discriminator_fakes"] = e.step.fakes_batch_stats ? "batch_stats" : "inference";
   r["training"]["normalise_energy"] = e.step.normalise_energy;
   r["training"]["ecal_mean_bins"] = e.step.ecal_mean_bins;
   for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);

@@ -175,6 +175,33 @@ TEST_CASE("a conditioned 3dgan-5 step trains: finite losses, both networks move"
   CHECK(copy(m->discriminator) != d0);
 }
 
+TEST_CASE("fakes_batch_stats: the discriminator's fakes on the generator's batch statistics, running ones kept") {
+  auto be = make_backend("cpu");
+  Rng rng(11, 1);
+  const RealBatch b = power_batch(8, 0.5f, rng);
+  const auto none = [](Net) {};
+  StepLosses l[2];
+  std::vector<float> running[2];
+  for (int k = 0; k < 2; ++k) {
+    auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
+    StepConfig c;
+    c.fakes_batch_stats = k == 1;
+    GanStep step(*m, *be, c, 5);
+    const Tensor s0 = m->generator.state().flat().clone();
+    l[k] = step.run(b, 0, none);
+    const Tensor s1 = m->generator.state().flat();
+    running[k].assign(s1.data(), s1.data() + s1.numel());
+    CHECK(running[k] != std::vector<float>(s0.data(), s0.data() + s0.numel()));  // the generator's passes
+  }
+  // Only the generator's own passes (the same draws in both modes) moved the running statistics:
+  // the fake batch on batch statistics left them as the inference-mode one does.
+  CHECK(running[1] == running[0]);
+  // The same real pass; a different fake batch (untrained running statistics are 0 and 1, far from
+  // the batch's), so a different loss on it.
+  CHECK(l[1].d_real == doctest::Approx(l[0].d_real).epsilon(1e-6));
+  CHECK(std::abs(l[1].d_fake - l[0].d_fake) > 1e-3 * std::abs(l[0].d_fake));
+}
+
 TEST_CASE("hlf_head: a fifth output read through the shower's features, trained by BCE; it needs condition") {
   auto be = make_backend("cpu");
   auto m = make_gan({.name = "3dgan-5", .condition = true, .hlf_head = true}, *be, 3);
