@@ -230,7 +230,7 @@ class Backend {
   //     layouts must match). Reductions return double.
   virtual void fill(Tensor& x, float value) = 0;
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
-  /// y = a*x + b*y
+  /// y = a*x + b*y; with b = 0, y = a*x without reading y (BLAS: it may hold anything, NaN included)
   virtual void axpby(float a, const Tensor& x, float b, Tensor& y) = 0;
   /// out = a * b (element-wise)
   virtual void mul(const Tensor& a, const Tensor& b, Tensor& out) = 0;

@@ -154,6 +154,8 @@ void CpuBackend::axpby(float a, const Tensor& x, float b, Tensor& y) {
   parallel_chunks(same_size(x, y, "axpby"), [&](std::size_t s, std::size_t e) {
     if (b == 1.0f)
       arr(y, s, e) += a * arr(x, s, e);
+    else if (b == 0.0f)  // BLAS: y is not read (it may hold anything, NaN included)
+      arr(y, s, e) = a * arr(x, s, e);
     else
       arr(y, s, e) = a * arr(x, s, e) + b * arr(y, s, e);
   });

@@ -16,7 +16,7 @@ __global__ void fill_kernel(float* x, std::size_t n, float value) {
 }
 
 __global__ void axpby_kernel(float a, const float* x, float b, float* y, std::size_t n) {
-  for (std::size_t i = global_thread(); i < n; i += grid_threads()) y[i] = a * x[i] + b * y[i];
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) y[i] = a * x[i] + (b == 0.0f ? 0.0f : b * y[i]);
 }
 
 __global__ void mul_kernel(const float* a, const float* b, float* out, std::size_t n) {

@@ -216,7 +216,7 @@ void ReferenceBackend::copy(const Tensor& src, Tensor& dst) {
 
 void ReferenceBackend::axpby(float a, const Tensor& x, float b, Tensor& y) {
   const std::size_t n = same_size(x, y, "axpby");
-  for (std::size_t i = 0; i < n; ++i) y.data()[i] = a * x.data()[i] + b * y.data()[i];
+  for (std::size_t i = 0; i < n; ++i) y.data()[i] = a * x.data()[i] + (b == 0.0f ? 0.0f : b * y.data()[i]);
 }
 
 void ReferenceBackend::mul(const Tensor& a, const Tensor& b, Tensor& out) {

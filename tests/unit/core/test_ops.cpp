@@ -329,6 +329,17 @@ TEST_CASE_TEMPLATE("flat math matches the reference", T, MPIGAN_TEST_BACKENDS) {
   be->axpby(0.5f, bx, -2.0f, by);
   ref.axpby(0.5f, rx, -2.0f, ry);
   check_close("axpby", host(*be, by), ry, {1e-6, 1e-6});
+  {  // b = 0, as in BLAS: y is written, not read (here it holds NaN)
+    Tensor nan_y = Tensor::full(s, std::numeric_limits<float>::quiet_NaN());
+    auto [bn, rn] = both(nan_y);
+    be->axpby(3.0f, bx, 0.0f, bn);
+    ref.axpby(3.0f, rx, 0.0f, rn);
+    const Tensor got = host(*be, bn);
+    for (std::int64_t i = 0; i < s.numel(); ++i) {
+      REQUIRE(got.data()[i] == 3.0f * x.data()[i]);
+      REQUIRE(rn.data()[i] == 3.0f * x.data()[i]);
+    }
+  }
   Tensor bm = be->allocate(s), rm = Tensor::empty(s);
   be->mul(bx, by, bm);
   ref.mul(rx, ry, rm);
