@@ -26,6 +26,7 @@ written to OUT/config.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import glob
 import json
 import math
@@ -167,6 +168,8 @@ def resolve_settings(args, y: dict) -> dict:
     for k in ("normalise_energy", "condition", "hlf_head"):
         if isinstance(s[k], str):
             s[k] = s[k].lower() == "true"
+    if _get(y, "training.discriminator_fakes", "inference") != "inference":
+        raise SystemExit("training.discriminator_fakes: the PyTorch peer draws D's fakes in eval mode (inference) only")
     for k in ("latent", "leaky_alpha", "bn_momentum"):
         if _get(y, f"model.{k}") is not None:
             raise SystemExit(f"model.{k} in the YAML: the PyTorch model has the defaults only")
@@ -396,6 +399,34 @@ def generate(g, energy_gev: np.ndarray, xscale: float, seed: int, batch: int = 1
     return torch.cat(out).numpy()
 
 
+def averaged_generator(ema, g, beta: float) -> None:
+    """ema <- beta ema + (1 - beta) g over the parameters (an exponential moving average)."""
+    with torch.no_grad():
+        for pe, p in zip(ema.parameters(), g.parameters()):
+            pe.mul_(beta).add_(p, alpha=1.0 - beta)
+
+
+def recalibrate(net, s: dict, seed: int, batches: int = 32, batch: int = 64) -> None:
+    """BatchNorm running statistics of @p net set to the mean of its batch statistics over @p batches
+    batches of the training's fake conditions (weights as they are)."""
+    gen = torch.Generator().manual_seed(seed)
+    bns = [m for m in net.modules() if isinstance(m, gan3d.KerasBatchNorm3d)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.running_mean.zero_()
+        m.running_var.zero_()
+    net.train()
+    with torch.no_grad():
+        for k in range(batches):
+            for m in bns:
+                m.momentum = 1.0 / (k + 1)
+            e = torch.empty(batch, 1).uniform_(*s["fake_energy"], generator=gen)
+            net(latent(e, net.latent, s["noise"] == "sphere", gen, concat=s["input"] == "concat"))
+    for m, mo in zip(bns, saved):
+        m.momentum = mo
+    net.eval()
+
+
 def write_showers(path: str, ecal: np.ndarray, energy_gev: np.ndarray, attrs: dict | None = None) -> None:
     """`ECAL` (N, X, Y, Z) float32 chunked per event, gzip; `energy` (N,) float32 GeV."""
     tmp = path + ".tmp"
@@ -447,6 +478,9 @@ def parse_args(argv=None):
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
     p.add_argument("--hlf-lr-scale", dest="hlf_lr_scale", type=float,
                    help="the hlf head's learning rate as a multiple of the discriminator's")
+    p.add_argument("--g-ema", dest="g_ema", type=float, default=0.0,
+                   help="also keep an exponential moving average of the generator's weights with this "
+                        "decay and write its showers (ema-N.h5, BatchNorm statistics recalibrated) beside gen-N.h5")
     p.add_argument("--final-fraction", dest="final_fraction", type=float)
     p.add_argument("--dropout", type=float)
     p.add_argument("--log-every", type=int)
@@ -511,6 +545,7 @@ def main(argv=None) -> int:
                      "lr_scale": s["hlf_lr_scale"]}]
     opt_g, opt_d = make_optimizer(g.parameters(), s), make_optimizer(d_params, s)
     stepper = RungStep(g, d, opt_g, opt_d, s)
+    ema = copy.deepcopy(g) if args.g_ema > 0 else None  # --g-ema: also an averaged generator
 
     cfg = {"model": MODEL, "settings": s, "source": src, "config": args.config,
            "train_files": train_files, "held_out_files": val_files, "events_generated": int(n_gen),
@@ -543,6 +578,8 @@ def main(argv=None) -> int:
         ts = time.perf_counter()
         L = stepper.run(images[idx], energy[idx], ecal[idx], step)
         train_s += time.perf_counter() - ts
+        if ema is not None:
+            averaged_generator(ema, g, args.g_ema)
         samples += B
         csv.write(f"{samples},{L['d_real']:.6g},{L['d_fake']:.6g},{L['g']:.6g}\n")
         if (step + 1) % int(s["log_every"]) == 0 or step + 1 == run_steps:
@@ -560,6 +597,14 @@ def main(argv=None) -> int:
                   f"{float(np.mean(showers.reshape(len(showers), -1).sum(1) / val_e)):.4f}, {empty} empty "
                   f"({time.perf_counter() - tg:.1f} s)", flush=True)
             written.append(path)
+            if ema is not None:
+                recalibrate(ema, s, GEN_SEED ^ seed ^ 0x5EED)
+                showers = generate(ema, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
+                                   sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
+                path = os.path.join(args.out, f"ema-{snaps[si]}.h5")
+                write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed,
+                                                     "ema": args.g_ema})
+                written.append(path)
             si += 1
     csv.close()
     rate = samples / train_s if train_s > 0 else float("nan")
