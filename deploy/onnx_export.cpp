@@ -8,6 +8,7 @@
 #include "mpigan/nn/activation.hpp"
 #include "mpigan/nn/batch_norm.hpp"
 #include "mpigan/nn/conv3d.hpp"
+#include "mpigan/nn/dense.hpp"
 #include "mpigan/train/session.hpp"
 
 #include <nlohmann/json.hpp>
@@ -167,6 +168,11 @@ std::string add_layers(GraphBuilder& b, const nn::Network& g, std::string x, Sha
       if (params.size() > 1) inputs.push_back(param(1));
       auto& n = b.node("Gemm", inputs, l.name());
       GraphBuilder::attr(n, "transB", std::int64_t{1});
+      if (const auto* dense = dynamic_cast<const nn::Dense*>(&l); dense && dense->gain() != 1.0f) {
+        // the layer computes with gain x its stored kernel and bias: Gemm's alpha and beta
+        GraphBuilder::attr(n, "alpha", dense->gain());
+        GraphBuilder::attr(n, "beta", dense->gain());
+      }
       x = n.output(0);
     } else if (kind == "Reshape" || kind == "Flatten") {
       std::vector<std::int64_t> target{-1};

@@ -22,6 +22,8 @@ class Dense final : public Layer {
   std::string describe() const override;
   Shape output_shape(const Shape& src) const override;
   std::vector<ParamSpec> params() const override;
+  /// The factor between the stored parameters and the ones the layer computes with (1: none).
+  float gain() const { return m_gain; }
 
   TensorDesc setup(const TensorDesc& src) override;
   const Tensor& forward(const Tensor& src, const ForwardContext& ctx) override;

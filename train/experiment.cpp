@@ -87,9 +87,10 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
   e.model.condition = m.get_bool("condition", false);
   e.model.hlf_head = m.get_bool("hlf_head", false);
   e.model.hlf_lr_scale = static_cast<float>(m.get_real("hlf_lr_scale", 1.0, 1e-3, 1e3));
-  MPIGAN_CHECK(e.model.hlf_head || e.model.hlf_lr_scale == 1.0f,
-               "model.hlf_lr_scale = {}: the learning-rate multiplier of the hlf head, which needs model.hlf_head: true",
-               e.model.hlf_lr_scale);
+  MPIGAN_CHECK(
+      e.model.hlf_head || e.model.hlf_lr_scale == 1.0f,
+      "model.hlf_lr_scale = {}: the learning-rate multiplier of the hlf head, which needs model.hlf_head: true",
+      e.model.hlf_lr_scale);
   e.model.input = m.get_choice("input", "product", {"product", "concat"});
   e.model.symmetrise = m.get_bool("symmetrise", false);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
@@ -233,7 +234,8 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.fake_energy_lo = static_cast<float>(fe[0]);
   e.step.fake_energy_hi = static_cast<float>(fe[1]);
   e.step.generator_passes = static_cast<int>(t.get_int("generator_passes", 2, 1, 16));
-  e.step.fakes_batch_stats = t.get_choice("discriminator_fakes", "inference", {"inference", "batch_stats"}) == "batch_stats";
+  e.step.fakes_batch_stats =
+      t.get_choice("discriminator_fakes", "inference", {"inference", "batch_stats"}) == "batch_stats";
   e.step.normalise_energy = t.get_bool("normalise_energy", false);
   e.step.ecal_mean_bins = static_cast<int>(t.get_int("ecal_mean_bins", 0, 0, 1000));
   e.step.ecal_xscale = e.data.preprocess.xscale;

@@ -124,8 +124,9 @@ TEST_CASE("Dense layer gradients") {
   h.check_all("dense");
 }
 
-TEST_CASE("Dense with a gain: the same function at initialisation, gradients by finite differences, and g times "
-          "the learning rate under Adam") {
+TEST_CASE(
+    "Dense with a gain: the same function at initialisation, gradients by finite differences, and g times "
+    "the learning rate under Adam") {
   Harness h(std::make_unique<Dense>("dense", 37, 11, Init::glorot_uniform, true, 4.0f), {4, 37}, 3);
   h.check_all("dense gain 4");
 

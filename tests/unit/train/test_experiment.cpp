@@ -277,8 +277,9 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   CHECK(c.model.condition);
   CHECK(c.resolved["model"]["condition"].as<bool>());
   CHECK(c.model.hlf_lr_scale == 1.0f);
-  const auto h = parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
-                       "data: {train: \"d/*.h5\"}\noptimizer: {name: adam}\ntraining: {discriminator_fakes: batch_stats}\n");
+  const auto h = parse(
+      "name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
+      "data: {train: \"d/*.h5\"}\noptimizer: {name: adam}\ntraining: {discriminator_fakes: batch_stats}\n");
   CHECK(h.model.hlf_lr_scale == doctest::Approx(5.0));
   CHECK(h.step.fakes_batch_stats);
   CHECK_FALSE(c.step.fakes_batch_stats);
@@ -287,8 +288,9 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
                              "training: {discriminator_fakes: train}\n"),
                  "training.discriminator_fakes"));
   CHECK(h.resolved["model"]["hlf_lr_scale"].as<double>() == doctest::Approx(5.0));
-  CHECK_THROWS_WITH(parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_lr_scale: 5}\ndata: {train: \"d/*.h5\"}\n"),
-                    doctest::Contains("needs model.hlf_head: true"));
+  CHECK_THROWS_WITH(
+      parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_lr_scale: 5}\ndata: {train: \"d/*.h5\"}\n"),
+      doctest::Contains("needs model.hlf_head: true"));
   CHECK_THROWS_WITH(parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
                           "data: {train: \"d/*.h5\"}\noptimizer: {name: sgd}\n"),
                     doctest::Contains("the discriminator's optimizer is sgd"));
