@@ -246,17 +246,22 @@ def test_generate_and_file():
             assert np.array_equal(f["energy"][...], energy)
 
 
+def rung_files(tmp: str, rng) -> str:
+    """TMP/data/EleEscan5_001..012.h5: 40 random 5x5x5 showers each at sum/E 0.02; returns the folder."""
+    data = os.path.join(tmp, "data")
+    os.makedirs(data)
+    for i in range(12):
+        e = rng.uniform(10, 500, 40).astype(np.float32)
+        cells = rng.exponential(1.0, (40, 5, 5, 5)).astype(np.float32)
+        cells *= (0.02 * e / cells.reshape(40, -1).sum(1))[:, None, None, None]
+        with h5py.File(os.path.join(data, f"EleEscan5_{i + 1:03d}.h5"), "w") as f:
+            f["ECAL"], f["energy"] = cells, e
+    return data
+
+
 def test_main_small():
-    rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "data")
-        os.makedirs(data)
-        for i in range(12):
-            e = rng.uniform(10, 500, 40).astype(np.float32)
-            cells = rng.exponential(1.0, (40, 5, 5, 5)).astype(np.float32)
-            cells *= (0.02 * e / cells.reshape(40, -1).sum(1))[:, None, None, None]
-            with h5py.File(os.path.join(data, f"EleEscan5_{i + 1:03d}.h5"), "w") as f:
-                f["ECAL"], f["energy"] = cells, e
+        data = rung_files(tmp, np.random.default_rng(0))
         out = os.path.join(tmp, "run")
         rc = tr.main(["--data-dir", data, "--out", out, "--max-samples", "96", "--batch", "16",
                       "--snapshots", "32,96", "--events", "50", "--optimizer", "adam", "--log-every", "100"])
@@ -277,16 +282,8 @@ def test_main_small():
 def test_hlf_lr_scale_and_ema():
     """--hlf-lr-scale changes the run; --g-ema writes ema-N.h5 and leaves the live generator's
     showers bit for bit as they are without it."""
-    rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "data")
-        os.makedirs(data)
-        for i in range(12):
-            e = rng.uniform(10, 500, 40).astype(np.float32)
-            cells = rng.exponential(1.0, (40, 5, 5, 5)).astype(np.float32)
-            cells *= (0.02 * e / cells.reshape(40, -1).sum(1))[:, None, None, None]
-            with h5py.File(os.path.join(data, f"EleEscan5_{i + 1:03d}.h5"), "w") as f:
-                f["ECAL"], f["energy"] = cells, e
+        data = rung_files(tmp, np.random.default_rng(1))
         common = ["--data-dir", data, "--max-samples", "64", "--batch", "16", "--events", "20", "--optimizer",
                   "adam", "--condition", "--hlf-head", "--schedule", "cosine", "--log-every", "100"]
         runs = {"plain": [], "scaled": ["--hlf-lr-scale", "5"], "ema": ["--g-ema", "0.9"]}

@@ -563,6 +563,20 @@ def main(argv=None) -> int:
     perm = None
     written = []
     si = 0
+
+    def snapshot(net, kind: str, attrs: dict) -> None:
+        """OUT/KIND-N.h5: @p net's showers at the held-out energies, the run's fixed noise."""
+        tg = time.perf_counter()
+        showers = generate(net, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
+                           sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
+        path = os.path.join(args.out, f"{kind}-{snaps[si]}.h5")
+        write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed, **attrs})
+        empty = int((showers.reshape(len(showers), -1).sum(1) <= 0).sum())
+        print(f"snapshot {path}: {len(showers)} showers at {samples} samples, mean sum/E "
+              f"{float(np.mean(showers.reshape(len(showers), -1).sum(1) / val_e)):.4f}, {empty} empty "
+              f"({time.perf_counter() - tg:.1f} s)", flush=True)
+        written.append(path)
+
     for step in range(run_steps):
         epoch, k = divmod(step, per_epoch)
         if k == 0:
@@ -587,24 +601,10 @@ def main(argv=None) -> int:
             print(f"step {step + 1}/{total_steps} samples {samples} epoch {epoch + 1}: D real {L['d_real']:.4f} "
                   f"fake {L['d_fake']:.4f}  G {L['g']:.4f}  ({samples / train_s:.1f} samples/s)", flush=True)
         while si < len(snaps) and samples >= snaps[si]:
-            tg = time.perf_counter()
-            showers = generate(g, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
-                               sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
-            path = os.path.join(args.out, f"gen-{snaps[si]}.h5")
-            write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed})
-            empty = int((showers.reshape(len(showers), -1).sum(1) <= 0).sum())
-            print(f"snapshot {path}: {len(showers)} showers at {samples} samples, mean sum/E "
-                  f"{float(np.mean(showers.reshape(len(showers), -1).sum(1) / val_e)):.4f}, {empty} empty "
-                  f"({time.perf_counter() - tg:.1f} s)", flush=True)
-            written.append(path)
+            snapshot(g, "gen", {})
             if ema is not None:
                 recalibrate(ema, s, GEN_SEED ^ seed ^ 0x5EED)
-                showers = generate(ema, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
-                                   sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
-                path = os.path.join(args.out, f"ema-{snaps[si]}.h5")
-                write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed,
-                                                     "ema": args.g_ema})
-                written.append(path)
+                snapshot(ema, "ema", {"ema": args.g_ema})
             si += 1
     csv.close()
     rate = samples / train_s if train_s > 0 else float("nan")
