@@ -39,8 +39,8 @@ void Progress::open_logs(std::int64_t resumed_version) {
                                "update_norm_g", "update_norm_d", "scale_g", "scale_d", "queue_s", "wait_s", "compute_s",
                                "verdict", "d_loss", "g_loss", "lr_factor"},
       append);
-  m_metrics = std::make_unique<train::CsvLog>(
-      run.file("metrics.csv"), train::metrics_columns(m_ctx.session.model->discriminator.output_names()), append);
+  m_metrics = std::make_unique<train::CsvLog>(run.file("metrics.csv"),
+                                              train::metrics_columns(m_ctx.session.step->loss_names()), append);
   if (append) {
     m_updates->drop_after(resumed_version);
     m_metrics->drop_after(resumed_version);

@@ -3,6 +3,7 @@
 #include "mpigan/models/gan_step.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/nn/calo_heads.hpp"
 #include "mpigan/nn/loss.hpp"
 
 #include <algorithm>
@@ -29,6 +30,11 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
                config.generator_passes);
   MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
                "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
+  MPIGAN_CHECK(config.hlf_mmd >= 0.0f, "gan step: hlf_mmd is a loss weight, >= 0, got {}", config.hlf_mmd);
+  MPIGAN_CHECK(config.hlf_mmd == 0.0f || (model.conditioned && !model.angle_model),
+               "gan step: hlf_mmd compares showers of like energy and reads it from a conditioned discriminator's "
+               "input: model '{}' needs condition: true (and a fixed angle)",
+               model.name);
   m_heads = m_model.discriminator.output_names();
   for (const auto& h : m_heads) {
     const LossWeights& w = m_model.loss_weights;
@@ -45,6 +51,63 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
     else
       MPIGAN_FATAL("model '{}': discriminator output '{}' has no loss", m_model.name, h);
   }
+}
+
+std::vector<std::string> GanStep::loss_names() const {
+  std::vector<std::string> names = m_heads;
+  if (m_config.hlf_mmd > 0.0f) names.emplace_back("hlf_mmd");
+  return names;
+}
+
+std::vector<double> GanStep::features_of(const Tensor& input) const {
+  const Tensor host = to_host(input);
+  const Shape& s = host.shape();
+  const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
+  std::vector<double> f(static_cast<std::size_t>(n * F));
+  for (std::int64_t i = 0; i < n; ++i)
+    nn::shower_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data() + i * F);
+  return f;
+}
+
+std::vector<double> GanStep::mmd_scales(const std::vector<double>& real) const {
+  const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
+  const std::size_t n = real.size() / F;
+  std::vector<double> scale(F);
+  for (std::size_t k = 0; k < F; ++k) {
+    double m = 0.0, v = 0.0;
+    for (std::size_t i = 0; i < n; ++i) m += real[i * F + k];
+    m /= static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) v += (real[i * F + k] - m) * (real[i * F + k] - m);
+    // a feature constant in the batch (an empty layer's) keeps a scale of order one
+    scale[k] = 1.0 / std::max(std::sqrt(v / static_cast<double>(n)), 0.05);
+  }
+  scale[0] *= kMmdEnergyWeight;
+  return scale;
+}
+
+double GanStep::hlf_mmd(const Tensor& input, const std::vector<double>& real, const std::vector<double>& scales,
+                        Tensor* d_input_grad) const {
+  const Tensor host = to_host(input);
+  const Shape& s = host.shape();
+  const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
+  const std::vector<double> fake = features_of(host);
+  std::vector<double> grad(d_input_grad != nullptr ? fake.size() : 0);
+  const double v = nn::mmd2_rq(fake, real, static_cast<std::size_t>(F), scales, grad);
+  if (d_input_grad == nullptr) return v;
+  Tensor g = to_host(*d_input_grad);
+  if (g.data() == d_input_grad->data()) g = g.clone();  // the network's own buffer: not ours to change
+  std::vector<float> gy(static_cast<std::size_t>(F)), gx(static_cast<std::size_t>(item));
+  std::vector<double> f(static_cast<std::size_t>(F));
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t k = 0; k < F; ++k)
+      gy[static_cast<std::size_t>(k)] =
+          static_cast<float>(m_config.hlf_mmd * grad[static_cast<std::size_t>(i * F + k)]);
+    nn::shower_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data(), gy.data(), gx.data());
+    float* dst = g.data() + i * item;
+    for (std::int64_t j = 0; j < item; ++j) dst[j] += gx[static_cast<std::size_t>(j)];
+  }
+  *d_input_grad = to_device(g);
+  return v;
 }
 
 Tensor GanStep::to_device(const Tensor& host) const {
@@ -252,7 +315,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   nn::Network& D = m_model.discriminator;
   const Shape col{n, 1};
   StepLosses L;
-  L.heads = m_heads;
+  L.heads = loss_names();
 
   // Conditions of the fake batch.
   Tensor fake_energy = Tensor::empty(col), fake_ecal = Tensor::empty(col);
@@ -285,6 +348,11 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   const Tensor real_image = d_input(to_device(batch.image), batch.energy);
   const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
+  std::vector<double> real_features, mmd_scale;
+  if (m_config.hlf_mmd > 0.0f) {
+    real_features = features_of(real_image);
+    mmd_scale = mmd_scales(real_features);
+  }
   // 2. D on real.
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
@@ -312,7 +380,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   // 4. G through the combined model, D frozen.
   Tensor ones = Tensor::full(col, 1.0f);
   const auto g_targets = head_targets(ones, fake_energy, fake_ecal, batch.angle);
-  L.g_heads.assign(m_heads.size(), 0.0);
+  L.g_heads.assign(L.heads.size(), 0.0);
   for (int pass = 0; pass < m_config.generator_passes; ++pass) {
     const Tensor z = to_device(generator_input(fake_energy, batch.angle, rng));
     nn::ForwardContext g_ctx{nn::Phase::train, true, m_seed, step * 8 + 2 + static_cast<std::uint64_t>(pass) * 2};
@@ -321,16 +389,23 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     nn::ForwardContext d_ctx{nn::Phase::train, false, m_seed, step * 8 + 3 + static_cast<std::uint64_t>(pass) * 2};
     const auto& out = D.forward(image, d_ctx);
     std::vector<double> heads;
-    const double total = head_losses(out, g_targets, heads, diffs);
+    double total = head_losses(out, g_targets, heads, diffs);
+    Tensor d_in = D.backward(diffs, {false, true});
+    if (m_config.hlf_mmd > 0.0f) {
+      heads.push_back(hlf_mmd(image, real_features, mmd_scale, &d_in));
+      total += m_config.hlf_mmd * heads.back();
+    }
     check_loss(total, Net::generator, "G through frozen D");
     L.g += total / m_config.generator_passes;
     for (std::size_t h = 0; h < heads.size(); ++h) L.g_heads[h] += heads[h] / m_config.generator_passes;
-    const Tensor d_image = reflected(image_grad(D.backward(diffs, {false, true}), fake_energy), codes, true);
+    const Tensor d_image = reflected(image_grad(d_in, fake_energy), codes, true);
     G.zero_grads();
     G.backward({d_image}, {true, false});
     check_grads(Net::generator, step, "G through frozen D");
     apply(Net::generator);
   }
+  L.d_real_heads.resize(L.heads.size(), 0.0);
+  L.d_fake_heads.resize(L.heads.size(), 0.0);
   return L;
 }
 
@@ -341,7 +416,6 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   Rng rng(seed, hash_string("evaluate"));
   const Shape col{n, 1};
   StepLosses L;
-  L.heads = m_heads;
   Tensor fake_energy = batch.energy, fake_ecal = batch.ecal;
   if (!m_model.angle_model) {
     fake_energy = Tensor::empty(col);
@@ -364,6 +438,15 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
+  L.heads = loss_names();
+  if (m_config.hlf_mmd > 0.0f) {
+    const Tensor real_input = d_input(to_device(batch.image), batch.energy);
+    const std::vector<double> real = features_of(real_input);
+    L.g_heads.push_back(hlf_mmd(d_input(fake, fake_energy), real, mmd_scales(real), nullptr));
+    L.g += m_config.hlf_mmd * L.g_heads.back();
+    L.d_real_heads.push_back(0.0);
+    L.d_fake_heads.push_back(0.0);
+  }
   return L;
 }
 

@@ -59,14 +59,25 @@ struct StepConfig {
   /// left untouched). With the reference's choice the discriminator learns on showers of another
   /// generator than the one the generator's update moves, by the lag of the running means.
   bool fakes_batch_stats = false;
+  /// > 0: the generator's loss gains this weight times the squared maximum mean discrepancy
+  /// (nn::mmd2_rq) between the high-level features (nn::shower_features) of its showers and of
+  /// the real batch's, each feature scaled by the real batch's spread and the energy feature by
+  /// kMmdEnergyWeight more, so that showers are compared with showers of like energy. A
+  /// non-adversarial pull on the joint distribution of the features (the response's spread, the
+  /// layers' correlations) that the discriminator does not have to learn first. Needs a
+  /// conditioned discriminator (the energy is read from its second channel).
+  float hlf_mmd = 0.0f;
 };
+
+/// The energy feature's weight in StepConfig::hlf_mmd's kernel, beside the other features' 1.
+inline constexpr double kMmdEnergyWeight = 4.0;
 
 enum class Net { generator, discriminator };
 const char* to_string(Net n);
 
 /// Losses of one step: weighted totals and per-head values (unweighted), in head order.
 struct StepLosses {
-  std::vector<std::string> heads;        ///< discriminator output names
+  std::vector<std::string> heads;        ///< GanStep::loss_names(): D's outputs, then "hlf_mmd" if on
   double d_real = 0, d_fake = 0, g = 0;  ///< weighted totals (g averaged over the passes)
   std::vector<double> d_real_heads, d_fake_heads, g_heads;
   double d_loss() const { return 0.5 * (d_real + d_fake); }
@@ -111,6 +122,9 @@ class GanStep {
   std::vector<Tensor> discriminate(const Tensor& images, const Tensor& energy, nn::Phase phase = nn::Phase::infer);
 
   const StepConfig& config() const { return m_config; }
+  /// The names of the per-head losses of StepLosses: the discriminator's outputs, then "hlf_mmd"
+  /// with StepConfig::hlf_mmd (a generator loss only: 0 in the discriminator's columns).
+  std::vector<std::string> loss_names() const;
 
   /// The generator's input (N, latent) for conditions @p energy (N,1) E/100 (and @p angle): (E/100) z
   /// for the fixed-angle models, [E/100, z] with GanModel::energy_concat (z on the sphere of radius
@@ -150,6 +164,14 @@ class GanStep {
   double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
   void check_grads(Net net, std::uint64_t step, const char* phase) const;
+  /// StepConfig::hlf_mmd: the features (N x F) of D inputs @p input (N, C, X, Y, Z), and the
+  /// per-feature scales of the kernel from the real batch's features.
+  std::vector<double> features_of(const Tensor& input) const;
+  std::vector<double> mmd_scales(const std::vector<double>& real) const;
+  /// MMD^2 of the fake D inputs @p input against the real features; with @p d_input_grad defined,
+  /// weight * its gradient added to that gradient of D's input.
+  double hlf_mmd(const Tensor& input, const std::vector<double>& real, const std::vector<double>& scales,
+                 Tensor* d_input_grad) const;
   Tensor to_device(const Tensor& host) const;
   Tensor to_host(const Tensor& t) const;
 

@@ -4,6 +4,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -111,6 +112,65 @@ double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float
           static_cast<float>(weight * 100.0 * sign[static_cast<std::size_t>(bin[i])] / (static_cast<double>(n) * t));
     }
   return total;
+}
+
+namespace {
+constexpr std::array<double, 5> kRqAlphas{0.2, 0.5, 1.0, 2.0, 5.0};
+/// The rational-quadratic mixture at scaled squared distance s, and dk/ds in @p slope.
+double rq_kernel(double s, double& slope) {
+  double k = 0.0;
+  slope = 0.0;
+  for (const double a : kRqAlphas) {
+    const double base = 1.0 + s / (2.0 * a);
+    const double p = std::pow(base, -a);
+    k += p;
+    slope += -0.5 * p / base;  // d/ds base^-a = -a base^(-a-1) / (2a)
+  }
+  return k;
+}
+}  // namespace
+
+double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t d, std::span<const double> scale,
+               std::span<double> grad_x) {
+  MPIGAN_CHECK(d >= 1 && scale.size() == d && x.size() % d == 0 && y.size() % d == 0,
+               "mmd: samples of {} and {} values and {} scales for dimension {}", x.size(), y.size(), scale.size(), d);
+  const std::size_t n = x.size() / d, m = y.size() / d;
+  MPIGAN_CHECK(n >= 2 && m >= 2, "mmd: needs two samples or more on each side, got {} and {}", n, m);
+  MPIGAN_CHECK(grad_x.empty() || grad_x.size() == x.size(), "mmd: gradient buffer of {} for {}", grad_x.size(),
+               x.size());
+  if (!grad_x.empty()) std::fill(grad_x.begin(), grad_x.end(), 0.0);
+  std::vector<double> w2(d), delta(d);
+  for (std::size_t k = 0; k < d; ++k) w2[k] = scale[k] * scale[k] / static_cast<double>(d);
+  // k(a, b); dk/da = slope * 2 w2 (a - b) is added to @p grad_a times @p coef and to @p grad_b
+  // (dk/db = -dk/da) times @p coef, where given.
+  auto pair = [&](const double* a, const double* b, double* grad_a, double* grad_b, double coef) {
+    double s = 0.0;
+    for (std::size_t k = 0; k < d; ++k) {
+      delta[k] = a[k] - b[k];
+      s += w2[k] * delta[k] * delta[k];
+    }
+    double slope = 0.0;
+    const double kv = rq_kernel(s, slope);
+    for (std::size_t k = 0; k < d; ++k) {
+      const double da = coef * slope * 2.0 * w2[k] * delta[k];
+      if (grad_a != nullptr) grad_a[k] += da;
+      if (grad_b != nullptr) grad_b[k] -= da;
+    }
+    return kv;
+  };
+  const double cxx = 1.0 / static_cast<double>(n * (n - 1)), cyy = 1.0 / static_cast<double>(m * (m - 1));
+  const double cxy = 2.0 / static_cast<double>(n * m);
+  auto grad_row = [&](std::size_t i) { return grad_x.empty() ? nullptr : grad_x.data() + i * d; };
+  double xx = 0.0, yy = 0.0, xy = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    // each unordered pair once: it enters the sum twice
+    for (std::size_t j = i + 1; j < n; ++j)
+      xx += 2.0 * pair(x.data() + i * d, x.data() + j * d, grad_row(i), grad_row(j), 2.0 * cxx);
+    for (std::size_t j = 0; j < m; ++j) xy += pair(x.data() + i * d, y.data() + j * d, grad_row(i), nullptr, -cxy);
+  }
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = i + 1; j < m; ++j) yy += 2.0 * pair(y.data() + i * d, y.data() + j * d, nullptr, nullptr, 0.0);
+  return cxx * xx + cyy * yy - cxy * xy;
 }
 
 }  // namespace mpigan::nn

@@ -33,4 +33,18 @@ double loss_value_and_grad(LossKind kind, std::span<const float> pred, std::span
 double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float> target, std::span<const float> key,
                               int bins, float lo, float hi, float weight, std::span<float> diff);
 
+/// The unbiased estimate of the squared maximum mean discrepancy between the rows of @p x (n x d)
+/// and of @p y (m x d), n, m >= 2, under a sum of rational-quadratic kernels
+///   k(a, b) = sum_{alpha in {0.2, 0.5, 1, 2, 5}} (1 + s / (2 alpha))^-alpha,
+///   s = sum_k (scale_k (a_k - b_k))^2 / d
+/// (the mixture of Binkowski et al., "Demystifying MMD GANs", 2018; heavy tails, so a sample far
+/// from the other still feels a gradient):
+///   MMD^2 = sum_{i != j} k(x_i, x_j) / (n (n-1)) + sum_{i != j} k(y_i, y_j) / (m (m-1))
+///           - 2 sum_{i,j} k(x_i, y_j) / (n m).
+/// It is 0 in expectation when x and y are drawn from the same distribution and, the kernel being
+/// characteristic, positive otherwise. When @p grad_x is non-empty it receives dMMD^2/dx (n x d);
+/// y is a constant.
+double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t d, std::span<const double> scale,
+               std::span<double> grad_x);
+
 }  // namespace mpigan::nn

@@ -110,7 +110,7 @@ class SingleProcessRun {
         m_session(Session::create(e, mix64(e.seed ^ 0x51A6E5ull))),
         m_source(m_plan.train(e.batch)),
         m_loader(*m_source),
-        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_session.model->discriminator.output_names()), m_resume),
+        m_metrics(m_run.file("metrics.csv"), metrics_columns(m_session.step->loss_names()), m_resume),
         m_stopper(e.early_stopping),
         m_prune(options.prune) {
     if (e.physics.enabled) {

@@ -407,6 +407,34 @@ def binned_mean_ratio(p: torch.Tensor, y: torch.Tensor, key: torch.Tensor, bins:
     return total
 
 
+MMD_ENERGY_WEIGHT = 4.0   # mpigan's models::kMmdEnergyWeight
+
+
+def mmd_scales(real: torch.Tensor) -> torch.Tensor:
+    """The kernel's per-feature scales of mpigan's StepConfig::hlf_mmd: 1 / (the real batch's
+    standard deviation, population form, at least 0.05), the energy feature's times MMD_ENERGY_WEIGHT."""
+    scale = 1.0 / real.std(dim=0, unbiased=False).clamp(min=0.05)
+    scale[0] = scale[0] * MMD_ENERGY_WEIGHT
+    return scale
+
+
+def mmd2_rq(x: torch.Tensor, y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """mpigan's nn::mmd2_rq: the unbiased MMD^2 between the rows of x (n, d) and y (m, d) under
+    sum_{a in 0.2, 0.5, 1, 2, 5} (1 + s/(2a))^-a, s = |scale (a - b)|^2 / d."""
+    d = x.shape[1]
+    xs, ys = x * scale / d ** 0.5, y * scale / d ** 0.5
+
+    def k(a, b):
+        s = (a.unsqueeze(1) - b.unsqueeze(0)).pow(2).sum(dim=2)
+        return sum((1.0 + s / (2.0 * al)).pow(-al) for al in (0.2, 0.5, 1.0, 2.0, 5.0))
+
+    n, m = x.shape[0], y.shape[0]
+    kxx, kyy = k(xs, xs), k(ys, ys)
+    off = (kxx.sum() - kxx.diagonal().sum()) / (n * (n - 1))
+    off_y = (kyy.sum() - kyy.diagonal().sum()) / (m * (m - 1))
+    return off + off_y - 2.0 * k(xs, ys).mean()
+
+
 def keras_mae(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (y - p.float()).abs().mean()
 

@@ -300,6 +300,42 @@ def test_hlf_lr_scale_and_ema():
         assert cfg["settings"]["hlf_lr_scale"] == 5.0 and cfg["source"]["hlf_lr_scale"] == "flag"
 
 
+def test_hlf_mmd():
+    """gan3d.mmd2_rq on the hand-computed case of mpigan's test (x = {0, 1}, y = {0, 2} in one
+    dimension: (k(4) - k(0)) / 2), near 0 for samples of one distribution and well above for a
+    shift; --hlf-mmd changes the run and needs --condition."""
+    def k(s):
+        return sum((1.0 + s / (2.0 * a)) ** -a for a in (0.2, 0.5, 1.0, 2.0, 5.0))
+    x, y = torch.tensor([[0.0], [1.0]], dtype=torch.float64), torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+    assert close(gan3d.mmd2_rq(x, y, torch.ones(1, dtype=torch.float64)), 0.5 * (k(4.0) - 5.0), 1e-12)
+    gen = torch.Generator().manual_seed(3)
+    a, same = torch.randn(300, 2, generator=gen, dtype=torch.float64), torch.randn(300, 2, generator=gen,
+                                                                                  dtype=torch.float64)
+    shifted = torch.randn(300, 2, generator=gen, dtype=torch.float64) + torch.tensor([0.5, 0.0], dtype=torch.float64)
+    two = torch.ones(2, dtype=torch.float64)
+    null, alt = float(gan3d.mmd2_rq(a, same, two)), float(gan3d.mmd2_rq(a, shifted, two))
+    assert abs(null) < 0.01 and alt > 0.05 and alt > 5 * abs(null), (null, alt)
+    f = torch.tensor([[0.0, 1.0, 5.0], [1.0, 1.0, 7.0], [2.0, 1.0, 9.0]], dtype=torch.float64)
+    sc = gan3d.mmd_scales(f)   # std 0.816, 0 (floored to 0.05), 1.633; the energy's times 4
+    assert close(sc[0], 4.0 / math.sqrt(2.0 / 3.0)) and close(sc[1], 20.0) and close(sc[2], 1.0 / math.sqrt(8.0 / 3.0))
+    with tempfile.TemporaryDirectory() as tmp:
+        data = rung_files(tmp, np.random.default_rng(2))
+        common = ["--data-dir", data, "--max-samples", "32", "--batch", "16", "--events", "20", "--optimizer",
+                  "adam", "--condition", "--log-every", "100"]
+        for name, extra in {"plain": [], "mmd": ["--hlf-mmd", "10"]}.items():
+            assert tr.main(common + extra + ["--out", os.path.join(tmp, name)]) == 0
+
+        def showers(name):
+            with h5py.File(os.path.join(tmp, name, "gen-32.h5"), "r") as fh:
+                return fh["ECAL"][...]
+        assert not np.array_equal(showers("plain"), showers("mmd"))
+        try:
+            tr.main(["--data-dir", data, "--hlf-mmd", "1", "--out", os.path.join(tmp, "bad")])
+            assert False, "hlf_mmd without condition was accepted"
+        except SystemExit as e:
+            assert "needs model.condition" in str(e)
+
+
 def test_noise_and_normalise():
     e = torch.tensor([[0.1], [1.0], [4.0]])
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)

@@ -155,6 +155,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("hlf_lr_scale", "hlf_lr_scale", "model.hlf_lr_scale", 1.0),
         ("input", "input", "model.input", "product"),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
+        ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -180,6 +181,9 @@ def resolve_settings(args, y: dict) -> dict:
     if s["hlf_head"] and not s["condition"]:
         raise SystemExit("model.hlf_head needs model.condition (as in mpigan)")
     s["hlf_lr_scale"] = float(s["hlf_lr_scale"])
+    s["hlf_mmd"] = float(s["hlf_mmd"])
+    if s["hlf_mmd"] < 0.0 or (s["hlf_mmd"] > 0.0 and not s["condition"]):
+        raise SystemExit("training.hlf_mmd is a weight >= 0 and needs model.condition (as in mpigan)")
     if s["hlf_lr_scale"] != 1.0 and not s["hlf_head"]:
         raise SystemExit("model.hlf_lr_scale needs model.hlf_head (as in mpigan)")
     if s["optimizer"] not in ("rmsprop", "adam"):
@@ -304,6 +308,7 @@ class RungStep:
         self.concat = s.get("input", "product") == "concat"
         self.normalise = bool(s["normalise_energy"])
         self.power = float(s["power"])
+        self.mmd = float(s.get("hlf_mmd", 0.0))
 
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
@@ -314,6 +319,11 @@ class RungStep:
         if len(outs) > 3:
             heads += (gan3d.keras_bce(outs[3], label),)
         return sum(w * h for w, h in zip(self.w, heads)), heads
+
+    def _features(self, image: torch.Tensor, energy: torch.Tensor) -> torch.Tensor:
+        """training.hlf_mmd: the features of D's input (after _scaled), as the discriminator computes them."""
+        cells = image if self.power == 1.0 else image.clamp(min=0.0).pow(1.0 / self.power)
+        return gan3d.shower_features(cells.double(), energy.double())
 
     def _flipped(self, value: float, n: int) -> torch.Tensor:
         t = torch.full((n, 1), value)
@@ -363,10 +373,17 @@ class RungStep:
         #    statistics change), fresh noise, same conditions, labels 1
         ones = torch.ones(n, 1)
         g_total = 0.0
+        if self.mmd > 0.0:
+            with torch.no_grad():
+                real_f = self._features(self._scaled(image, energy), energy)
+                scale = gan3d.mmd_scales(real_f)
         with gan3d.frozen(d):
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
-                loss, _ = self.losses(d(self._scaled(g(self._latent(fake_e)), fake_e), fake_e), ones, fake_e, fake_ecal)
+                shown = self._scaled(g(self._latent(fake_e)), fake_e)
+                loss, _ = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
+                if self.mmd > 0.0:
+                    loss = loss + self.mmd * gan3d.mmd2_rq(self._features(shown, fake_e), real_f, scale).float()
                 self._check(loss, step, "generator", "G through frozen D")
                 loss.backward()
                 self.opt_g.step()
@@ -476,6 +493,8 @@ def parse_args(argv=None):
                    help="the generator input: (E/100) z or [E/100, z] (model.input)")
     p.add_argument("--hlf-head", dest="hlf_head", action="store_true", default=None,
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
+    p.add_argument("--hlf-mmd", dest="hlf_mmd", type=float,
+                   help="the weight of MMD^2 between fake and real showers' features in G's loss (training.hlf_mmd)")
     p.add_argument("--hlf-lr-scale", dest="hlf_lr_scale", type=float,
                    help="the hlf head's learning rate as a multiple of the discriminator's")
     p.add_argument("--g-ema", dest="g_ema", type=float, default=0.0,

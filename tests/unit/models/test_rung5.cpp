@@ -6,6 +6,7 @@
 #include "mpigan/models/gan_model.hpp"
 #include "mpigan/models/gan_step.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -243,6 +244,62 @@ TEST_CASE("hlf_head: a fifth output read through the shower's features, trained 
   const StepLosses lf = fast_step.run(b, 0, none), ls = slow_step.run(b, 0, none);
   CHECK(lf.d_real_heads[k] == doctest::Approx(ls.d_real_heads[k]).epsilon(1e-5));
   CHECK(lf.g_heads[k] == doctest::Approx(ls.g_heads[k]).epsilon(1e-5));
+}
+
+TEST_CASE("hlf_mmd: the generator's loss gains MMD^2 of the showers' features, its gradient by finite differences") {
+  auto be = make_backend("cpu");
+  auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
+  Rng rng(11, 1);
+  const RealBatch b = power_batch(16, 0.5f, rng);
+  StepConfig c;
+  c.generator_passes = 1;
+  StepConfig cm = c;
+  cm.hlf_mmd = 3.0f;
+  GanStep plain(*m, *be, c, 5), with(*m, *be, cm, 5);
+  CHECK(plain.loss_names() == m->discriminator.output_names());
+  CHECK(with.loss_names().back() == "hlf_mmd");
+  std::vector<float> grad;
+  const auto keep_g = [&](Net n) {
+    if (n != Net::generator) return;
+    const Tensor g = m->generator.grads().flat();
+    grad.assign(g.data(), g.data() + g.numel());
+  };
+  // Weights never change here; the generator's pass reads only weights and the (seed, step) noise.
+  const StepLosses lp = plain.run(b, 0, keep_g);
+  const std::vector<float> g_plain = grad;
+  const StepLosses lw = with.run(b, 0, keep_g);
+  const std::vector<float> g_with = grad;
+  REQUIRE(lw.heads.size() == lp.heads.size() + 1);
+  const double mmd = lw.g_heads.back();
+  CHECK(mmd > 0.01);  // untrained showers against the batch's
+  CHECK(lw.g == doctest::Approx(lp.g + 3.0 * mmd).epsilon(1e-5));
+  CHECK(lw.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
+  CHECK(lw.d_real_heads.back() == 0.0);
+  CHECK(lw.d_fake_heads.back() == 0.0);
+  // The MMD's share of the generator's gradient, (g_with - g_plain) / 3, against central
+  // differences of the reported MMD^2 on the three weights it moves most.
+  std::vector<std::size_t> idx(g_with.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
+    return std::abs(g_with[a] - g_plain[a]) > std::abs(g_with[b2] - g_plain[b2]);
+  });
+  const auto none = [](Net) {};
+  for (int t = 0; t < 3; ++t) {
+    const std::size_t j = idx[static_cast<std::size_t>(t)];
+    float* w = m->generator.weights().data() + j;
+    const float w0 = *w, h = 2e-3f * std::max(std::abs(w0), 0.05f);
+    *w = w0 + h;
+    const double up = with.run(b, 0, none).g_heads.back();
+    *w = w0 - h;
+    const double down = with.run(b, 0, none).g_heads.back();
+    *w = w0;
+    const double fd = (up - down) / (2.0 * static_cast<double>(h));
+    CHECK((g_with[j] - g_plain[j]) / 3.0 == doctest::Approx(fd).epsilon(0.03));
+  }
+  // Its value at evaluation: inference-mode showers against the batch.
+  CHECK(with.evaluate(b, 9).g_heads.back() > 0.0);
+  CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, cm, 5),
+                    doctest::Contains("hlf_mmd compares showers of like energy"));
 }
 
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {

@@ -2,6 +2,7 @@
 #include "test_utils.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/rng.hpp"
 #include "mpigan/nn/loss.hpp"
 #include "mpigan/nn/optimizer.hpp"
 
@@ -91,6 +92,49 @@ TEST_CASE("the binned mean-ratio loss: the mean response per bin costs, the spre
   CHECK(nn::binned_mean_ratio_loss(spread, ones, keys, 1, 0.0f, 1.0f, 1.0f, {}) < 1e-4);  // float rounding only
   CHECK(nn::loss_value_and_grad(nn::LossKind::mape, spread, ones, 1.0f, {}) == doctest::Approx(15.0));
   CHECK_THROWS_AS(nn::binned_mean_ratio_loss(spread, ones, keys, 0, 0.0f, 1.0f, 1.0f, {}), Error);
+}
+
+TEST_CASE("MMD^2 with the rational-quadratic mixture: a hand-computed case, finite differences, a shift it must see") {
+  auto k = [](double s) {  // the kernel as loss.hpp writes it
+    double v = 0.0;
+    for (double a : {0.2, 0.5, 1.0, 2.0, 5.0}) v += std::pow(1.0 + s / (2.0 * a), -a);
+    return v;
+  };
+  // d = 1, x = {0, 1}, y = {0, 2}: xx pair s = 1, yy pair s = 4, xy pairs s = 0, 4, 1, 1;
+  // MMD^2 = k(1) + k(4) - (2/4)(k(0) + k(4) + 2 k(1)) = (k(4) - k(0)) / 2, k(0) = 5
+  const std::vector<double> x{0.0, 1.0}, y{0.0, 2.0}, one{1.0};
+  std::vector<double> g(2);
+  CHECK(nn::mmd2_rq(x, y, 1, one, g) == doctest::Approx(0.5 * (k(4.0) - 5.0)).epsilon(1e-12));
+  // dMMD^2/dx_0 = k'(1) 2 (0 - 1) - (2/4)(k'(0) 2 (0 - 0) + k'(4) 2 (0 - 2)), k' by central differences of k
+  auto dk = [&](double s) { return (k(s + 1e-6) - k(s - 1e-6)) / 2e-6; };
+  CHECK(g[0] == doctest::Approx(-2.0 * dk(1.0) + 2.0 * dk(4.0)).epsilon(1e-6));
+  // n = 5, m = 4 in d = 3 with scales: the gradient against central differences
+  Rng rng(7, 1);
+  std::vector<double> xs(15), ys(12), scale{0.5, 2.0, 1.3};
+  for (double& v : xs) v = rng.normal();
+  for (double& v : ys) v = rng.normal() + 0.3;
+  std::vector<double> gx(15);
+  nn::mmd2_rq(xs, ys, 3, scale, gx);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    std::vector<double> up = xs, down = xs;
+    up[i] += 1e-5;
+    down[i] -= 1e-5;
+    const double fd = (nn::mmd2_rq(up, ys, 3, scale, {}) - nn::mmd2_rq(down, ys, 3, scale, {})) / 2e-5;
+    CHECK(gx[i] == doctest::Approx(fd).epsilon(1e-6));
+  }
+  // 300 draws of N(0, 1)^2 against 300 others: near 0; against N(0.5, 1) x N(0, 1): well above
+  auto draw = [&](double shift) {
+    std::vector<double> v(600);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = rng.normal() + (i % 2 == 0 ? shift : 0.0);
+    return v;
+  };
+  const std::vector<double> a = draw(0.0), same = draw(0.0), shifted = draw(0.5), two{1.0, 1.0};
+  const double null = nn::mmd2_rq(a, same, 2, two, {});
+  const double alt = nn::mmd2_rq(a, shifted, 2, two, {});
+  CHECK(std::abs(null) < 0.01);
+  CHECK(alt > 0.05);
+  CHECK(alt > 5.0 * std::abs(null));
+  CHECK_THROWS_AS(nn::mmd2_rq(std::vector<double>{1.0}, y, 1, one, {}), Error);  // one sample
 }
 
 TEST_CASE("SGD with momentum and Nesterov: two steps in closed form") {

@@ -288,6 +288,17 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
                              "training: {discriminator_fakes: train}\n"),
                  "training.discriminator_fakes"));
   CHECK(h.resolved["model"]["hlf_lr_scale"].as<double>() == doctest::Approx(5.0));
+  CHECK(h.step.hlf_mmd == 0.0f);
+  const auto mmd = parse(
+      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+      "training: {hlf_mmd: 10}\n");
+  CHECK(mmd.step.hlf_mmd == doctest::Approx(10.0));
+  CHECK(mmd.resolved["training"]["hlf_mmd"].as<double>() == doctest::Approx(10.0));
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\ntraining: {hlf_mmd: 10}\n"),
+                 "training.hlf_mmd"));
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+                             "training: {hlf_mmd: -1}\n"),
+                 "training.hlf_mmd"));
   CHECK_THROWS_WITH(
       parse("name: t\nmodel: {name: 3dgan-5, condition: true, hlf_lr_scale: 5}\ndata: {train: \"d/*.h5\"}\n"),
       doctest::Contains("needs model.hlf_head: true"));
