@@ -30,9 +30,12 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
                config.generator_passes);
   MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
                "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
-  MPIGAN_CHECK(config.hlf_mmd >= 0.0f, "gan step: hlf_mmd is a loss weight, >= 0, got {}", config.hlf_mmd);
-  MPIGAN_CHECK(config.hlf_mmd == 0.0f || (model.conditioned && !model.angle_model),
-               "gan step: hlf_mmd compares showers of like energy and reads it from a conditioned discriminator's "
+  MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f,
+               "gan step: hlf_mmd and response_mmd are loss weights, >= 0, got {} and {}", config.hlf_mmd,
+               config.response_mmd);
+  MPIGAN_CHECK((config.hlf_mmd == 0.0f && config.response_mmd == 0.0f) || (model.conditioned && !model.angle_model),
+               "gan step: hlf_mmd and response_mmd compare showers of like energy and read it from a conditioned "
+               "discriminator's "
                "input: model '{}' needs condition: true (and a fixed angle)",
                model.name);
   m_heads = m_model.discriminator.output_names();
@@ -56,6 +59,7 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
 std::vector<std::string> GanStep::loss_names() const {
   std::vector<std::string> names = m_heads;
   if (m_config.hlf_mmd > 0.0f) names.emplace_back("hlf_mmd");
+  if (m_config.response_mmd > 0.0f) names.emplace_back("response_mmd");
   return names;
 }
 
@@ -69,7 +73,9 @@ std::vector<double> GanStep::features_of(const Tensor& input) const {
   return f;
 }
 
-std::vector<double> GanStep::mmd_scales(const std::vector<double>& real) const {
+std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real) const {
+  std::vector<MmdTerm> terms;
+  if (m_config.hlf_mmd == 0.0f && m_config.response_mmd == 0.0f) return terms;
   const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
   const std::size_t n = real.size() / F;
   std::vector<double> scale(F);
@@ -82,32 +88,42 @@ std::vector<double> GanStep::mmd_scales(const std::vector<double>& real) const {
     scale[k] = 1.0 / std::max(std::sqrt(v / static_cast<double>(n)), 0.05);
   }
   scale[0] *= kMmdEnergyWeight;
-  return scale;
+  if (m_config.hlf_mmd > 0.0f) terms.push_back({m_config.hlf_mmd, scale});
+  if (m_config.response_mmd > 0.0f) {
+    // the energy and the response alone: the other scales 0, these two grown by sqrt(F / 2) so
+    // that s (a mean over the F dimensions) is their mean
+    std::vector<double> pair(F, 0.0);
+    for (std::size_t k = 0; k < 2; ++k) pair[k] = scale[k] * std::sqrt(static_cast<double>(F) / 2.0);
+    terms.push_back({m_config.response_mmd, std::move(pair)});
+  }
+  return terms;
 }
 
-double GanStep::hlf_mmd(const Tensor& input, const std::vector<double>& real, const std::vector<double>& scales,
-                        Tensor* d_input_grad) const {
+std::vector<double> GanStep::mmd_losses(const Tensor& input, const std::vector<double>& real,
+                                        const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const {
   const Tensor host = to_host(input);
   const Shape& s = host.shape();
   const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
   const std::vector<double> fake = features_of(host);
-  std::vector<double> grad(d_input_grad != nullptr ? fake.size() : 0);
-  const double v = nn::mmd2_rq(fake, real, static_cast<std::size_t>(F), scales, grad);
-  if (d_input_grad == nullptr) return v;
+  std::vector<double> values, grad(d_input_grad != nullptr ? fake.size() : 0), sum(grad.size(), 0.0);
+  for (const MmdTerm& t : terms) {
+    values.push_back(nn::mmd2_rq(fake, real, static_cast<std::size_t>(F), t.scale, grad));
+    for (std::size_t j = 0; j < grad.size(); ++j) sum[j] += t.weight * grad[j];
+  }
+  if (d_input_grad == nullptr) return values;
   Tensor g = to_host(*d_input_grad);
   if (g.data() == d_input_grad->data()) g = g.clone();  // the network's own buffer: not ours to change
   std::vector<float> gy(static_cast<std::size_t>(F)), gx(static_cast<std::size_t>(item));
   std::vector<double> f(static_cast<std::size_t>(F));
   for (std::int64_t i = 0; i < n; ++i) {
     for (std::int64_t k = 0; k < F; ++k)
-      gy[static_cast<std::size_t>(k)] =
-          static_cast<float>(m_config.hlf_mmd * grad[static_cast<std::size_t>(i * F + k)]);
+      gy[static_cast<std::size_t>(k)] = static_cast<float>(sum[static_cast<std::size_t>(i * F + k)]);
     nn::shower_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data(), gy.data(), gx.data());
     float* dst = g.data() + i * item;
     for (std::int64_t j = 0; j < item; ++j) dst[j] += gx[static_cast<std::size_t>(j)];
   }
   *d_input_grad = to_device(g);
-  return v;
+  return values;
 }
 
 Tensor GanStep::to_device(const Tensor& host) const {
@@ -348,10 +364,11 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   const Tensor real_image = d_input(to_device(batch.image), batch.energy);
   const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
-  std::vector<double> real_features, mmd_scale;
-  if (m_config.hlf_mmd > 0.0f) {
+  std::vector<double> real_features;
+  std::vector<MmdTerm> mmd;
+  if (m_config.hlf_mmd > 0.0f || m_config.response_mmd > 0.0f) {
     real_features = features_of(real_image);
-    mmd_scale = mmd_scales(real_features);
+    mmd = mmd_terms(real_features);
   }
   // 2. D on real.
   {
@@ -391,9 +408,12 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     std::vector<double> heads;
     double total = head_losses(out, g_targets, heads, diffs);
     Tensor d_in = D.backward(diffs, {false, true});
-    if (m_config.hlf_mmd > 0.0f) {
-      heads.push_back(hlf_mmd(image, real_features, mmd_scale, &d_in));
-      total += m_config.hlf_mmd * heads.back();
+    if (!mmd.empty()) {
+      const std::vector<double> v = mmd_losses(image, real_features, mmd, &d_in);
+      for (std::size_t t = 0; t < v.size(); ++t) {
+        heads.push_back(v[t]);
+        total += mmd[t].weight * v[t];
+      }
     }
     check_loss(total, Net::generator, "G through frozen D");
     L.g += total / m_config.generator_passes;
@@ -439,13 +459,16 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   L.heads = loss_names();
-  if (m_config.hlf_mmd > 0.0f) {
-    const Tensor real_input = d_input(to_device(batch.image), batch.energy);
-    const std::vector<double> real = features_of(real_input);
-    L.g_heads.push_back(hlf_mmd(d_input(fake, fake_energy), real, mmd_scales(real), nullptr));
-    L.g += m_config.hlf_mmd * L.g_heads.back();
-    L.d_real_heads.push_back(0.0);
-    L.d_fake_heads.push_back(0.0);
+  if (m_config.hlf_mmd > 0.0f || m_config.response_mmd > 0.0f) {
+    const std::vector<double> real = features_of(d_input(to_device(batch.image), batch.energy));
+    const std::vector<MmdTerm> terms = mmd_terms(real);
+    const std::vector<double> v = mmd_losses(d_input(fake, fake_energy), real, terms, nullptr);
+    for (std::size_t t = 0; t < v.size(); ++t) {
+      L.g_heads.push_back(v[t]);
+      L.g += terms[t].weight * v[t];
+      L.d_real_heads.push_back(0.0);
+      L.d_fake_heads.push_back(0.0);
+    }
   }
   return L;
 }

@@ -67,6 +67,10 @@ struct StepConfig {
   /// layers' correlations) that the discriminator does not have to learn first. Needs a
   /// conditioned discriminator (the energy is read from its second channel).
   float hlf_mmd = 0.0f;
+  /// > 0: the same with the energy and the response log10(S/E) alone (the first two features):
+  /// the distribution of sum/E at each energy, i.e. the sampling fraction and the resolution,
+  /// which in the full features' kernel is one dimension of 27.
+  float response_mmd = 0.0f;
 };
 
 /// The energy feature's weight in StepConfig::hlf_mmd's kernel, beside the other features' 1.
@@ -77,7 +81,7 @@ const char* to_string(Net n);
 
 /// Losses of one step: weighted totals and per-head values (unweighted), in head order.
 struct StepLosses {
-  std::vector<std::string> heads;        ///< GanStep::loss_names(): D's outputs, then "hlf_mmd" if on
+  std::vector<std::string> heads;        ///< GanStep::loss_names(): D's outputs, then the MMD terms on
   double d_real = 0, d_fake = 0, g = 0;  ///< weighted totals (g averaged over the passes)
   std::vector<double> d_real_heads, d_fake_heads, g_heads;
   double d_loss() const { return 0.5 * (d_real + d_fake); }
@@ -123,7 +127,7 @@ class GanStep {
 
   const StepConfig& config() const { return m_config; }
   /// The names of the per-head losses of StepLosses: the discriminator's outputs, then "hlf_mmd"
-  /// with StepConfig::hlf_mmd (a generator loss only: 0 in the discriminator's columns).
+  /// and "response_mmd" when on (generator losses only: 0 in the discriminator's columns).
   std::vector<std::string> loss_names() const;
 
   /// The generator's input (N, latent) for conditions @p energy (N,1) E/100 (and @p angle): (E/100) z
@@ -164,14 +168,18 @@ class GanStep {
   double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
   void check_grads(Net net, std::uint64_t step, const char* phase) const;
-  /// StepConfig::hlf_mmd: the features (N x F) of D inputs @p input (N, C, X, Y, Z), and the
-  /// per-feature scales of the kernel from the real batch's features.
+  /// StepConfig::hlf_mmd and response_mmd: the features (N x F) of D inputs @p input (N, C, X, Y, Z);
+  /// the terms on, each with its weight and its per-feature kernel scales from the real batch's
+  /// features; each term's MMD^2 of the fake D inputs @p input against the real features, and with
+  /// @p d_input_grad given, the weighted sum of their gradients added to that gradient of D's input.
+  struct MmdTerm {
+    float weight;
+    std::vector<double> scale;
+  };
   std::vector<double> features_of(const Tensor& input) const;
-  std::vector<double> mmd_scales(const std::vector<double>& real) const;
-  /// MMD^2 of the fake D inputs @p input against the real features; with @p d_input_grad defined,
-  /// weight * its gradient added to that gradient of D's input.
-  double hlf_mmd(const Tensor& input, const std::vector<double>& real, const std::vector<double>& scales,
-                 Tensor* d_input_grad) const;
+  std::vector<MmdTerm> mmd_terms(const std::vector<double>& real) const;
+  std::vector<double> mmd_losses(const Tensor& input, const std::vector<double>& real,
+                                 const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const;
   Tensor to_device(const Tensor& host) const;
   Tensor to_host(const Tensor& t) const;
 

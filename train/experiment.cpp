@@ -239,10 +239,12 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.normalise_energy = t.get_bool("normalise_energy", false);
   e.step.ecal_mean_bins = static_cast<int>(t.get_int("ecal_mean_bins", 0, 0, 1000));
   e.step.hlf_mmd = static_cast<float>(t.get_real("hlf_mmd", 0.0, 0.0, 1e6));
-  if (e.step.hlf_mmd > 0.0f && !e.model.condition)
-    t.problem("hlf_mmd",
-              "compares showers of like energy, read from a conditioned discriminator's input: it needs "
-              "model.condition: true");
+  e.step.response_mmd = static_cast<float>(t.get_real("response_mmd", 0.0, 0.0, 1e6));
+  for (const auto& [key, w] : {std::pair{"hlf_mmd", e.step.hlf_mmd}, std::pair{"response_mmd", e.step.response_mmd}})
+    if (w > 0.0f && !e.model.condition)
+      t.problem(key,
+                "compares showers of like energy, read from a conditioned discriminator's input: it needs "
+                "model.condition: true");
   e.step.ecal_xscale = e.data.preprocess.xscale;
   {
     const std::vector<double> ref(models::kReferenceEcalFit.begin(), models::kReferenceEcalFit.end());
@@ -377,6 +379,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["normalise_energy"] = e.step.normalise_energy;
   r["training"]["ecal_mean_bins"] = e.step.ecal_mean_bins;
   r["training"]["hlf_mmd"] = e.step.hlf_mmd;
+  r["training"]["response_mmd"] = e.step.response_mmd;
   for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);
   r["validation"]["enabled"] = e.validate;
   r["validation"]["every"] = e.validate_every;

@@ -322,13 +322,15 @@ def test_hlf_mmd():
         data = rung_files(tmp, np.random.default_rng(2))
         common = ["--data-dir", data, "--max-samples", "32", "--batch", "16", "--events", "20", "--optimizer",
                   "adam", "--condition", "--log-every", "100"]
-        for name, extra in {"plain": [], "mmd": ["--hlf-mmd", "10"]}.items():
+        runs = {"plain": [], "mmd": ["--hlf-mmd", "10"], "both": ["--hlf-mmd", "10", "--response-mmd", "5"]}
+        for name, extra in runs.items():
             assert tr.main(common + extra + ["--out", os.path.join(tmp, name)]) == 0
 
         def showers(name):
             with h5py.File(os.path.join(tmp, name, "gen-32.h5"), "r") as fh:
                 return fh["ECAL"][...]
         assert not np.array_equal(showers("plain"), showers("mmd"))
+        assert not np.array_equal(showers("mmd"), showers("both"))
         try:
             tr.main(["--data-dir", data, "--hlf-mmd", "1", "--out", os.path.join(tmp, "bad")])
             assert False, "hlf_mmd without condition was accepted"

@@ -156,6 +156,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("input", "input", "model.input", "product"),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
+        ("response_mmd", "response_mmd", "training.response_mmd", 0.0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -181,9 +182,10 @@ def resolve_settings(args, y: dict) -> dict:
     if s["hlf_head"] and not s["condition"]:
         raise SystemExit("model.hlf_head needs model.condition (as in mpigan)")
     s["hlf_lr_scale"] = float(s["hlf_lr_scale"])
-    s["hlf_mmd"] = float(s["hlf_mmd"])
-    if s["hlf_mmd"] < 0.0 or (s["hlf_mmd"] > 0.0 and not s["condition"]):
-        raise SystemExit("training.hlf_mmd is a weight >= 0 and needs model.condition (as in mpigan)")
+    for k in ("hlf_mmd", "response_mmd"):
+        s[k] = float(s[k])
+        if s[k] < 0.0 or (s[k] > 0.0 and not s["condition"]):
+            raise SystemExit(f"training.{k} is a weight >= 0 and needs model.condition (as in mpigan)")
     if s["hlf_lr_scale"] != 1.0 and not s["hlf_head"]:
         raise SystemExit("model.hlf_lr_scale needs model.hlf_head (as in mpigan)")
     if s["optimizer"] not in ("rmsprop", "adam"):
@@ -309,6 +311,7 @@ class RungStep:
         self.normalise = bool(s["normalise_energy"])
         self.power = float(s["power"])
         self.mmd = float(s.get("hlf_mmd", 0.0))
+        self.response_mmd = float(s.get("response_mmd", 0.0))
 
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
@@ -373,17 +376,26 @@ class RungStep:
         #    statistics change), fresh noise, same conditions, labels 1
         ones = torch.ones(n, 1)
         g_total = 0.0
-        if self.mmd > 0.0:
+        terms = []   # (weight, kernel scales): the features' MMD^2, and the energy's and response's alone
+        if self.mmd > 0.0 or self.response_mmd > 0.0:
             with torch.no_grad():
                 real_f = self._features(self._scaled(image, energy), energy)
                 scale = gan3d.mmd_scales(real_f)
+            if self.mmd > 0.0:
+                terms.append((self.mmd, scale))
+            if self.response_mmd > 0.0:
+                pair = torch.zeros_like(scale)
+                pair[:2] = scale[:2] * (scale.numel() / 2.0) ** 0.5
+                terms.append((self.response_mmd, pair))
         with gan3d.frozen(d):
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
                 shown = self._scaled(g(self._latent(fake_e)), fake_e)
                 loss, _ = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
-                if self.mmd > 0.0:
-                    loss = loss + self.mmd * gan3d.mmd2_rq(self._features(shown, fake_e), real_f, scale).float()
+                if terms:
+                    fake_f = self._features(shown, fake_e)
+                    for w, sc in terms:
+                        loss = loss + w * gan3d.mmd2_rq(fake_f, real_f, sc).float()
                 self._check(loss, step, "generator", "G through frozen D")
                 loss.backward()
                 self.opt_g.step()
@@ -495,6 +507,8 @@ def parse_args(argv=None):
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
     p.add_argument("--hlf-mmd", dest="hlf_mmd", type=float,
                    help="the weight of MMD^2 between fake and real showers' features in G's loss (training.hlf_mmd)")
+    p.add_argument("--response-mmd", dest="response_mmd", type=float,
+                   help="the same on the energy and the response alone (training.response_mmd)")
     p.add_argument("--hlf-lr-scale", dest="hlf_lr_scale", type=float,
                    help="the hlf head's learning rate as a multiple of the discriminator's")
     p.add_argument("--g-ema", dest="g_ema", type=float, default=0.0,

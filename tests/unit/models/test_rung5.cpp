@@ -246,18 +246,23 @@ TEST_CASE("hlf_head: a fifth output read through the shower's features, trained 
   CHECK(lf.g_heads[k] == doctest::Approx(ls.g_heads[k]).epsilon(1e-5));
 }
 
-TEST_CASE("hlf_mmd: the generator's loss gains MMD^2 of the showers' features, its gradient by finite differences") {
+TEST_CASE(
+    "hlf_mmd, response_mmd: the generator's loss gains MMD^2 of the showers' features; its gradient by finite "
+    "differences") {
   auto be = make_backend("cpu");
   auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
   Rng rng(11, 1);
   const RealBatch b = power_batch(16, 0.5f, rng);
   StepConfig c;
   c.generator_passes = 1;
-  StepConfig cm = c;
-  cm.hlf_mmd = 3.0f;
-  GanStep plain(*m, *be, c, 5), with(*m, *be, cm, 5);
+  StepConfig c1 = c, c2 = c;
+  c1.hlf_mmd = 3.0f;
+  c2.hlf_mmd = 3.0f;
+  c2.response_mmd = 2.0f;
+  GanStep plain(*m, *be, c, 5), one(*m, *be, c1, 5), both(*m, *be, c2, 5);
   CHECK(plain.loss_names() == m->discriminator.output_names());
-  CHECK(with.loss_names().back() == "hlf_mmd");
+  CHECK(one.loss_names().back() == "hlf_mmd");
+  CHECK(both.loss_names().back() == "response_mmd");
   std::vector<float> grad;
   const auto keep_g = [&](Net n) {
     if (n != Net::generator) return;
@@ -267,39 +272,50 @@ TEST_CASE("hlf_mmd: the generator's loss gains MMD^2 of the showers' features, i
   // Weights never change here; the generator's pass reads only weights and the (seed, step) noise.
   const StepLosses lp = plain.run(b, 0, keep_g);
   const std::vector<float> g_plain = grad;
-  const StepLosses lw = with.run(b, 0, keep_g);
-  const std::vector<float> g_with = grad;
-  REQUIRE(lw.heads.size() == lp.heads.size() + 1);
-  const double mmd = lw.g_heads.back();
+  const StepLosses l1 = one.run(b, 0, keep_g);
+  const StepLosses l2 = both.run(b, 0, keep_g);
+  const std::vector<float> g_both = grad;
+  REQUIRE(l1.heads.size() == lp.heads.size() + 1);
+  REQUIRE(l2.heads.size() == lp.heads.size() + 2);
+  const std::size_t h = lp.heads.size();
+  const double mmd = l2.g_heads[h], resp = l2.g_heads[h + 1];
   CHECK(mmd > 0.01);  // untrained showers against the batch's
-  CHECK(lw.g == doctest::Approx(lp.g + 3.0 * mmd).epsilon(1e-5));
-  CHECK(lw.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
-  CHECK(lw.d_real_heads.back() == 0.0);
-  CHECK(lw.d_fake_heads.back() == 0.0);
-  // The MMD's share of the generator's gradient, (g_with - g_plain) / 3, against central
-  // differences of the reported MMD^2 on the three weights it moves most.
-  std::vector<std::size_t> idx(g_with.size());
+  CHECK(resp > 0.01);
+  CHECK(l1.g_heads[h] == doctest::Approx(mmd).epsilon(1e-9));  // the full term does not depend on the other
+  CHECK(l2.g == doctest::Approx(lp.g + 3.0 * mmd + 2.0 * resp).epsilon(1e-5));
+  CHECK(l2.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
+  CHECK(l2.d_real_heads[h] == 0.0);
+  CHECK(l2.d_fake_heads[h + 1] == 0.0);
+  // The terms' share of the generator's gradient, g_both - g_plain, against central differences
+  // of 3 MMD^2 + 2 MMD^2_response on the three weights it moves most.
+  std::vector<std::size_t> idx(g_both.size());
   for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
-    return std::abs(g_with[a] - g_plain[a]) > std::abs(g_with[b2] - g_plain[b2]);
+    return std::abs(g_both[a] - g_plain[a]) > std::abs(g_both[b2] - g_plain[b2]);
   });
   const auto none = [](Net) {};
+  const auto terms = [&] {
+    const StepLosses l = both.run(b, 0, none);
+    return 3.0 * l.g_heads[h] + 2.0 * l.g_heads[h + 1];
+  };
   for (int t = 0; t < 3; ++t) {
     const std::size_t j = idx[static_cast<std::size_t>(t)];
     float* w = m->generator.weights().data() + j;
-    const float w0 = *w, h = 2e-3f * std::max(std::abs(w0), 0.05f);
-    *w = w0 + h;
-    const double up = with.run(b, 0, none).g_heads.back();
-    *w = w0 - h;
-    const double down = with.run(b, 0, none).g_heads.back();
+    const float w0 = *w, dw = 2e-3f * std::max(std::abs(w0), 0.05f);
+    *w = w0 + dw;
+    const double up = terms();
+    *w = w0 - dw;
+    const double down = terms();
     *w = w0;
-    const double fd = (up - down) / (2.0 * static_cast<double>(h));
-    CHECK((g_with[j] - g_plain[j]) / 3.0 == doctest::Approx(fd).epsilon(0.03));
+    const double fd = (up - down) / (2.0 * static_cast<double>(dw));
+    CHECK(g_both[j] - g_plain[j] == doctest::Approx(fd).epsilon(0.03));
   }
-  // Its value at evaluation: inference-mode showers against the batch.
-  CHECK(with.evaluate(b, 9).g_heads.back() > 0.0);
-  CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, cm, 5),
-                    doctest::Contains("hlf_mmd compares showers of like energy"));
+  // Their values at evaluation: inference-mode showers against the batch.
+  const StepLosses ev = both.evaluate(b, 9);
+  CHECK(ev.heads == both.loss_names());
+  CHECK(ev.g_heads[h + 1] > 0.0);
+  CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, c2, 5),
+                    doctest::Contains("hlf_mmd and response_mmd compare showers of like energy"));
 }
 
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {

@@ -294,6 +294,10 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
       "training: {hlf_mmd: 10}\n");
   CHECK(mmd.step.hlf_mmd == doctest::Approx(10.0));
   CHECK(mmd.resolved["training"]["hlf_mmd"].as<double>() == doctest::Approx(10.0));
+  CHECK(mmd.step.response_mmd == 0.0f);
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
+                             "training: {response_mmd: 10}\n"),
+                 "training.response_mmd"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\ntraining: {hlf_mmd: 10}\n"),
                  "training.hlf_mmd"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
