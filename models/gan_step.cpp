@@ -33,10 +33,9 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
   MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f,
                "gan step: hlf_mmd and response_mmd are loss weights, >= 0, got {} and {}", config.hlf_mmd,
                config.response_mmd);
-  MPIGAN_CHECK((config.hlf_mmd == 0.0f && config.response_mmd == 0.0f) || (model.conditioned && !model.angle_model),
+  MPIGAN_CHECK(!config.feature_mmd() || (model.conditioned && !model.angle_model),
                "gan step: hlf_mmd and response_mmd compare showers of like energy and read it from a conditioned "
-               "discriminator's "
-               "input: model '{}' needs condition: true (and a fixed angle)",
+               "discriminator's input: model '{}' needs condition: true (and a fixed angle)",
                model.name);
   m_heads = m_model.discriminator.output_names();
   for (const auto& h : m_heads) {
@@ -75,7 +74,7 @@ std::vector<double> GanStep::features_of(const Tensor& input) const {
 
 std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real) const {
   std::vector<MmdTerm> terms;
-  if (m_config.hlf_mmd == 0.0f && m_config.response_mmd == 0.0f) return terms;
+  if (!m_config.feature_mmd()) return terms;
   const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
   const std::size_t n = real.size() / F;
   std::vector<double> scale(F);
@@ -366,7 +365,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   std::vector<double> real_features;
   std::vector<MmdTerm> mmd;
-  if (m_config.hlf_mmd > 0.0f || m_config.response_mmd > 0.0f) {
+  if (m_config.feature_mmd()) {
     real_features = features_of(real_image);
     mmd = mmd_terms(real_features);
   }
@@ -424,7 +423,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     check_grads(Net::generator, step, "G through frozen D");
     apply(Net::generator);
   }
-  L.d_real_heads.resize(L.heads.size(), 0.0);
+  L.d_real_heads.resize(L.heads.size(), 0.0);  // the MMD terms are the generator's only
   L.d_fake_heads.resize(L.heads.size(), 0.0);
   return L;
 }
@@ -448,28 +447,30 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   const nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
   std::vector<Tensor> diffs;
   const Tensor ones = Tensor::full(col, 1.0f), zeros = Tensor::zeros(col);
-  L.d_real = head_losses(m_model.discriminator.forward(d_input(to_device(batch.image), batch.energy), infer),
+  const Tensor real_input = d_input(to_device(batch.image), batch.energy);
+  L.d_real = head_losses(m_model.discriminator.forward(real_input, infer),
                          head_targets(ones, batch.energy, energy_scaled_ecal(batch.ecal, batch.energy), batch.angle),
                          L.d_real_heads, diffs);
   const Tensor fake =
       reflected(m_model.generator.forward(to_device(generator_input(fake_energy, batch.angle, rng)), infer)[0],
                 draw_reflections(n, rng), false);
-  const auto& out = m_model.discriminator.forward(d_input(fake, fake_energy), infer);
+  const Tensor fake_input = d_input(fake, fake_energy);
+  const auto& out = m_model.discriminator.forward(fake_input, infer);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   L.heads = loss_names();
-  if (m_config.hlf_mmd > 0.0f || m_config.response_mmd > 0.0f) {
-    const std::vector<double> real = features_of(d_input(to_device(batch.image), batch.energy));
+  if (m_config.feature_mmd()) {
+    const std::vector<double> real = features_of(real_input);
     const std::vector<MmdTerm> terms = mmd_terms(real);
-    const std::vector<double> v = mmd_losses(d_input(fake, fake_energy), real, terms, nullptr);
+    const std::vector<double> v = mmd_losses(fake_input, real, terms, nullptr);
     for (std::size_t t = 0; t < v.size(); ++t) {
       L.g_heads.push_back(v[t]);
       L.g += terms[t].weight * v[t];
-      L.d_real_heads.push_back(0.0);
-      L.d_fake_heads.push_back(0.0);
     }
   }
+  L.d_real_heads.resize(L.heads.size(), 0.0);  // the MMD terms are the generator's only
+  L.d_fake_heads.resize(L.heads.size(), 0.0);
   return L;
 }
 

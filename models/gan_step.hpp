@@ -71,6 +71,8 @@ struct StepConfig {
   /// the distribution of sum/E at each energy, i.e. the sampling fraction and the resolution,
   /// which in the full features' kernel is one dimension of 27.
   float response_mmd = 0.0f;
+  /// Whether either MMD term is on (the step then computes the real batch's features).
+  bool feature_mmd() const { return hlf_mmd > 0.0f || response_mmd > 0.0f; }
 };
 
 /// The energy feature's weight in StepConfig::hlf_mmd's kernel, beside the other features' 1.

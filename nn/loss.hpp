@@ -43,7 +43,9 @@ double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float
 ///           - 2 sum_{i,j} k(x_i, y_j) / (n m).
 /// It is 0 in expectation when x and y are drawn from the same distribution and, the kernel being
 /// characteristic, positive otherwise. When @p grad_x is non-empty it receives dMMD^2/dx (n x d);
-/// y is a constant.
+/// y is a constant. A training loss on a batch: pairwise, in double, with its gradient. The
+/// validation's KPD (physics::mmd2_unbiased_polynomial) is the same estimator with JetNet's
+/// polynomial kernel on samples of thousands, value only, through Eigen's GEMM.
 double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t d, std::span<const double> scale,
                std::span<double> grad_x);
 
