@@ -206,19 +206,20 @@ void build_3dgan_5(GanModel& m, const ModelOptions& o) {
   m.image = {1, 5, 5, 5};
   m.ecal_power = o.power > 0.0f ? o.power : kPower3dgan5;
   {
+    const std::int64_t w = o.generator_width, c16 = 16 * w, c32 = 32 * w, c64 = 64 * w;
     Layers g;
-    push<nn::Dense>(g, "g_dense", m.latent, 32 * 3 * 3 * 3, Init::glorot_uniform);
-    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{32, 3, 3, 3});
-    conv(g, "g_conv1", Conv3d::same(32, 64, {3, 3, 3}), Init::he_uniform);
+    push<nn::Dense>(g, "g_dense", m.latent, c32 * 3 * 3 * 3, Init::glorot_uniform);
+    push<nn::Reshape>(g, "g_reshape", std::vector<std::int64_t>{c32, 3, 3, 3});
+    conv(g, "g_conv1", Conv3d::same(c32, c64, {3, 3, 3}), Init::he_uniform);
     push<Activation>(g, "g_lrelu1", Activation::leaky_relu(a));
-    push<BatchNorm3d>(g, "g_bn1", 64, o.bn_momentum, eps);
+    push<BatchNorm3d>(g, "g_bn1", c64, o.bn_momentum, eps);
     push<nn::UpSampling3d>(g, "g_up1", Dims3{2, 2, 2});
-    conv(g, "g_conv2", Conv3d::valid(64, 32, {2, 2, 2}), Init::he_uniform);  // 6^3 -> 5^3
+    conv(g, "g_conv2", Conv3d::valid(c64, c32, {2, 2, 2}), Init::he_uniform);  // 6^3 -> 5^3
     push<Activation>(g, "g_lrelu2", Activation::leaky_relu(a));
-    push<BatchNorm3d>(g, "g_bn2", 32, o.bn_momentum, eps);
-    conv(g, "g_conv3", Conv3d::same(32, 16, {3, 3, 3}), Init::he_uniform);
+    push<BatchNorm3d>(g, "g_bn2", c32, o.bn_momentum, eps);
+    conv(g, "g_conv3", Conv3d::same(c32, c16, {3, 3, 3}), Init::he_uniform);
     push<Activation>(g, "g_lrelu3", Activation::leaky_relu(a));
-    conv(g, "g_conv4", Conv3d::same(16, 1, {3, 3, 3}, false), Init::glorot_normal);
+    conv(g, "g_conv4", Conv3d::same(c16, 1, {3, 3, 3}, false), Init::glorot_normal);
     push<Activation>(g, "g_relu", Activation::relu());
     m.generator.add_node("image", "input", std::move(g), true);
   }
@@ -307,6 +308,9 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   MPIGAN_CHECK(!o.condition || o.name == "3dgan-5" || o.name == "3dgan-25",
                "model '{}': condition (E as the discriminator's second channel) is for 3dgan-5 and 3dgan-25", o.name);
   m->conditioned = o.condition;
+  MPIGAN_CHECK(o.generator_width >= 1 && (o.generator_width == 1 || o.name == "3dgan-5"),
+               "model '{}': generator_width {} must be >= 1, and other than 1 only for 3dgan-5", o.name,
+               o.generator_width);
   if (o.name == "3dgan-25") {
     build_3dgan_25(*m, o);
   } else if (o.name == "anglegan-51") {

@@ -72,6 +72,10 @@ struct ModelOptions {
   /// generation. The generator's output distribution is then invariant under them exactly.
   /// Fixed-angle models with square layers.
   bool symmetrise = false;
+  /// The generator's channel multiplier (3dgan-5): every hidden convolution of the generator, and
+  /// its Dense layer's output, has this many times the design's channels (32, 64, 32, 16). The
+  /// discriminator is unchanged.
+  int generator_width = 1;
   /// Loss weights; unset (negative bce) = the reference weights of the model.
   LossWeights loss_weights{-1.0f, 0.0f, 0.0f, 0.0f, -1.0f};
 };

@@ -72,10 +72,18 @@ std::vector<double> GanStep::features_of(const Tensor& input) const {
   return f;
 }
 
-std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real) const {
+std::optional<nn::EnergyStandardiser> GanStep::standardiser(const std::vector<double>& real) const {
+  if (!m_config.mmd_energy_scale) return std::nullopt;
+  return nn::EnergyStandardiser(real, static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3])),
+                                kMmdScaleFloor);
+}
+
+std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real_features) const {
   std::vector<MmdTerm> terms;
   if (!m_config.feature_mmd()) return terms;
   const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
+  std::vector<double> real = real_features;
+  if (const auto st = standardiser(real_features)) st->apply(real_features, real);
   const std::size_t n = real.size() / F;
   std::vector<double> scale(F);
   for (std::size_t k = 0; k < F; ++k) {
@@ -84,7 +92,7 @@ std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real
     m /= static_cast<double>(n);
     for (std::size_t i = 0; i < n; ++i) v += (real[i * F + k] - m) * (real[i * F + k] - m);
     // a feature constant in the batch (an empty layer's) keeps a scale of order one
-    scale[k] = 1.0 / std::max(std::sqrt(v / static_cast<double>(n)), 0.05);
+    scale[k] = 1.0 / std::max(std::sqrt(v / static_cast<double>(n)), kMmdScaleFloor);
   }
   scale[0] *= kMmdEnergyWeight;
   if (m_config.hlf_mmd > 0.0f) terms.push_back({m_config.hlf_mmd, scale});
@@ -98,18 +106,30 @@ std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real
   return terms;
 }
 
-std::vector<double> GanStep::mmd_losses(const Tensor& input, const std::vector<double>& real,
+std::vector<double> GanStep::mmd_losses(const Tensor& input, const std::vector<double>& real_features,
                                         const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const {
   const Tensor host = to_host(input);
   const Shape& s = host.shape();
   const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
-  const std::vector<double> fake = features_of(host);
+  const std::vector<double> fake_features = features_of(host);
+  std::vector<double> fake = fake_features, real = real_features;
+  const auto st = standardiser(real_features);
+  if (st) {
+    st->apply(fake_features, fake);
+    st->apply(real_features, real);
+  }
   std::vector<double> values, grad(d_input_grad != nullptr ? fake.size() : 0), sum(grad.size(), 0.0);
   for (const MmdTerm& t : terms) {
     values.push_back(nn::mmd2_rq(fake, real, static_cast<std::size_t>(F), t.scale, grad));
     for (std::size_t j = 0; j < grad.size(); ++j) sum[j] += t.weight * grad[j];
   }
   if (d_input_grad == nullptr) return values;
+  if (st)  // back through the standardisation: d f'_k / d f_k = 1 / sigma_k(E); the energy is not generated
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t k = 1; k < F; ++k) {
+        const auto j = static_cast<std::size_t>(i * F + k);
+        sum[j] /= st->sigma(static_cast<std::size_t>(k), fake_features[static_cast<std::size_t>(i * F)]);
+      }
   Tensor g = to_host(*d_input_grad);
   if (g.data() == d_input_grad->data()) g = g.clone();  // the network's own buffer: not ours to change
   std::vector<float> gy(static_cast<std::size_t>(F)), gx(static_cast<std::size_t>(item));

@@ -17,8 +17,10 @@
 #include <array>
 
 #include "mpigan/models/gan_model.hpp"
+#include "mpigan/nn/loss.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,12 +73,20 @@ struct StepConfig {
   /// the distribution of sum/E at each energy, i.e. the sampling fraction and the resolution,
   /// which in the full features' kernel is one dimension of 27.
   float response_mmd = 0.0f;
+  /// How the MMD terms scale the features: false, each by the real batch's spread (all energies
+  /// together); true, each in units of its spread at the shower's energy (nn::EnergyStandardiser
+  /// fitted on the real batch), so that a feature's error counts as much at 500 GeV, where the
+  /// showers fluctuate least, as at 10 GeV.
+  bool mmd_energy_scale = false;
   /// Whether either MMD term is on (the step then computes the real batch's features).
   bool feature_mmd() const { return hlf_mmd > 0.0f || response_mmd > 0.0f; }
 };
 
 /// The energy feature's weight in StepConfig::hlf_mmd's kernel, beside the other features' 1.
 inline constexpr double kMmdEnergyWeight = 4.0;
+/// The smallest spread by which the MMD terms divide a feature (one constant in the batch: an empty
+/// layer's), in the feature's units.
+inline constexpr double kMmdScaleFloor = 0.05;
 
 enum class Net { generator, discriminator };
 const char* to_string(Net n);
@@ -179,6 +189,8 @@ class GanStep {
     std::vector<double> scale;
   };
   std::vector<double> features_of(const Tensor& input) const;
+  /// The real batch's nn::EnergyStandardiser when StepConfig::mmd_energy_scale, else none.
+  std::optional<nn::EnergyStandardiser> standardiser(const std::vector<double>& real) const;
   std::vector<MmdTerm> mmd_terms(const std::vector<double>& real) const;
   std::vector<double> mmd_losses(const Tensor& input, const std::vector<double>& real,
                                  const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const;

@@ -3,6 +3,8 @@
 
 #include "mpigan/core/error.hpp"
 
+#include <Eigen/Dense>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -171,6 +173,53 @@ double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = i + 1; j < m; ++j) yy += 2.0 * pair(y.data() + i * d, y.data() + j * d, nullptr, nullptr, 0.0);
   return cxx * xx + cyy * yy - cxy * xy;
+}
+
+EnergyStandardiser::EnergyStandardiser(std::span<const double> reference, std::size_t d, double floor)
+    : m_d(d), m_floor(floor), m_mean(3 * d, 0.0), m_var(2 * d, 0.0) {
+  MPIGAN_CHECK(d >= 2 && reference.size() % d == 0 && reference.size() / d >= 3 && floor > 0.0,
+               "energy standardiser: {} values for rows of {} (x and a feature at least), 3 rows or more, floor {} > 0",
+               reference.size(), d, floor);
+  const auto n = static_cast<Eigen::Index>(reference.size() / d);
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> f(
+      reference.data(), n, static_cast<Eigen::Index>(d));
+  m_x0 = f.col(0).mean();
+  Eigen::MatrixXd a(n, 3);
+  a.col(0).setOnes();
+  a.col(1) = f.col(0).array() - m_x0;
+  a.col(2) = a.col(1).array().square();
+  // least squares through a complete orthogonal decomposition: the minimum-norm fit when the batch
+  // holds one energy only (a rank-one design), the ordinary one otherwise
+  const Eigen::CompleteOrthogonalDecomposition<Eigen::MatrixXd> quad(a), line(a.leftCols(2));
+  for (std::size_t k = 1; k < d; ++k) {
+    const Eigen::VectorXd y = f.col(static_cast<Eigen::Index>(k));
+    const Eigen::Vector3d mu = quad.solve(y);
+    const Eigen::VectorXd r2 = (y - a * mu).array().square();
+    const Eigen::Vector2d v = line.solve(r2);
+    for (int i = 0; i < 3; ++i) m_mean[3 * k + static_cast<std::size_t>(i)] = mu[i];
+    for (int i = 0; i < 2; ++i) m_var[2 * k + static_cast<std::size_t>(i)] = v[i];
+  }
+}
+
+double EnergyStandardiser::mean(std::size_t k, double x) const {
+  const double u = x - m_x0;
+  return m_mean[3 * k] + u * (m_mean[3 * k + 1] + u * m_mean[3 * k + 2]);
+}
+
+double EnergyStandardiser::sigma(std::size_t k, double x) const {
+  const double v = m_var[2 * k] + (x - m_x0) * m_var[2 * k + 1];
+  return std::sqrt(std::max(v, m_floor * m_floor));
+}
+
+void EnergyStandardiser::apply(std::span<const double> in, std::span<double> out) const {
+  MPIGAN_CHECK(in.size() == out.size() && in.size() % m_d == 0, "energy standardiser: {} values in, {} out, rows of {}",
+               in.size(), out.size(), m_d);
+  for (std::size_t i = 0; i < in.size() / m_d; ++i) {
+    const double* a = in.data() + i * m_d;
+    double* b = out.data() + i * m_d;
+    b[0] = a[0];
+    for (std::size_t k = 1; k < m_d; ++k) b[k] = (a[k] - mean(k, a[0])) / sigma(k, a[0]);
+  }
 }
 
 }  // namespace mpigan::nn

@@ -11,6 +11,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace mpigan::nn {
 
@@ -48,5 +49,29 @@ double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float
 /// polynomial kernel on samples of thousands, value only, through Eigen's GEMM.
 double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t d, std::span<const double> scale,
                std::span<double> grad_x);
+
+/// Features in units of their spread at the sample's energy, so that one kernel compares showers of
+/// all energies with the precision each energy has. Column 0 of a row (d values) is the
+/// conditioning variable x (log10 E), kept as it is; for every other column k the constructor fits,
+/// on a reference sample (n x d, the real batch), the mean mu_k(x) as a quadratic in x by least
+/// squares and the variance v_k(x) as a line in x through the squared residuals, and apply() maps
+///   f_k -> (f_k - mu_k(x)) / sigma_k(x),   sigma_k(x) = sqrt(max(v_k(x), floor^2)).
+/// For a sample drawn like the reference, each standardised column has mean 0 and spread 1 at every
+/// x, where a scale taken over the whole batch (the spread of all energies together) would weigh a
+/// feature's error at high energy, where showers fluctuate least, the least.
+class EnergyStandardiser {
+ public:
+  EnergyStandardiser(std::span<const double> reference, std::size_t d, double floor);
+  /// @p out (same size as @p in, rows of d values) receives the standardised rows.
+  void apply(std::span<const double> in, std::span<double> out) const;
+  /// mu_k(x) and sigma_k(x) of column k >= 1; d f'_k / d f_k = 1 / sigma_k(x).
+  double mean(std::size_t k, double x) const;
+  double sigma(std::size_t k, double x) const;
+
+ private:
+  std::size_t m_d;
+  double m_x0 = 0.0, m_floor;
+  std::vector<double> m_mean, m_var;  // per column: 3 and 2 coefficients in (x - x0)
+};
 
 }  // namespace mpigan::nn

@@ -93,6 +93,10 @@ void parse_model(ConfigNode& root, ExperimentConfig& e) {
       e.model.hlf_lr_scale);
   e.model.input = m.get_choice("input", "product", {"product", "concat"});
   e.model.symmetrise = m.get_bool("symmetrise", false);
+  e.model.generator_width = static_cast<int>(m.get_int("generator_width", 1, 1, 16));
+  MPIGAN_CHECK(e.model.generator_width == 1 || e.model.name == "3dgan-5",
+               "model.generator_width = {}: the generator's channel multiplier is for model 3dgan-5, not '{}'",
+               e.model.generator_width, e.model.name);
   const models::LossWeights ref = models::reference_loss_weights(e.model.name);
   if (m.has("loss_weights")) {
     ConfigNode w = m.section("loss_weights");
@@ -240,6 +244,7 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.ecal_mean_bins = static_cast<int>(t.get_int("ecal_mean_bins", 0, 0, 1000));
   e.step.hlf_mmd = static_cast<float>(t.get_real("hlf_mmd", 0.0, 0.0, 1e6));
   e.step.response_mmd = static_cast<float>(t.get_real("response_mmd", 0.0, 0.0, 1e6));
+  e.step.mmd_energy_scale = t.get_choice("mmd_scale", "batch", {"batch", "energy"}) == "energy";
   for (const auto& [key, w] : {std::pair{"hlf_mmd", e.step.hlf_mmd}, std::pair{"response_mmd", e.step.response_mmd}})
     if (w > 0.0f && !e.model.condition)
       t.problem(key,
@@ -325,6 +330,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["model"]["hlf_lr_scale"] = e.model.hlf_lr_scale;
   r["model"]["input"] = e.model.input;
   r["model"]["symmetrise"] = e.model.symmetrise;
+  r["model"]["generator_width"] = e.model.generator_width;
   r["model"]["loss_weights"]["bce"] = e.model.loss_weights.bce;
   r["model"]["loss_weights"]["energy"] = e.model.loss_weights.energy;
   r["model"]["loss_weights"]["ecal"] = e.model.loss_weights.ecal;
@@ -380,6 +386,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["ecal_mean_bins"] = e.step.ecal_mean_bins;
   r["training"]["hlf_mmd"] = e.step.hlf_mmd;
   r["training"]["response_mmd"] = e.step.response_mmd;
+  r["training"]["mmd_scale"] = e.step.mmd_energy_scale ? "energy" : "batch";
   for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);
   r["validation"]["enabled"] = e.validate;
   r["validation"]["every"] = e.validate_every;

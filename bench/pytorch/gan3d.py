@@ -278,20 +278,23 @@ class Ecal5Generator(nn.Module):
 
     latent = 64
 
-    def __init__(self, bn_eps: float = 1e-3):
+    def __init__(self, bn_eps: float = 1e-3, width: int = 1):
+        """``width``: model.generator_width, every hidden layer's channels times this integer."""
         super().__init__()
         h = "he_uniform"
-        self.dense = _dense(self.latent, 32 * 3 * 3 * 3)
+        c16, c32, c64 = 16 * width, 32 * width, 64 * width
+        self.width = width
+        self.dense = _dense(self.latent, c32 * 3 * 3 * 3)
         self.net = nn.Sequential(
-            SameConv3d(32, 64, 3, h), _lrelu(), _kbn(64, bn_eps),
+            SameConv3d(c32, c64, 3, h), _lrelu(), _kbn(c64, bn_eps),
             nn.Upsample(scale_factor=(2, 2, 2), mode="nearest"),                  # 6^3
-            _conv(64, 32, 2, h), _lrelu(), _kbn(32, bn_eps),                       # 5^3
-            SameConv3d(32, 16, 3, h), _lrelu(),
-            SameConv3d(16, 1, 3, "glorot_normal", bias=False), nn.ReLU(inplace=True),
+            _conv(c64, c32, 2, h), _lrelu(), _kbn(c32, bn_eps),                    # 5^3
+            SameConv3d(c32, c16, 3, h), _lrelu(),
+            SameConv3d(c16, 1, 3, "glorot_normal", bias=False), nn.ReLU(inplace=True),
         )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.net(self.dense(z).view(-1, 32, 3, 3, 3))
+        return self.net(self.dense(z).view(-1, 32 * self.width, 3, 3, 3))
 
 
 class Ecal5Discriminator(nn.Module):
@@ -418,6 +421,32 @@ def mmd_scales(real: torch.Tensor) -> torch.Tensor:
     return scale
 
 
+class EnergyStandardiser:
+    """mpigan's nn::EnergyStandardiser (training.mmd_scale: energy): column 0 is x = log10 E, kept;
+    every other column k becomes (f_k - mu_k(x)) / sigma_k(x), mu_k quadratic and the variance linear
+    in x - mean(x), fitted on the reference rows by least squares (minimum norm when x is constant),
+    sigma_k = sqrt(max(v_k, floor^2)). Differentiable in the features (autograd)."""
+
+    def __init__(self, reference: torch.Tensor, floor: float = 0.05):
+        ref = reference.detach().double()
+        self.x0, self.floor = ref[:, 0].mean(), floor
+        u = ref[:, 0] - self.x0
+        a = torch.stack([torch.ones_like(u), u, u * u], dim=1)
+        self.mean = torch.linalg.pinv(a) @ ref[:, 1:]                       # (3, d - 1)
+        r2 = (ref[:, 1:] - a @ self.mean).pow(2)
+        self.var = torch.linalg.pinv(a[:, :2]) @ r2                         # (2, d - 1)
+
+    def sigma(self, x: torch.Tensor) -> torch.Tensor:
+        u = (x.double() - self.x0).view(-1, 1)
+        return (self.var[0] + u * self.var[1]).clamp(min=self.floor ** 2).sqrt()
+
+    def apply(self, f: torch.Tensor) -> torch.Tensor:
+        u = (f[:, :1].double() - self.x0)
+        mu = self.mean[0] + u * self.mean[1] + u * u * self.mean[2]
+        rest = (f[:, 1:].double() - mu) / self.sigma(f[:, 0])
+        return torch.cat([f[:, :1].double(), rest], dim=1).to(f.dtype)
+
+
 def mmd2_rq(x: torch.Tensor, y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """mpigan's nn::mmd2_rq: the unbiased MMD^2 between the rows of x (n, d) and y (m, d) under
     sum_{a in 0.2, 0.5, 1, 2, 5} (1 + s/(2a))^-a, s = |scale (a - b)|^2 / d."""
@@ -503,6 +532,12 @@ def check_param_counts(spec: Spec, g: nn.Module, d: nn.Module) -> None:
     extra = d.features[0].conv.weight.numel() // 2 if getattr(d, "condition", False) else 0
     hlf = n_params(d.hlf) if getattr(d, "hlf", None) is not None else 0
     want_d = spec.d_params + extra + hlf if spec.d_params is not None else None
+    if getattr(g, "width", 1) != 1:
+        w = g.width   # mpigan's test_rung5: 85 504 w^2 + 56 896 w
+        assert ng == 85_504 * w * w + 56_896 * w, f"{spec.name}: width-{w} generator has {ng} params"
+        if want_d is not None:
+            assert nd == want_d, f"{spec.name}: discriminator has {nd} params, want {want_d}"
+        return
     if spec.g_params is not None:
         assert ng == spec.g_params, f"{spec.name}: generator has {ng} params, want {spec.g_params}"
     if want_d is not None:

@@ -436,6 +436,41 @@ def test_input_concat():
     assert torch.allclose(p.norm(dim=1), e.view(-1) * 8.0)
 
 
+def test_generator_width():
+    """model.generator_width: every hidden layer w times wider, as mpigan's 85 504 w^2 + 56 896 w."""
+    spec = gan3d.SPECS["3dgan-5"]
+    d = spec.make_d()
+    for w in (1, 2, 3):
+        g = gan3d.Ecal5Generator(width=w)
+        assert gan3d.n_params(g) == 85_504 * w * w + 56_896 * w
+        gan3d.check_param_counts(spec, g, d)
+        assert g(torch.randn(2, 64)).shape == (2, 1, 5, 5, 5)
+    assert gan3d.Ecal5Generator(width=2).net[0].conv.weight.shape == (128, 64, 3, 3, 3)
+
+
+def test_energy_standardiser():
+    """gan3d.EnergyStandardiser on mpigan's hand case (test_loss_optimizer): pairs at the same x with
+    f1 = 2 + 3u + 0.5u^2 +- s(x), s^2 = 0.04 + 0.02 (x - 1), f2 = 7, f3 = -x +- 0.3: every residual
+    standardises to +-1, the constant column to 0 (sigma at the floor); autograd's gradient is 1/sigma."""
+    xs = [1.0, 1.4, 1.9, 2.3, 2.7]
+    x0 = sum(xs) / 5.0
+    rows = []
+    for x in xs:
+        s = math.sqrt(0.04 + 0.02 * (x - 1.0))
+        for sign in (1.0, -1.0):
+            rows.append([x, 2.0 + 3.0 * (x - x0) + 0.5 * (x - x0) ** 2 + sign * s, 7.0, -x + sign * 0.3])
+    ref = torch.tensor(rows, dtype=torch.float64, requires_grad=True)
+    st = gan3d.EnergyStandardiser(ref)
+    out = st.apply(ref)
+    signs = torch.tensor([1.0, -1.0] * 5, dtype=torch.float64)
+    assert torch.allclose(out[:, 0], ref[:, 0]) and torch.allclose(out[:, 1], signs, atol=1e-9)
+    assert torch.allclose(out[:, 2], torch.zeros(10, dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(out[:, 3], signs, atol=1e-9)
+    assert close(float(st.sigma(torch.tensor([2.7]))[0, 2]), 0.3) and close(float(st.sigma(torch.tensor([2.7]))[0, 1]), 0.05)
+    out[:, 3].sum().backward()
+    assert torch.allclose(ref.grad[:, 3], torch.full((10,), 1.0 / 0.3, dtype=torch.float64))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     tests = [v for k, v in sorted(globals().items()) if k.startswith("test_") and callable(v)]

@@ -154,9 +154,11 @@ def resolve_settings(args, y: dict) -> dict:
         ("hlf_head", "hlf_head", "model.hlf_head", False),
         ("hlf_lr_scale", "hlf_lr_scale", "model.hlf_lr_scale", 1.0),
         ("input", "input", "model.input", "product"),
+        ("generator_width", "generator_width", "model.generator_width", 1),
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
         ("response_mmd", "response_mmd", "training.response_mmd", 0.0),
+        ("mmd_scale", "mmd_scale", "training.mmd_scale", "batch"),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -182,10 +184,15 @@ def resolve_settings(args, y: dict) -> dict:
     if s["hlf_head"] and not s["condition"]:
         raise SystemExit("model.hlf_head needs model.condition (as in mpigan)")
     s["hlf_lr_scale"] = float(s["hlf_lr_scale"])
+    s["generator_width"] = int(s["generator_width"])
+    if s["generator_width"] < 1:
+        raise SystemExit("model.generator_width is an integer >= 1 (as in mpigan)")
     for k in ("hlf_mmd", "response_mmd"):
         s[k] = float(s[k])
         if s[k] < 0.0 or (s[k] > 0.0 and not s["condition"]):
             raise SystemExit(f"training.{k} is a weight >= 0 and needs model.condition (as in mpigan)")
+    if s["mmd_scale"] not in ("batch", "energy"):
+        raise SystemExit(f"training.mmd_scale: batch or energy, got {s['mmd_scale']}")
     if s["hlf_lr_scale"] != 1.0 and not s["hlf_head"]:
         raise SystemExit("model.hlf_lr_scale needs model.hlf_head (as in mpigan)")
     if s["optimizer"] not in ("rmsprop", "adam"):
@@ -312,6 +319,7 @@ class RungStep:
         self.power = float(s["power"])
         self.mmd = float(s.get("hlf_mmd", 0.0))
         self.response_mmd = float(s.get("response_mmd", 0.0))
+        self.mmd_by_energy = s.get("mmd_scale", "batch") == "energy"
 
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
@@ -380,6 +388,9 @@ class RungStep:
         if self.mmd > 0.0 or self.response_mmd > 0.0:
             with torch.no_grad():
                 real_f = self._features(self._scaled(image, energy), energy)
+                # training.mmd_scale energy: both sides in units of the real batch's spread at each energy
+                standardise = gan3d.EnergyStandardiser(real_f).apply if self.mmd_by_energy else (lambda f: f)
+                real_f = standardise(real_f)
                 scale = gan3d.mmd_scales(real_f)
             if self.mmd > 0.0:
                 terms.append((self.mmd, scale))
@@ -393,7 +404,7 @@ class RungStep:
                 shown = self._scaled(g(self._latent(fake_e)), fake_e)
                 loss, _ = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
                 if terms:
-                    fake_f = self._features(shown, fake_e)
+                    fake_f = standardise(self._features(shown, fake_e))
                     for w, sc in terms:
                         loss = loss + w * gan3d.mmd2_rq(fake_f, real_f, sc).float()
                 self._check(loss, step, "generator", "G through frozen D")
@@ -503,12 +514,17 @@ def parse_args(argv=None):
                    help="the discriminator reads E/100 as a second channel (model.condition)")
     p.add_argument("--input", choices=("product", "concat"),
                    help="the generator input: (E/100) z or [E/100, z] (model.input)")
+    p.add_argument("--generator-width", dest="generator_width", type=int,
+                   help="the generator's channels times this integer (model.generator_width)")
     p.add_argument("--hlf-head", dest="hlf_head", action="store_true", default=None,
                    help="a second real/fake head on the shower's high-level features (model.hlf_head)")
     p.add_argument("--hlf-mmd", dest="hlf_mmd", type=float,
                    help="the weight of MMD^2 between fake and real showers' features in G's loss (training.hlf_mmd)")
     p.add_argument("--response-mmd", dest="response_mmd", type=float,
                    help="the same on the energy and the response alone (training.response_mmd)")
+    p.add_argument("--mmd-scale", dest="mmd_scale", choices=("batch", "energy"),
+                   help="the MMD terms' feature scales: the batch's spread or the spread at each energy "
+                        "(training.mmd_scale)")
     p.add_argument("--hlf-lr-scale", dest="hlf_lr_scale", type=float,
                    help="the hlf head's learning rate as a multiple of the discriminator's")
     p.add_argument("--g-ema", dest="g_ema", type=float, default=0.0,
@@ -564,7 +580,7 @@ def main(argv=None) -> int:
 
     torch.manual_seed(seed)
     spec = gan3d.SPECS[MODEL]
-    g = spec.make_g()
+    g = spec.make_g(width=int(s["generator_width"])) if s["generator_width"] != 1 else spec.make_g()
     d = spec.make_d(dropout=float(s["dropout"]), power=float(s["power"]), condition=bool(s["condition"]),
                     hlf_head=bool(s["hlf_head"]))
     gan3d.check_param_counts(spec, g, d)

@@ -66,6 +66,24 @@ TEST_CASE("3dgan-5: sizes, heads, and the ECAL sum of image^(1/power)") {
   CHECK(m->discriminator.summary().find("inv_pow") != std::string::npos);
 }
 
+TEST_CASE("3dgan-5 generator_width: every hidden layer of the generator w times wider, the discriminator as it was") {
+  auto be = make_backend("reference");
+  // Per w: Dense 64 -> 32w*27 (56 160 w), conv1 27*32w*64w + 64w, bn1 2*64w, conv2 8*64w*32w + 32w,
+  // bn2 2*32w, conv3 27*32w*16w + 16w, conv4 27*16w (no bias): 85 504 w^2 + 56 896 w.
+  for (const int w : {1, 2, 3}) {
+    auto m = make_gan({.name = "3dgan-5", .generator_width = w}, *be, 1);
+    CHECK(m->generator.weights().count() == static_cast<std::size_t>(85504 * w * w + 56896 * w));
+    CHECK(m->discriminator.weights().count() == 25730);
+    CHECK(m->generator.summary().find("(N,1,5,5,5)") != std::string::npos);
+  }
+  auto m2 = make_gan({.name = "3dgan-5", .generator_width = 2}, *be, 1);
+  CHECK(m2->generator.summary().find("(N,128,3,3,3)") != std::string::npos);
+  CHECK(m2->generator.summary().find("(N,32,5,5,5)") != std::string::npos);
+  CHECK_THROWS_WITH(make_gan({.name = "3dgan-25", .generator_width = 2}, *be, 1),
+                    doctest::Contains("other than 1 only for 3dgan-5"));
+  CHECK_THROWS_WITH(make_gan({.name = "3dgan-5", .generator_width = 0}, *be, 1), doctest::Contains("must be >= 1"));
+}
+
 TEST_CASE("3dgan-25 follows the data's power in its ECAL head; power 1 (its default) adds no node") {
   auto be = make_backend("reference");
   auto plain = make_gan({.name = "3dgan-25"}, *be, 1);
@@ -248,74 +266,78 @@ TEST_CASE("hlf_head: a fifth output read through the shower's features, trained 
 
 TEST_CASE(
     "hlf_mmd, response_mmd: the generator's loss gains MMD^2 of the showers' features; its gradient by finite "
-    "differences") {
-  auto be = make_backend("cpu");
-  auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
-  Rng rng(11, 1);
-  const RealBatch b = power_batch(16, 0.5f, rng);
-  StepConfig c;
-  c.generator_passes = 1;
-  StepConfig c1 = c, c2 = c;
-  c1.hlf_mmd = 3.0f;
-  c2.hlf_mmd = 3.0f;
-  c2.response_mmd = 2.0f;
-  GanStep plain(*m, *be, c, 5), one(*m, *be, c1, 5), both(*m, *be, c2, 5);
-  CHECK(plain.loss_names() == m->discriminator.output_names());
-  CHECK(one.loss_names().back() == "hlf_mmd");
-  CHECK(both.loss_names().back() == "response_mmd");
-  std::vector<float> grad;
-  const auto keep_g = [&](Net n) {
-    if (n != Net::generator) return;
-    const Tensor g = m->generator.grads().flat();
-    grad.assign(g.data(), g.data() + g.numel());
-  };
-  // Weights never change here; the generator's pass reads only weights and the (seed, step) noise.
-  const StepLosses lp = plain.run(b, 0, keep_g);
-  const std::vector<float> g_plain = grad;
-  const StepLosses l1 = one.run(b, 0, keep_g);
-  const StepLosses l2 = both.run(b, 0, keep_g);
-  const std::vector<float> g_both = grad;
-  REQUIRE(l1.heads.size() == lp.heads.size() + 1);
-  REQUIRE(l2.heads.size() == lp.heads.size() + 2);
-  const std::size_t h = lp.heads.size();
-  const double mmd = l2.g_heads[h], resp = l2.g_heads[h + 1];
-  CHECK(mmd > 0.01);  // untrained showers against the batch's
-  CHECK(resp > 0.01);
-  CHECK(l1.g_heads[h] == doctest::Approx(mmd).epsilon(1e-9));  // the full term does not depend on the other
-  CHECK(l2.g == doctest::Approx(lp.g + 3.0 * mmd + 2.0 * resp).epsilon(1e-5));
-  CHECK(l2.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
-  CHECK(l2.d_real_heads[h] == 0.0);
-  CHECK(l2.d_fake_heads[h + 1] == 0.0);
-  // The terms' share of the generator's gradient, g_both - g_plain, against central differences
-  // of 3 MMD^2 + 2 MMD^2_response on the three weights it moves most.
-  std::vector<std::size_t> idx(g_both.size());
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
-    return std::abs(g_both[a] - g_plain[a]) > std::abs(g_both[b2] - g_plain[b2]);
-  });
-  const auto none = [](Net) {};
-  const auto terms = [&] {
-    const StepLosses l = both.run(b, 0, none);
-    return 3.0 * l.g_heads[h] + 2.0 * l.g_heads[h + 1];
-  };
-  for (int t = 0; t < 3; ++t) {
-    const std::size_t j = idx[static_cast<std::size_t>(t)];
-    float* w = m->generator.weights().data() + j;
-    const float w0 = *w, dw = 2e-3f * std::max(std::abs(w0), 0.05f);
-    *w = w0 + dw;
-    const double up = terms();
-    *w = w0 - dw;
-    const double down = terms();
-    *w = w0;
-    const double fd = (up - down) / (2.0 * static_cast<double>(dw));
-    CHECK(g_both[j] - g_plain[j] == doctest::Approx(fd).epsilon(0.03));
+    "differences, with the features scaled by the batch's spread or by their spread at each energy") {
+  for (const bool by_energy : {false, true}) {
+    CAPTURE(by_energy);
+    auto be = make_backend("cpu");
+    auto m = make_gan({.name = "3dgan-5", .condition = true}, *be, 3);
+    Rng rng(11, 1);
+    const RealBatch b = power_batch(16, 0.5f, rng);
+    StepConfig c;
+    c.generator_passes = 1;
+    c.mmd_energy_scale = by_energy;
+    StepConfig c1 = c, c2 = c;
+    c1.hlf_mmd = 3.0f;
+    c2.hlf_mmd = 3.0f;
+    c2.response_mmd = 2.0f;
+    GanStep plain(*m, *be, c, 5), one(*m, *be, c1, 5), both(*m, *be, c2, 5);
+    CHECK(plain.loss_names() == m->discriminator.output_names());
+    CHECK(one.loss_names().back() == "hlf_mmd");
+    CHECK(both.loss_names().back() == "response_mmd");
+    std::vector<float> grad;
+    const auto keep_g = [&](Net n) {
+      if (n != Net::generator) return;
+      const Tensor g = m->generator.grads().flat();
+      grad.assign(g.data(), g.data() + g.numel());
+    };
+    // Weights never change here; the generator's pass reads only weights and the (seed, step) noise.
+    const StepLosses lp = plain.run(b, 0, keep_g);
+    const std::vector<float> g_plain = grad;
+    const StepLosses l1 = one.run(b, 0, keep_g);
+    const StepLosses l2 = both.run(b, 0, keep_g);
+    const std::vector<float> g_both = grad;
+    REQUIRE(l1.heads.size() == lp.heads.size() + 1);
+    REQUIRE(l2.heads.size() == lp.heads.size() + 2);
+    const std::size_t h = lp.heads.size();
+    const double mmd = l2.g_heads[h], resp = l2.g_heads[h + 1];
+    CHECK(mmd > 0.01);  // untrained showers against the batch's
+    CHECK(resp > 0.01);
+    CHECK(l1.g_heads[h] == doctest::Approx(mmd).epsilon(1e-9));  // the full term does not depend on the other
+    CHECK(l2.g == doctest::Approx(lp.g + 3.0 * mmd + 2.0 * resp).epsilon(1e-5));
+    CHECK(l2.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
+    CHECK(l2.d_real_heads[h] == 0.0);
+    CHECK(l2.d_fake_heads[h + 1] == 0.0);
+    // The terms' share of the generator's gradient, g_both - g_plain, against central differences
+    // of 3 MMD^2 + 2 MMD^2_response on the three weights it moves most.
+    std::vector<std::size_t> idx(g_both.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
+      return std::abs(g_both[a] - g_plain[a]) > std::abs(g_both[b2] - g_plain[b2]);
+    });
+    const auto none = [](Net) {};
+    const auto terms = [&] {
+      const StepLosses l = both.run(b, 0, none);
+      return 3.0 * l.g_heads[h] + 2.0 * l.g_heads[h + 1];
+    };
+    for (int t = 0; t < 3; ++t) {
+      const std::size_t j = idx[static_cast<std::size_t>(t)];
+      float* w = m->generator.weights().data() + j;
+      const float w0 = *w, dw = 2e-3f * std::max(std::abs(w0), 0.05f);
+      *w = w0 + dw;
+      const double up = terms();
+      *w = w0 - dw;
+      const double down = terms();
+      *w = w0;
+      const double fd = (up - down) / (2.0 * static_cast<double>(dw));
+      CHECK(g_both[j] - g_plain[j] == doctest::Approx(fd).epsilon(0.03));
+    }
+    // Their values at evaluation: inference-mode showers against the batch.
+    const StepLosses ev = both.evaluate(b, 9);
+    CHECK(ev.heads == both.loss_names());
+    CHECK(ev.g_heads[h + 1] > 0.0);
+    CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, c2, 5),
+                      doctest::Contains("hlf_mmd and response_mmd compare showers of like energy"));
   }
-  // Their values at evaluation: inference-mode showers against the batch.
-  const StepLosses ev = both.evaluate(b, 9);
-  CHECK(ev.heads == both.loss_names());
-  CHECK(ev.g_heads[h + 1] > 0.0);
-  CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, c2, 5),
-                    doctest::Contains("hlf_mmd and response_mmd compare showers of like energy"));
 }
 
 TEST_CASE("the ECAL fit takes the data's coefficients; the default is the reference's GetEcalFit") {

@@ -137,6 +137,47 @@ TEST_CASE("MMD^2 with the rational-quadratic mixture: a hand-computed case, fini
   CHECK_THROWS_AS(nn::mmd2_rq(std::vector<double>{1.0}, y, 1, one, {}), Error);  // one sample
 }
 
+TEST_CASE("EnergyStandardiser: features in units of their spread at each energy; a constant column, one energy") {
+  // Rows (x, f1, f2, f3) in pairs at the same x: f1 = 2 + 3u + 0.5u^2 +- s(x), u = x - mean(x),
+  // s(x)^2 = 0.04 + 0.02 (x - 1): the fits are exact, and every residual standardises to +-1.
+  const std::vector<double> xs{1.0, 1.4, 1.9, 2.3, 2.7};
+  double x0 = 0.0;
+  for (double x : xs) x0 += x / 5.0;
+  auto mu = [&](double x) { return 2.0 + 3.0 * (x - x0) + 0.5 * (x - x0) * (x - x0); };
+  auto s = [](double x) { return std::sqrt(0.04 + 0.02 * (x - 1.0)); };
+  std::vector<double> ref;
+  for (double x : xs)
+    for (double sign : {1.0, -1.0}) ref.insert(ref.end(), {x, mu(x) + sign * s(x), 7.0, -x + sign * 0.3});
+  const nn::EnergyStandardiser st(ref, 4, 0.05);
+  for (double x : {1.0, 2.0, 2.7}) {
+    CHECK(st.mean(1, x) == doctest::Approx(mu(x)).epsilon(1e-10));
+    CHECK(st.sigma(1, x) == doctest::Approx(s(x)).epsilon(1e-10));
+    CHECK(st.sigma(2, x) == doctest::Approx(0.05));  // constant: the floor
+    CHECK(st.sigma(3, x) == doctest::Approx(0.3).epsilon(1e-10));
+  }
+  std::vector<double> out(ref.size());
+  st.apply(ref, out);
+  for (std::size_t i = 0; i < 10; ++i) {
+    const double sign = i % 2 == 0 ? 1.0 : -1.0;
+    CHECK(out[4 * i] == ref[4 * i]);  // x is kept
+    CHECK(out[4 * i + 1] == doctest::Approx(sign).epsilon(1e-9));
+    CHECK(out[4 * i + 2] == doctest::Approx(0.0).scale(1.0));
+    CHECK(out[4 * i + 3] == doctest::Approx(sign).epsilon(1e-9));
+  }
+  // A shower 2 sigma off at high x is 2 standardised units off, where a scale over the whole batch
+  // (the spread of f3 over all x, 0.68) sees it as less than one.
+  const std::vector<double> off{2.7, 0.0, 7.0, -2.7 + 0.3 + 0.3};
+  std::vector<double> off_out(4);
+  st.apply(off, off_out);
+  CHECK(off_out[3] == doctest::Approx(2.0).epsilon(1e-9));
+  // One energy only: the mean is the column's mean, the variance its mean squared residual.
+  const std::vector<double> flat{1.5, 1.0, 0.0, 1.5, 3.0, 0.0, 1.5, 2.0, 0.0};
+  const nn::EnergyStandardiser one(flat, 3, 0.05);
+  CHECK(one.mean(1, 1.5) == doctest::Approx(2.0).epsilon(1e-10));
+  CHECK(one.sigma(1, 1.5) == doctest::Approx(std::sqrt(2.0 / 3.0)).epsilon(1e-10));
+  CHECK_THROWS_AS(nn::EnergyStandardiser(std::vector<double>{1.0, 2.0, 3.0, 4.0}, 2, 0.05), Error);  // 2 rows
+}
+
 TEST_CASE("SGD with momentum and Nesterov: two steps in closed form") {
   for (bool nesterov : {false, true}) {
     OneParam p(1.0f, 0.5f);

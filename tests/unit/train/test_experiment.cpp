@@ -281,6 +281,12 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
       "name: t\nmodel: {name: 3dgan-5, condition: true, hlf_head: true, hlf_lr_scale: 5}\n"
       "data: {train: \"d/*.h5\"}\noptimizer: {name: adam}\ntraining: {discriminator_fakes: batch_stats}\n");
   CHECK(h.model.hlf_lr_scale == doctest::Approx(5.0));
+  CHECK(h.model.generator_width == 1);
+  const auto wide = parse("name: t\nmodel: {name: 3dgan-5, generator_width: 2}\ndata: {train: \"d/*.h5\"}\n");
+  CHECK(wide.model.generator_width == 2);
+  CHECK(wide.resolved["model"]["generator_width"].as<int>() == 2);
+  CHECK_THROWS_WITH(parse("name: t\nmodel: {name: 3dgan-25, generator_width: 2}\ndata: {train: \"d/*.h5\"}\n"),
+                    doctest::Contains("model.generator_width = 2"));
   CHECK(h.step.fakes_batch_stats);
   CHECK_FALSE(c.step.fakes_batch_stats);
   CHECK(h.resolved["training"]["discriminator_fakes"].as<std::string>() == "batch_stats");
@@ -295,6 +301,16 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   CHECK(mmd.step.hlf_mmd == doctest::Approx(10.0));
   CHECK(mmd.resolved["training"]["hlf_mmd"].as<double>() == doctest::Approx(10.0));
   CHECK(mmd.step.response_mmd == 0.0f);
+  CHECK_FALSE(mmd.step.mmd_energy_scale);
+  CHECK(mmd.resolved["training"]["mmd_scale"].as<std::string>() == "batch");
+  const auto mmd_e = parse(
+      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+      "training: {hlf_mmd: 10, mmd_scale: energy}\n");
+  CHECK(mmd_e.step.mmd_energy_scale);
+  CHECK(mmd_e.resolved["training"]["mmd_scale"].as<std::string>() == "energy");
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+                             "training: {hlf_mmd: 10, mmd_scale: shower}\n"),
+                 "training.mmd_scale"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
                              "training: {response_mmd: 10}\n"),
                  "training.response_mmd"));
