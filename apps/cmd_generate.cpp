@@ -12,6 +12,7 @@
 #include "mpigan/data/simulator/simulate_dataset.hpp"
 #include "mpigan/train/generate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -33,7 +34,9 @@ void list_generators() {
   const auto list = train::shipped_generators();
   std::printf("shipped generators (%s):\n", train::shipped_generators_dir().c_str());
   if (list.empty()) std::printf("  (none)\n");
-  for (const auto& g : list) std::printf("  %-12s %s\n", g.name.c_str(), g.summary.c_str());
+  std::size_t width = 0;  // the names in one column, however long the longest
+  for (const auto& g : list) width = std::max(width, g.name.size());
+  for (const auto& g : list) std::printf("  %-*s %s\n", static_cast<int>(width), g.name.c_str(), g.summary.c_str());
   std::printf("use one by name: mpigan generate NAME ..., mpigan validate NAME --reference MC.h5\n");
 }
 
