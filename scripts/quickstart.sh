@@ -3,7 +3,7 @@
 # 5x5x5 rung, trains it for about three minutes on the CPU, validates its generator against the
 # held-out Monte Carlo (report, targets, tables and plots), plots its history, then validates the
 # generator shipped with mpigan for the same recipe (trained to its full budget) and the closest
-# shipped generator (3dgan-5-mmd-concat) against the same Monte Carlo, which is of another seed
+# shipped generator (3dgan-5-mmd-concat-800k) against the same Monte Carlo, which is of another seed
 # than their training data.
 #
 #   scripts/quickstart.sh [--set key.path=value ...]     (extra options go to mpigan train)
@@ -29,8 +29,8 @@ echo "== quickstart: the shipped generator 3dgan-5-hlf (this recipe for 400 000 
 build/apps/mpigan validate 3dgan-5-hlf --reference "$held_out" --out runs/quickstart/validation-shipped
 /usr/bin/python3 scripts/rung_targets.py runs/quickstart/validation-shipped
 echo
-echo "== quickstart: the closest shipped generator, 3dgan-5-mmd-concat (examples/3dgan-5-mmd-concat.yaml), against the same Monte Carlo"
-build/apps/mpigan validate 3dgan-5-mmd-concat --reference "$held_out" --out runs/quickstart/validation-closest
+echo "== quickstart: the closest shipped generator, 3dgan-5-mmd-concat-800k (examples/3dgan-5-mmd-concat.yaml for 800 000 samples), against the same Monte Carlo"
+build/apps/mpigan validate 3dgan-5-mmd-concat-800k --reference "$held_out" --out runs/quickstart/validation-closest
 /usr/bin/python3 scripts/rung_targets.py runs/quickstart/validation-closest
 echo
 echo "Plots: runs/quickstart/validation{,-shipped,-closest}/*.png (sampling fraction,"
