@@ -72,18 +72,17 @@ std::vector<double> GanStep::features_of(const Tensor& input) const {
   return f;
 }
 
-std::optional<nn::EnergyStandardiser> GanStep::standardiser(const std::vector<double>& real) const {
-  if (!m_config.mmd_energy_scale) return std::nullopt;
-  return nn::EnergyStandardiser(real, static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3])),
-                                kMmdScaleFloor);
-}
-
-std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real_features) const {
-  std::vector<MmdTerm> terms;
-  if (!m_config.feature_mmd()) return terms;
+GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
+  MmdReference ref;
   const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
-  std::vector<double> real = real_features;
-  if (const auto st = standardiser(real_features)) st->apply(real_features, real);
+  const std::vector<double> raw = features_of(real_input);
+  ref.features = raw;
+  if (m_config.mmd_energy_scale) {
+    ref.by_energy.emplace(raw, F, kMmdScaleFloor);
+    ref.by_energy->apply(raw, ref.features);
+  }
+  const std::vector<double>& real = ref.features;
+  std::vector<MmdTerm>& terms = ref.terms;
   const std::size_t n = real.size() / F;
   std::vector<double> scale(F);
   for (std::size_t k = 0; k < F; ++k) {
@@ -103,24 +102,20 @@ std::vector<GanStep::MmdTerm> GanStep::mmd_terms(const std::vector<double>& real
     for (std::size_t k = 0; k < 2; ++k) pair[k] = scale[k] * std::sqrt(static_cast<double>(F) / 2.0);
     terms.push_back({m_config.response_mmd, std::move(pair)});
   }
-  return terms;
+  return ref;
 }
 
-std::vector<double> GanStep::mmd_losses(const Tensor& input, const std::vector<double>& real_features,
-                                        const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const {
+std::vector<double> GanStep::mmd_losses(const Tensor& input, const MmdReference& real, Tensor* d_input_grad) const {
   const Tensor host = to_host(input);
   const Shape& s = host.shape();
   const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
   const std::vector<double> fake_features = features_of(host);
-  std::vector<double> fake = fake_features, real = real_features;
-  const auto st = standardiser(real_features);
-  if (st) {
-    st->apply(fake_features, fake);
-    st->apply(real_features, real);
-  }
+  std::vector<double> fake = fake_features;
+  const auto& st = real.by_energy;
+  if (st) st->apply(fake_features, fake);
   std::vector<double> values, grad(d_input_grad != nullptr ? fake.size() : 0), sum(grad.size(), 0.0);
-  for (const MmdTerm& t : terms) {
-    values.push_back(nn::mmd2_rq(fake, real, static_cast<std::size_t>(F), t.scale, grad));
+  for (const MmdTerm& t : real.terms) {
+    values.push_back(nn::mmd2_rq(fake, real.features, static_cast<std::size_t>(F), t.scale, grad));
     for (std::size_t j = 0; j < grad.size(); ++j) sum[j] += t.weight * grad[j];
   }
   if (d_input_grad == nullptr) return values;
@@ -383,12 +378,8 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   const Tensor real_image = d_input(to_device(batch.image), batch.energy);
   const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
-  std::vector<double> real_features;
-  std::vector<MmdTerm> mmd;
-  if (m_config.feature_mmd()) {
-    real_features = features_of(real_image);
-    mmd = mmd_terms(real_features);
-  }
+  MmdReference mmd;
+  if (m_config.feature_mmd()) mmd = mmd_reference(real_image);
   // 2. D on real.
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
@@ -427,11 +418,11 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     std::vector<double> heads;
     double total = head_losses(out, g_targets, heads, diffs);
     Tensor d_in = D.backward(diffs, {false, true});
-    if (!mmd.empty()) {
-      const std::vector<double> v = mmd_losses(image, real_features, mmd, &d_in);
+    if (!mmd.terms.empty()) {
+      const std::vector<double> v = mmd_losses(image, mmd, &d_in);
       for (std::size_t t = 0; t < v.size(); ++t) {
         heads.push_back(v[t]);
-        total += mmd[t].weight * v[t];
+        total += mmd.terms[t].weight * v[t];
       }
     }
     check_loss(total, Net::generator, "G through frozen D");
@@ -481,12 +472,11 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   L.heads = loss_names();
   if (m_config.feature_mmd()) {
-    const std::vector<double> real = features_of(real_input);
-    const std::vector<MmdTerm> terms = mmd_terms(real);
-    const std::vector<double> v = mmd_losses(fake_input, real, terms, nullptr);
+    const MmdReference real = mmd_reference(real_input);
+    const std::vector<double> v = mmd_losses(fake_input, real, nullptr);
     for (std::size_t t = 0; t < v.size(); ++t) {
       L.g_heads.push_back(v[t]);
-      L.g += terms[t].weight * v[t];
+      L.g += real.terms[t].weight * v[t];
     }
   }
   L.d_real_heads.resize(L.heads.size(), 0.0);  // the MMD terms are the generator's only

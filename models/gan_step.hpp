@@ -181,19 +181,22 @@ class GanStep {
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
   void check_grads(Net net, std::uint64_t step, const char* phase) const;
   /// StepConfig::hlf_mmd and response_mmd: the features (N x F) of D inputs @p input (N, C, X, Y, Z);
-  /// the terms on, each with its weight and its per-feature kernel scales from the real batch's
-  /// features; each term's MMD^2 of the fake D inputs @p input against the real features, and with
-  /// @p d_input_grad given, the weighted sum of their gradients added to that gradient of D's input.
+  /// the real batch's side, made once a step (its features, standardised at each energy when
+  /// StepConfig::mmd_energy_scale, and the terms on, each with its weight and per-feature kernel
+  /// scales); each term's MMD^2 of the fake D inputs @p input against it, and with @p d_input_grad
+  /// given, the weighted sum of their gradients added to that gradient of D's input.
   struct MmdTerm {
     float weight;
     std::vector<double> scale;
   };
+  struct MmdReference {
+    std::vector<double> features;
+    std::optional<nn::EnergyStandardiser> by_energy;
+    std::vector<MmdTerm> terms;
+  };
   std::vector<double> features_of(const Tensor& input) const;
-  /// The real batch's nn::EnergyStandardiser when StepConfig::mmd_energy_scale, else none.
-  std::optional<nn::EnergyStandardiser> standardiser(const std::vector<double>& real) const;
-  std::vector<MmdTerm> mmd_terms(const std::vector<double>& real) const;
-  std::vector<double> mmd_losses(const Tensor& input, const std::vector<double>& real,
-                                 const std::vector<MmdTerm>& terms, Tensor* d_input_grad) const;
+  MmdReference mmd_reference(const Tensor& real_input) const;
+  std::vector<double> mmd_losses(const Tensor& input, const MmdReference& real, Tensor* d_input_grad) const;
   Tensor to_device(const Tensor& host) const;
   Tensor to_host(const Tensor& t) const;
 
