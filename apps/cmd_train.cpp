@@ -23,6 +23,14 @@
 namespace mpigan::apps {
 namespace {
 
+struct TrainArgs {
+  std::string experiment;
+  std::string out;
+  std::string resume;
+  std::vector<std::string> set;
+  bool trace = false;
+};
+
 /// A run stopped by a signal says so on stdout and in RUN_DIR/STOPPED: under mpiexec, Hydra's own
 /// exit status after it forwarded a signal is not reliable (0 or the ranks' 75, at random; seen
 /// with plain shell scripts as ranks too), so job scripts and tests read the file.
@@ -32,20 +40,29 @@ void report_stopped(const std::string& run_dir, const std::string& message) {
   std::ofstream(std::filesystem::path(run_dir) / "STOPPED") << message;
 }
 
+/// The experiment and its --set overrides as a shell would take them again (a resume must repeat
+/// the overrides: a resume that changes the seed, model, data or batch is refused).
+std::string experiment_words(const TrainArgs& a) {
+  auto quoted = [](const std::string& w) {
+    const bool plain = !w.empty() && w.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789_-+=.,:/@%[]") == std::string::npos;
+    if (plain) return w;
+    std::string q = "'";
+    for (const char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string words = quoted(a.experiment);
+  for (const auto& s : a.set) words += " --set " + quoted(s);
+  return words;
+}
+
 /// A resumed run is no longer stopped.
 void clear_stopped(const std::string& resume_dir) {
   if (resume_dir.empty()) return;
   std::error_code ec;
   std::filesystem::remove(std::filesystem::path(resume_dir) / "STOPPED", ec);
 }
-
-struct TrainArgs {
-  std::string experiment;
-  std::string out;
-  std::string resume;
-  std::vector<std::string> set;
-  bool trace = false;
-};
 
 void print_config(const std::string& path, const YAML::Node& resolved) {
   YAML::Emitter out;
@@ -116,7 +133,7 @@ void train_distributed(const TrainArgs& a, int size, int rank) {
           s.run_dir,
           fmt::format("Stopped by {} at update {}, after a complete checkpoint. Resume with:\n  mpiexec -n {} "
                       "mpigan train {} --resume {}   (or srun)\n",
-                      signal_name(m.stopped_by_signal), m.version, size, a.experiment, s.run_dir));
+                      signal_name(m.stopped_by_signal), m.version, size, experiment_words(a), s.run_dir));
     std::fflush(stdout);
   }
   const bool failed = rank == 0 && !s.master.failure.empty();
@@ -165,7 +182,7 @@ void train(const TrainArgs& a) {
     report_stopped(s.run_dir,
                    fmt::format("Stopped by {} at step {}, after a complete checkpoint. Resume with:\n  mpigan "
                                "train {} --resume {}\n",
-                               signal_name(s.stopped_by_signal), s.steps, a.experiment, s.run_dir));
+                               signal_name(s.stopped_by_signal), s.steps, experiment_words(a), s.run_dir));
     set_exit_status(kStoppedBySignalStatus);
   }
 }

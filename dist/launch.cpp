@@ -39,6 +39,7 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
     if (f.path().filename().string().starts_with("FAILED.rank-")) std::filesystem::remove(f.path());
   YAML::Node resolved = YAML::Clone(e.resolved);
   resolved["output"]["dir"] = dir;
+  if (resume) run.check_resumed_config(resolved);
   run.write_config(resolved);
   if (!d.dist.virtual_compute)
     train::DataPlan::open(e, true);  // simulates when asked, validates every file once

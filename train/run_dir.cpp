@@ -10,11 +10,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string_view>
 
 namespace mpigan::train {
 
@@ -65,6 +68,81 @@ void RunDirectory::write_config(const YAML::Node& resolved) const {
   out << resolved;
   write_atomically(file("config.yaml"),
                    std::string("# Resolved configuration of this run (defaults filled in).\n") + out.c_str() + "\n");
+}
+
+namespace {
+/// The keys a resume may not change: they decide what the checkpoints' weights were trained on.
+/// A key matches itself and every key under it.
+constexpr const char* kFixedOnResume[] = {
+    "seed",       "model",           "data.train",      "data.validation", "data.split",    "data.validation_fraction",
+    "data.units", "data.preprocess", "data.max_events", "data.synthetic",  "training.batch"};
+
+bool fixed_on_resume(const std::string& key) {
+  return std::any_of(std::begin(kFixedOnResume), std::end(kFixedOnResume), [&](std::string_view k) {
+    return key == k || (key.starts_with(k) && (key[k.size()] == '.' || key[k.size()] == '['));
+  });
+}
+
+/// Every leaf of @p node as "a.b.c" (a sequence's items as "a.b[0]") -> its scalar text ("~" for null).
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap() && node.size() > 0) {
+    for (const auto& kv : node)
+      flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
+  } else if (node.IsSequence() && node.size() > 0) {
+    for (std::size_t i = 0; i < node.size(); ++i) flatten(node[i], fmt::format("{}[{}]", prefix, i), out);
+  } else {
+    out[prefix] = node.IsScalar() ? node.Scalar() : node.IsSequence() ? "[]" : node.IsMap() ? "{}" : "~";
+  }
+}
+
+/// The same value: equal text, or two numbers equal to float precision (config.yaml holds the
+/// numbers as the resolved configuration printed them).
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char *end_a = nullptr, *end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0') return false;
+  return std::abs(x - y) <= 1e-6 * std::max(std::abs(x), std::abs(y));
+}
+}  // namespace
+
+void RunDirectory::check_resumed_config(const YAML::Node& resolved) const {
+  const std::string path = file("config.yaml");
+  if (!fs::exists(path)) return;
+  YAML::Node stored;
+  try {
+    stored = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    MPIGAN_THROW(ConfigError, "--resume {}: its configuration '{}' cannot be read: {}", m_dir, path, e.what());
+  }
+  std::map<std::string, std::string> before, now;
+  flatten(stored, "", before);
+  flatten(resolved, "", now);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : before) keys.push_back(k);
+  for (const auto& [k, v] : now)
+    if (!before.contains(k)) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> refused;
+  const std::string absent = "(absent)";
+  for (const auto& k : keys) {
+    const std::string& a = before.contains(k) ? before.at(k) : absent;
+    const std::string& b = now.contains(k) ? now.at(k) : absent;
+    if (same_value(a, b)) continue;
+    if (fixed_on_resume(k))
+      refused.push_back(fmt::format("{} differs from the run's ({}: {}, now: {})", k, path, a, b));
+    else
+      spdlog::warn("--resume {}: {} changes from {} to {} for the rest of the run", m_dir, k, a, b);
+  }
+  if (refused.empty()) return;
+  std::vector<std::string> problems;
+  for (const auto& r : refused) problems.push_back(fmt::format("--resume {}: {}", m_dir, r));
+  problems.back() += fmt::format(
+      ". A resume cannot change what the run trains (its seed, model, data and batch): resume with the run's own "
+      "configuration, `mpigan train {} --resume {}` (--set may change the budget, the learning rates, threads), or "
+      "start a new run with --out; the run directory is unchanged",
+      path, m_dir);
+  MPIGAN_CHECK_PROBLEMS(problems);
 }
 
 std::string RunDirectory::checkpoint_path(std::int64_t step) const {

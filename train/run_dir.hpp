@@ -22,6 +22,13 @@ class RunDirectory {
   const std::string& path() const { return m_dir; }
   std::string file(const std::string& name) const { return m_dir + "/" + name; }
   void write_config(const YAML::Node& resolved) const;
+  /// A resumed run: compares @p resolved with config.yaml, the configuration its checkpoints were
+  /// made with. A key that decides what is trained (the seed, the model, the data and their
+  /// preprocessing and split, the batch) must not change: a ConfigError names each that differs,
+  /// with both values, and how to resume with the run's own configuration. Any other key may
+  /// change (a later budget, a smaller learning rate, threads, cadences), each change logged as a
+  /// warning. Call before write_config; a run without config.yaml is not checked.
+  void check_resumed_config(const YAML::Node& resolved) const;
 
   /// checkpoints/step-00000123.h5
   std::string checkpoint_path(std::int64_t step) const;

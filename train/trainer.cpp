@@ -148,6 +148,7 @@ class SingleProcessRun {
   DataPlan prepare() {
     YAML::Node resolved = YAML::Clone(m_experiment.resolved);
     resolved["output"]["dir"] = m_dir;
+    if (m_resume) m_run.check_resumed_config(resolved);
     m_run.write_config(resolved);
     return DataPlan::open(m_experiment, true);
   }

@@ -45,7 +45,7 @@ latest_step() { sed -E 's/.*step-0*([0-9]+)\.h5/\1/' "$1/checkpoints/latest"; }
 
 # 1. One process, SIGTERM.
 log=$work/single.log
-"$mpigan" train "$work/exp.yaml" --out "$work/single" >"$log" 2>&1 &
+"$mpigan" train "$work/exp.yaml" --set seed=11 --set 'training.fake_energy=[0.1, 5]' --out "$work/single" >"$log" 2>&1 &
 job=$!
 wait_lines "$work/single/metrics.csv" 30 || fail "the one-process run did not start training"
 kill -TERM "$job"
@@ -58,8 +58,17 @@ grep -q "Stopped by SIGTERM at step" "$log" || fail "one process: no 'Stopped by
 step=$(latest_step "$work/single")
 [[ $step -ge 30 && $step -lt 3000 ]] || fail "one process: latest checkpoint at step $step"
 pass "one process: SIGTERM -> status 75, checkpoint at step $step"
-"$mpigan" train "$work/exp.yaml" --resume "$work/single" --set training.max_updates=$((step + 20)) >"$log" 2>&1 ||
-  fail "one process: --resume after SIGTERM failed"
+# The command it prints repeats the overrides; without them (another seed) a resume is refused.
+grep -qF "mpigan train $work/exp.yaml --set seed=11 --set 'training.fake_energy=[0.1, 5]' --resume $work/single" "$log" ||
+  fail "one process: the resume command printed lacks the run's --set overrides: $(tail -3 "$log")"
+config_before=$(cat "$work/single/config.yaml")
+"$mpigan" train "$work/exp.yaml" --resume "$work/single" >"$log" 2>&1 && fail "one process: a resume with another seed ran"
+grep -qF "seed differs from the run's ($work/single/config.yaml: 11, now:" "$log" ||
+  fail "one process: a resume with another seed did not name it: $(grep error "$log")"
+[[ $(cat "$work/single/config.yaml") == "$config_before" ]] || fail "one process: a refused resume changed config.yaml"
+pass "one process: the printed resume command repeats the overrides; another seed is refused"
+"$mpigan" train "$work/exp.yaml" --set seed=11 --resume "$work/single" --set training.max_updates=$((step + 20)) \
+  >"$log" 2>&1 || fail "one process: --resume after SIGTERM failed"
 grep -q "resumed from .*step-0*$step.h5 at step $step" "$log" || fail "one process: did not resume at step $step"
 [[ $(latest_step "$work/single") -eq $((step + 20)) ]] || fail "one process: resumed run did not reach step $((step + 20))"
 [[ ! -e $work/single/STOPPED ]] || fail "one process: STOPPED still there after the resumed run"

@@ -189,6 +189,45 @@ logging: {{level: warn}}
   CHECK(count_steps(dir + "/split/metrics.csv") == 4);
 }
 
+TEST_CASE("a resume that would change what the run trains is refused with both values; a later budget is taken") {
+  init_logging("error");
+  const std::string dir = temp_dir("resume-config");
+  std::ofstream(dir + "/exp.yaml") << "name: r\nseed: 3\nmodel: {name: tiny-8}\ndata: {synthetic: {events: 64}}\n"
+                                      "training: {batch: 4, max_samples: 8}\noptimizer: {lr: 0.001}\n"
+                                      "checkpoint: {every: 1}\nlogging: {level: error}\n";
+  const std::string run = dir + "/run";
+  CHECK(run_single_process(ExperimentConfig::load(dir + "/exp.yaml"), {run, ""}).steps == 2);
+  auto config = [&] { return YAML::LoadFile(run + "/config.yaml"); };
+  auto text = [](const std::string& f) {
+    std::ifstream in(f);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = text(run + "/config.yaml");
+  // The seed and the batch decide what the checkpoints were trained on: both named, with both values.
+  const auto refused =
+      ExperimentConfig::load(dir + "/exp.yaml", {"seed=1", "training.batch=8", "training.max_samples=16"});
+  std::string what;
+  try {
+    run_single_process(refused, {"", run});
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(what.find("seed differs from the run's (" + run + "/config.yaml: 3, now: 1)") != std::string::npos);
+  CHECK(what.find("training.batch differs from the run's (" + run + "/config.yaml: 4, now: 8)") != std::string::npos);
+  CHECK(what.find("max_samples") == std::string::npos);  // a budget may change: not among the refused
+  CHECK(what.find("mpigan train " + run + "/config.yaml --resume " + run) != std::string::npos);
+  CHECK(text(run + "/config.yaml") == before);  // the run's record is untouched
+  // A later budget and a smaller learning rate are taken; config.yaml then holds them.
+  const auto later = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=16", "optimizer.lr=0.0005"});
+  CHECK(run_single_process(later, {"", run}).steps == 4);
+  CHECK(config()["training"]["max_samples"].as<int>() == 16);
+  CHECK(config()["seed"].as<int>() == 3);
+  // The run's own configuration resumes it as it was.
+  const auto own = ExperimentConfig::load(run + "/config.yaml", {"training.max_samples=24"});
+  CHECK(run_single_process(own, {"", run}).steps == 6);
+}
+
 TEST_CASE("losses that blow up: the last sane checkpoint is spared and named; a resume keeps the run's scale") {
   init_logging("error");
   const std::string dir = temp_dir("ckpt-sane");
