@@ -23,7 +23,8 @@ void add_sandbox_command(CLI::App& app);   // cmd_sandbox.cpp
 void add_optimize_command(CLI::App& app);  // cmd_optimize.cpp
 void add_bench_master(CLI::App& bench);    // cmd_bench_master.cpp: `mpigan bench master`
 
-/// Runs scripts/NAME (of the source tree mpigan was built from) with /usr/bin/python3 and @p args;
+/// Runs NAME from $MPIGAN_SCRIPTS, else from scripts/ of the source tree mpigan was built from, with
+/// /usr/bin/python3 and @p args;
 /// false, with the reason printed, when it cannot (plot_script.cpp).
 bool run_python_script(const std::string& name, const std::vector<std::string>& args);
 

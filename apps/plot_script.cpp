@@ -8,9 +8,15 @@
 namespace mpigan::apps {
 
 bool run_python_script(const std::string& name, const std::vector<std::string>& args) {
-  const std::string script = std::string(MPIGAN_SOURCE_DIR) + "/scripts/" + name;
+  // An installed mpigan (the container image) names the folder of its scripts; a build uses its sources'.
+  const char* dir = std::getenv("MPIGAN_SCRIPTS");
+  const std::string script =
+      (dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(MPIGAN_SOURCE_DIR) + "/scripts") + "/" + name;
   if (!std::filesystem::exists(script)) {
-    std::printf("plots: %s not found (the source tree this mpigan was built from is gone)\n", script.c_str());
+    std::printf(
+        "plots: %s not found (set MPIGAN_SCRIPTS to the folder of mpigan's plotting scripts, or keep the "
+        "source tree this mpigan was built from)\n",
+        script.c_str());
     return false;
   }
   std::string cmd = "/usr/bin/python3 '" + script + "'";

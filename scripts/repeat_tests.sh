@@ -3,7 +3,7 @@
 # per run, whether it passed, how long it took, the 1-minute load average before and after, and the
 # failed tests. Does not stop at a failure; exits non-zero when any run failed.
 #
-#   scripts/repeat_tests.sh BUILD_DIR COUNT OUT.csv [ctest arguments; default: -j2 -LE scale]
+#   scripts/repeat_tests.sh BUILD_DIR COUNT OUT.csv [ctest arguments; default: -j2 -LE 'scale|container']
 #
 # Each failing run's ctest output is kept beside OUT.csv (OUT.csv.run-K.log).
 set -uo pipefail
@@ -11,7 +11,7 @@ build=${1:?build directory}
 count=${2:?number of runs}
 out=${3:?output csv}
 shift 3
-(($#)) || set -- -j2 -LE scale
+(($#)) || set -- -j2 -LE 'scale|container'
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "run,passed,seconds,load_before,load_after,failed_tests" >"$out"

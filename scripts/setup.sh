@@ -43,7 +43,7 @@ packages=(build-essential cmake ninja-build pkg-config
           libeigen3-dev libhdf5-dev zlib1g-dev libyaml-cpp-dev
           libfmt-dev libspdlog-dev libcli11-dev doctest-dev libbenchmark-dev nlohmann-json3-dev libnlopt-cxx-dev
           libonnx-dev libprotobuf-dev python3-onnx
-          python3-matplotlib python3-numpy)
+          python3-matplotlib python3-numpy python3-yaml python3-jsonschema)
 # Node.js runs the ONNX Runtime check of `mpigan export` (tests/onnx): Debian's, unless one is there.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 ((with_slurm)) && packages+=(slurm-wlm munge)

@@ -18,10 +18,11 @@ if (($#)); then
   ctest --test-dir build --output-on-failure --timeout 1500 "$@"
   exit
 fi
-# Without arguments: everything but the 64-rank scale test (label scale, ~5 min on 2 cores). The
+# Without arguments: everything but the 64-rank scale test (label scale, ~5 min on 2 cores) and the
+# container nodes (label container: it builds the image, ~15 min; `scripts/test.sh -L container`). The
 # serial suites (label unit: each one process) two at a time, then the rest one at a time: the MPI
 # and Slurm jobs oversubscribe the cores already.
 rc=0
 ctest --test-dir build --output-on-failure --timeout 1500 -L unit -j2 || rc=$?
-ctest --test-dir build --output-on-failure --timeout 1500 -LE 'unit|scale' || rc=$?
+ctest --test-dir build --output-on-failure --timeout 1500 -LE 'unit|scale|container' || rc=$?
 exit "$rc"
