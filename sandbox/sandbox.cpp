@@ -325,6 +325,11 @@ void Sandbox::fill_result() {
 void Sandbox::write_config() const {
   YAML::Node resolved = YAML::Clone(m_experiment.resolved);
   resolved["output"]["dir"] = m_dir;
+  // A resume may not change what the run trains (the seed, model, data, batch): checked against
+  // the configuration of the run it continues, as `mpigan train --resume` checks it.
+  if (m_options.resume)
+    train::RunDirectory(m_options.resume_from.empty() ? m_dir : m_options.resume_from, false)
+        .check_resumed_config(resolved);
   train::RunDirectory(m_dir, false).write_config(resolved);
 }
 

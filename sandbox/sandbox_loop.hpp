@@ -91,6 +91,7 @@ class Sandbox {
   master::Incoming incoming(VirtualWorker& w);
   master::LogRow row_for(const VirtualWorker& w, double arrived) const;
   void fill_result();
+  /// config.yaml; on a resume, after train::RunDirectory::check_resumed_config.
   void write_config() const;
   void write_checkpoint(std::int64_t v);
   void write_summary() const;

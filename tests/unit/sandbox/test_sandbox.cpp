@@ -434,6 +434,11 @@ TEST_CASE("sandbox --resume: a missing state, another N, rule or tree, a spent b
   CHECK_THROWS_WITH_AS(run_sandbox(other_rule, o), doctest::Contains("algorithm.name downpour"), ConfigError);
   const auto tree = experiment(dir, 3, {"algorithm.name=downpour", "training.max_updates=12", "topology.masters=3"});
   CHECK_THROWS_WITH_AS(run_sandbox(tree, o), doctest::Contains("topology.masters 1"), ConfigError);
+  // What the run trains may not change either, as for `mpigan train --resume`: named with both values.
+  const auto other_seed = experiment(dir, 3, {"algorithm.name=downpour", "training.max_updates=12", "seed=9"});
+  const std::string seed = "seed differs from the run's (" + o.out_dir + "/config.yaml: 5, now: 9)";
+  CHECK_THROWS_WITH_AS(run_sandbox(other_seed, o), doctest::Contains(seed.c_str()), ConfigError);
+  CHECK(slurp(o.out_dir + "/config.yaml") == config);
 }
 
 TEST_CASE("every rule trains tiny-8 in the sandbox with 4 virtual workers: finite, every worker served") {
