@@ -30,12 +30,12 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
                config.generator_passes);
   MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
                "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
-  MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f,
-               "gan step: hlf_mmd and response_mmd are loss weights, >= 0, got {} and {}", config.hlf_mmd,
-               config.response_mmd);
-  MPIGAN_CHECK(!config.feature_mmd() || (model.conditioned && !model.angle_model),
-               "gan step: hlf_mmd and response_mmd compare showers of like energy and read it from a conditioned "
-               "discriminator's input: model '{}' needs condition: true (and a fixed angle)",
+  MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f && config.response_spread >= 0.0f,
+               "gan step: hlf_mmd, response_mmd and response_spread are loss weights, >= 0, got {}, {} and {}",
+               config.hlf_mmd, config.response_mmd, config.response_spread);
+  MPIGAN_CHECK(!config.feature_terms() || (model.conditioned && !model.angle_model),
+               "gan step: hlf_mmd, response_mmd and response_spread compare showers of like energy and read it from a "
+               "conditioned discriminator's input: model '{}' needs condition: true (and a fixed angle)",
                model.name);
   m_heads = m_model.discriminator.output_names();
   for (const auto& h : m_heads) {
@@ -59,7 +59,15 @@ std::vector<std::string> GanStep::loss_names() const {
   std::vector<std::string> names = m_heads;
   if (m_config.hlf_mmd > 0.0f) names.emplace_back("hlf_mmd");
   if (m_config.response_mmd > 0.0f) names.emplace_back("response_mmd");
+  if (m_config.response_spread > 0.0f) names.emplace_back("response_spread");
   return names;
+}
+
+std::vector<float> GanStep::MmdReference::weights() const {
+  std::vector<float> w;
+  for (const MmdTerm& t : terms) w.push_back(t.weight);
+  if (!x.empty()) w.push_back(spread_weight);
+  return w;
 }
 
 std::vector<double> GanStep::features_of(const Tensor& input) const {
@@ -77,9 +85,14 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
   const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
   const std::vector<double> raw = features_of(real_input);
   ref.features = raw;
-  if (m_config.mmd_energy_scale) {
-    ref.by_energy.emplace(raw, F, kMmdScaleFloor);
-    ref.by_energy->apply(raw, ref.features);
+  if (m_config.mmd_energy_scale || m_config.response_spread > 0.0f) ref.by_energy.emplace(raw, F, kMmdScaleFloor);
+  if (m_config.mmd_energy_scale) ref.by_energy->apply(raw, ref.features);
+  if (m_config.response_spread > 0.0f) {
+    ref.spread_weight = m_config.response_spread;
+    for (std::size_t i = 0; i < raw.size() / F; ++i) {
+      ref.x.push_back(raw[i * F]);
+      ref.residual.push_back(raw[i * F + 1] - ref.by_energy->mean(1, raw[i * F]));
+    }
   }
   const std::vector<double>& real = ref.features;
   std::vector<MmdTerm>& terms = ref.terms;
@@ -112,19 +125,31 @@ std::vector<double> GanStep::mmd_losses(const Tensor& input, const MmdReference&
   const std::vector<double> fake_features = features_of(host);
   std::vector<double> fake = fake_features;
   const auto& st = real.by_energy;
-  if (st) st->apply(fake_features, fake);
+  const bool standardised = st && m_config.mmd_energy_scale;
+  if (standardised) st->apply(fake_features, fake);
   std::vector<double> values, grad(d_input_grad != nullptr ? fake.size() : 0), sum(grad.size(), 0.0);
   for (const MmdTerm& t : real.terms) {
     values.push_back(nn::mmd2_rq(fake, real.features, static_cast<std::size_t>(F), t.scale, grad));
     for (std::size_t j = 0; j < grad.size(); ++j) sum[j] += t.weight * grad[j];
   }
-  if (d_input_grad == nullptr) return values;
-  if (st)  // back through the standardisation: d f'_k / d f_k = 1 / sigma_k(E); the energy is not generated
+  if (standardised && d_input_grad != nullptr)
+    // back through the standardisation: d f'_k / d f_k = 1 / sigma_k(E); the energy is not generated
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t k = 1; k < F; ++k) {
         const auto j = static_cast<std::size_t>(i * F + k);
         sum[j] /= st->sigma(static_cast<std::size_t>(k), fake_features[static_cast<std::size_t>(i * F)]);
       }
+  if (!real.x.empty()) {
+    // the response's spread about the real batch's curve, on the features as computed
+    std::vector<double> x(static_cast<std::size_t>(n)), r(x.size()), gr(d_input_grad != nullptr ? x.size() : 0);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] = fake_features[i * static_cast<std::size_t>(F)];
+      r[i] = fake_features[i * static_cast<std::size_t>(F) + 1] - st->mean(1, x[i]);
+    }
+    values.push_back(nn::binned_spread_loss(x, r, real.x, real.residual, kResponseSpreadBins, 3, gr));
+    for (std::size_t i = 0; i < gr.size(); ++i) sum[i * static_cast<std::size_t>(F) + 1] += real.spread_weight * gr[i];
+  }
+  if (d_input_grad == nullptr) return values;
   Tensor g = to_host(*d_input_grad);
   if (g.data() == d_input_grad->data()) g = g.clone();  // the network's own buffer: not ours to change
   std::vector<float> gy(static_cast<std::size_t>(F)), gx(static_cast<std::size_t>(item));
@@ -379,7 +404,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
   const Tensor real_ecal = energy_scaled_ecal(batch.ecal, batch.energy);
   fake_ecal = energy_scaled_ecal(fake_ecal, fake_energy);
   MmdReference mmd;
-  if (m_config.feature_mmd()) mmd = mmd_reference(real_image);
+  if (m_config.feature_terms()) mmd = mmd_reference(real_image);
   // 2. D on real.
   {
     nn::ForwardContext ctx{nn::Phase::train, true, m_seed, step * 8 + 0};
@@ -418,11 +443,12 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     std::vector<double> heads;
     double total = head_losses(out, g_targets, heads, diffs);
     Tensor d_in = D.backward(diffs, {false, true});
-    if (!mmd.terms.empty()) {
+    if (m_config.feature_terms()) {
       const std::vector<double> v = mmd_losses(image, mmd, &d_in);
+      const std::vector<float> w = mmd.weights();
       for (std::size_t t = 0; t < v.size(); ++t) {
         heads.push_back(v[t]);
-        total += mmd.terms[t].weight * v[t];
+        total += w[t] * v[t];
       }
     }
     check_loss(total, Net::generator, "G through frozen D");
@@ -434,7 +460,7 @@ StepLosses GanStep::run(const RealBatch& batch, std::uint64_t step, const ApplyF
     check_grads(Net::generator, step, "G through frozen D");
     apply(Net::generator);
   }
-  L.d_real_heads.resize(L.heads.size(), 0.0);  // the MMD terms are the generator's only
+  L.d_real_heads.resize(L.heads.size(), 0.0);  // the feature terms are the generator's only
   L.d_fake_heads.resize(L.heads.size(), 0.0);
   return L;
 }
@@ -471,15 +497,16 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   L.d_fake = head_losses(out, head_targets(zeros, fake_energy, fake_ecal, batch.angle), L.d_fake_heads, diffs);
   L.g = head_losses(out, head_targets(ones, fake_energy, fake_ecal, batch.angle), L.g_heads, diffs);
   L.heads = loss_names();
-  if (m_config.feature_mmd()) {
+  if (m_config.feature_terms()) {
     const MmdReference real = mmd_reference(real_input);
     const std::vector<double> v = mmd_losses(fake_input, real, nullptr);
+    const std::vector<float> w = real.weights();
     for (std::size_t t = 0; t < v.size(); ++t) {
       L.g_heads.push_back(v[t]);
-      L.g += real.terms[t].weight * v[t];
+      L.g += w[t] * v[t];
     }
   }
-  L.d_real_heads.resize(L.heads.size(), 0.0);  // the MMD terms are the generator's only
+  L.d_real_heads.resize(L.heads.size(), 0.0);  // the feature terms are the generator's only
   L.d_fake_heads.resize(L.heads.size(), 0.0);
   return L;
 }

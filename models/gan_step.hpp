@@ -78,9 +78,19 @@ struct StepConfig {
   /// fitted on the real batch), so that a feature's error counts as much at 500 GeV, where the
   /// showers fluctuate least, as at 10 GeV.
   bool mmd_energy_scale = false;
-  /// Whether either MMD term is on (the step then computes the real batch's features).
-  bool feature_mmd() const { return hlf_mmd > 0.0f || response_mmd > 0.0f; }
+  /// > 0: the generator's loss gains this weight times nn::binned_spread_loss of the response (the
+  /// feature log10(S/E)) about its mean curve at each energy (a quadratic in log E fitted on the real
+  /// batch, nn::EnergyStandardiser), in kResponseSpreadBins bins of energy: the squared log of the
+  /// ratio of the generated to the real rms about that curve. It pulls the energy resolution, the
+  /// spread of sum/E, to the real one in each bin where the adversarial terms leave it too narrow or
+  /// too wide; the mean response stays with the ECAL loss. Needs a conditioned discriminator.
+  float response_spread = 0.0f;
+  /// Whether any term on the features is on (the step then computes the real batch's features).
+  bool feature_terms() const { return hlf_mmd > 0.0f || response_mmd > 0.0f || response_spread > 0.0f; }
 };
+
+/// The bins of energy (quantiles of the real batch) of StepConfig::response_spread.
+inline constexpr int kResponseSpreadBins = 4;
 
 /// The energy feature's weight in StepConfig::hlf_mmd's kernel, beside the other features' 1.
 inline constexpr double kMmdEnergyWeight = 4.0;
@@ -138,8 +148,9 @@ class GanStep {
   std::vector<Tensor> discriminate(const Tensor& images, const Tensor& energy, nn::Phase phase = nn::Phase::infer);
 
   const StepConfig& config() const { return m_config; }
-  /// The names of the per-head losses of StepLosses: the discriminator's outputs, then "hlf_mmd"
-  /// and "response_mmd" when on (generator losses only: 0 in the discriminator's columns).
+  /// The names of the per-head losses of StepLosses: the discriminator's outputs, then "hlf_mmd",
+  /// "response_mmd" and "response_spread" when on (generator losses only: 0 in the discriminator's
+  /// columns).
   std::vector<std::string> loss_names() const;
 
   /// The generator's input (N, latent) for conditions @p energy (N,1) E/100 (and @p angle): (E/100) z
@@ -180,19 +191,25 @@ class GanStep {
   double head_losses(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets,
                      std::vector<double>& per_head, std::vector<Tensor>& diffs) const;
   void check_grads(Net net, std::uint64_t step, const char* phase) const;
-  /// StepConfig::hlf_mmd and response_mmd: the features (N x F) of D inputs @p input (N, C, X, Y, Z);
-  /// the real batch's side, made once a step (its features, standardised at each energy when
-  /// StepConfig::mmd_energy_scale, and the terms on, each with its weight and per-feature kernel
-  /// scales); each term's MMD^2 of the fake D inputs @p input against it, and with @p d_input_grad
-  /// given, the weighted sum of their gradients added to that gradient of D's input.
+  /// StepConfig::hlf_mmd, response_mmd and response_spread: the features (N x F) of D inputs @p input
+  /// (N, C, X, Y, Z); the real batch's side, made once a step (its features, standardised at each
+  /// energy when StepConfig::mmd_energy_scale, the MMD terms on, each with its weight and per-feature
+  /// kernel scales, and for the spread term the energies and the response's residuals about its
+  /// fitted curve); each term's value for the fake D inputs @p input against it (the MMD terms, then
+  /// the spread), and with @p d_input_grad given, the weighted sum of their gradients added to that
+  /// gradient of D's input.
   struct MmdTerm {
     float weight;
     std::vector<double> scale;
   };
   struct MmdReference {
     std::vector<double> features;
-    std::optional<nn::EnergyStandardiser> by_energy;
+    std::optional<nn::EnergyStandardiser> by_energy;  ///< fitted when mmd_energy_scale or response_spread
     std::vector<MmdTerm> terms;
+    std::vector<double> x, residual;  ///< response_spread: log10(E/100) and the response about its curve
+    float spread_weight = 0.0f;
+    /// each value's weight in the generator's loss, in the order of mmd_losses' values
+    std::vector<float> weights() const;
   };
   std::vector<double> features_of(const Tensor& input) const;
   MmdReference mmd_reference(const Tensor& real_input) const;

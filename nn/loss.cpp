@@ -116,6 +116,62 @@ double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float
   return total;
 }
 
+double binned_spread_loss(std::span<const double> x_fake, std::span<const double> r_fake,
+                          std::span<const double> x_real, std::span<const double> r_real, int bins, int fitted,
+                          std::span<double> grad_r) {
+  const std::size_t nf = x_fake.size(), nr = x_real.size();
+  MPIGAN_CHECK(r_fake.size() == nf && r_real.size() == nr && nf >= 2,
+               "binned spread loss: {} generated conditions and {} residuals, {} reference conditions and {} "
+               "residuals (2 generated or more)",
+               nf, r_fake.size(), nr, r_real.size());
+  MPIGAN_CHECK(
+      bins >= 1 && fitted >= 0 && nr >= 2 * static_cast<std::size_t>(bins) && nr > static_cast<std::size_t>(fitted),
+      "binned spread loss: {} bins and a fit of {} parameters need at least {} reference samples (2 a bin, "
+      "more than the fit's), got {}",
+      bins, fitted, std::max(2 * bins, fitted + 1), nr);
+  MPIGAN_CHECK(grad_r.empty() || grad_r.size() == nf, "binned spread loss: gradient buffer of {} for {}", grad_r.size(),
+               nf);
+  // edges: the reference's quantiles k/bins, k = 1 .. bins-1
+  std::vector<double> sorted(x_real.begin(), x_real.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<double> edges;
+  for (int k = 1; k < bins; ++k)
+    edges.push_back(sorted[static_cast<std::size_t>(k) * nr / static_cast<std::size_t>(bins)]);
+  const auto bin_of = [&](double x) {
+    return static_cast<std::size_t>(std::upper_bound(edges.begin(), edges.end(), x) - edges.begin());
+  };
+  const auto B = static_cast<std::size_t>(bins);
+  std::vector<double> sf(B, 0.0), sr(B, 0.0);
+  std::vector<std::size_t> cf(B, 0), cr(B, 0);
+  for (std::size_t i = 0; i < nr; ++i) {
+    const std::size_t b = bin_of(x_real[i]);
+    sr[b] += r_real[i] * r_real[i];
+    ++cr[b];
+  }
+  std::vector<std::size_t> bin(nf);
+  for (std::size_t i = 0; i < nf; ++i) {
+    bin[i] = bin_of(x_fake[i]);
+    sf[bin[i]] += r_fake[i] * r_fake[i];
+    ++cf[bin[i]];
+  }
+  const double unshrink = static_cast<double>(nr) / static_cast<double>(nr - static_cast<std::size_t>(fitted));
+  double total = 0.0;
+  std::vector<double> slope(B, 0.0);  // dL/d(sum_b r_fake^2)
+  for (std::size_t b = 0; b < B; ++b) {
+    if (cf[b] < 2 || cr[b] < 2 || sr[b] <= 0.0) continue;
+    const double mf = std::max(sf[b] / static_cast<double>(cf[b]), 1e-300);
+    const double mr = sr[b] / static_cast<double>(cr[b]) * unshrink;
+    const double half_log = 0.5 * std::log(mf / mr);
+    const double share = static_cast<double>(cf[b]) / static_cast<double>(nf);
+    total += share * half_log * half_log;
+    // d/d(sum) of share (ln(sum / c / mr) / 2)^2 = share * half_log / sum
+    slope[b] = share * half_log / std::max(sf[b], 1e-300);
+  }
+  if (!grad_r.empty())
+    for (std::size_t i = 0; i < nf; ++i) grad_r[i] = 2.0 * r_fake[i] * slope[bin[i]];
+  return total;
+}
+
 namespace {
 constexpr std::array<double, 5> kRqAlphas{0.2, 0.5, 1.0, 2.0, 5.0};
 /// The rational-quadratic mixture at scaled squared distance s, and dk/ds in @p slope.

@@ -34,6 +34,22 @@ double loss_value_and_grad(LossKind kind, std::span<const float> pred, std::span
 double binned_mean_ratio_loss(std::span<const float> pred, std::span<const float> target, std::span<const float> key,
                               int bins, float lo, float hi, float weight, std::span<float> diff);
 
+/// The discrepancy in spread of a response at each energy: the residuals @p r_fake (about a mean
+/// curve fitted on the reference) of generated samples at conditions @p x_fake, against the
+/// reference's residuals @p r_real at @p x_real (from a fit of @p fitted parameters on those same
+/// samples). The samples are grouped into @p bins bins of x whose edges are the reference's
+/// quantiles, so that each holds about as many of either kind; in bin b the mean squares
+///   m_f = mean_b r_fake^2,   m_r = mean_b r_real^2 * n_real / (n_real - fitted)
+/// (the factor undoes the in-sample fit's shrinking of the reference's residuals), and
+///   L = sum_b (n_b / N) (ln(m_f / m_r) / 2)^2,
+/// the squared log of the ratio of spreads (rms about the curve), weighted by the generated
+/// samples' share of each bin. Equal counts on both sides make the small-sample bias of the logs
+/// cancel, so that its minimum in expectation is the reference's spread. A bin with fewer than
+/// two samples of either kind is left out. When @p grad_r is non-empty it receives dL/dr_fake.
+double binned_spread_loss(std::span<const double> x_fake, std::span<const double> r_fake,
+                          std::span<const double> x_real, std::span<const double> r_real, int bins, int fitted,
+                          std::span<double> grad_r);
+
 /// The unbiased estimate of the squared maximum mean discrepancy between the rows of @p x (n x d)
 /// and of @p y (m x d), n, m >= 2, under a sum of rational-quadratic kernels
 ///   k(a, b) = sum_{alpha in {0.2, 0.5, 1, 2, 5}} (1 + s / (2 alpha))^-alpha,

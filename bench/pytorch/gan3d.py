@@ -440,11 +440,39 @@ class EnergyStandardiser:
         u = (x.double() - self.x0).view(-1, 1)
         return (self.var[0] + u * self.var[1]).clamp(min=self.floor ** 2).sqrt()
 
+    def residual(self, f: torch.Tensor, k: int = 1) -> torch.Tensor:
+        """Column k's residual about its fitted mean curve, f_k - mu_k(x) (not divided by sigma)."""
+        u = f[:, 0].double() - self.x0
+        c = self.mean[:, k - 1]
+        return f[:, k].double() - (c[0] + u * c[1] + u * u * c[2])
+
     def apply(self, f: torch.Tensor) -> torch.Tensor:
         u = (f[:, :1].double() - self.x0)
         mu = self.mean[0] + u * self.mean[1] + u * u * self.mean[2]
         rest = (f[:, 1:].double() - mu) / self.sigma(f[:, 0])
         return torch.cat([f[:, :1].double(), rest], dim=1).to(f.dtype)
+
+
+def binned_spread(x_fake: torch.Tensor, r_fake: torch.Tensor, x_real: torch.Tensor, r_real: torch.Tensor,
+                  bins: int = 4, fitted: int = 3) -> torch.Tensor:
+    """mpigan's nn::binned_spread_loss: bins of x at the reference's quantiles k/bins (sorted x at
+    index k n / bins, upper bound); per bin m_f = mean r_fake^2, m_r = mean r_real^2 n / (n - fitted);
+    sum_b (n_b / N) (ln(m_f / m_r) / 2)^2 over bins with 2 or more of each. Differentiable in r_fake."""
+    n = x_real.numel()
+    edges = torch.sort(x_real.detach().double())[0][[k * n // bins for k in range(1, bins)]]
+    bf = torch.searchsorted(edges, x_fake.detach().double().contiguous(), right=True)
+    br = torch.searchsorted(edges, x_real.detach().double().contiguous(), right=True)
+    total = torch.zeros((), dtype=torch.float64)
+    for b in range(bins):
+        mf, mr = bf == b, br == b
+        if int(mf.sum()) < 2 or int(mr.sum()) < 2:
+            continue
+        m_r = r_real.detach().double()[mr].pow(2).mean() * n / (n - fitted)
+        if float(m_r) <= 0.0:
+            continue
+        m_f = r_fake.double()[mf].pow(2).mean().clamp(min=1e-300)
+        total = total + float(mf.sum()) / x_fake.numel() * (0.5 * torch.log(m_f / m_r)).pow(2)
+    return total
 
 
 def mmd2_rq(x: torch.Tensor, y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

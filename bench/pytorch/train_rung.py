@@ -159,6 +159,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
         ("response_mmd", "response_mmd", "training.response_mmd", 0.0),
         ("mmd_scale", "mmd_scale", "training.mmd_scale", "batch"),
+        ("response_spread", "response_spread", "training.response_spread", 0.0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
         ("dropout", "dropout", "model.dropout", 0.2),
         ("log_every", "log_every", "logging.every", 10),
@@ -187,7 +188,7 @@ def resolve_settings(args, y: dict) -> dict:
     s["generator_width"] = int(s["generator_width"])
     if s["generator_width"] < 1:
         raise SystemExit("model.generator_width is an integer >= 1 (as in mpigan)")
-    for k in ("hlf_mmd", "response_mmd"):
+    for k in ("hlf_mmd", "response_mmd", "response_spread"):
         s[k] = float(s[k])
         if s[k] < 0.0 or (s[k] > 0.0 and not s["condition"]):
             raise SystemExit(f"training.{k} is a weight >= 0 and needs model.condition (as in mpigan)")
@@ -320,6 +321,7 @@ class RungStep:
         self.mmd = float(s.get("hlf_mmd", 0.0))
         self.response_mmd = float(s.get("response_mmd", 0.0))
         self.mmd_by_energy = s.get("mmd_scale", "batch") == "energy"
+        self.response_spread = float(s.get("response_spread", 0.0))
 
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
@@ -385,12 +387,16 @@ class RungStep:
         ones = torch.ones(n, 1)
         g_total = 0.0
         terms = []   # (weight, kernel scales): the features' MMD^2, and the energy's and response's alone
-        if self.mmd > 0.0 or self.response_mmd > 0.0:
+        spread = None  # training.response_spread: the real batch's curve, energies and residuals
+        if self.mmd > 0.0 or self.response_mmd > 0.0 or self.response_spread > 0.0:
             with torch.no_grad():
-                real_f = self._features(self._scaled(image, energy), energy)
+                real_raw = self._features(self._scaled(image, energy), energy)
+                fit = gan3d.EnergyStandardiser(real_raw)
+                if self.response_spread > 0.0:
+                    spread = (fit, real_raw[:, 0], fit.residual(real_raw))
                 # training.mmd_scale energy: both sides in units of the real batch's spread at each energy
-                standardise = gan3d.EnergyStandardiser(real_f).apply if self.mmd_by_energy else (lambda f: f)
-                real_f = standardise(real_f)
+                standardise = fit.apply if self.mmd_by_energy else (lambda f: f)
+                real_f = standardise(real_raw)
                 scale = gan3d.mmd_scales(real_f)
             if self.mmd > 0.0:
                 terms.append((self.mmd, scale))
@@ -403,10 +409,15 @@ class RungStep:
                 self.opt_g.zero_grad(set_to_none=True)
                 shown = self._scaled(g(self._latent(fake_e)), fake_e)
                 loss, _ = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
-                if terms:
-                    fake_f = standardise(self._features(shown, fake_e))
+                if terms or spread is not None:
+                    fake_raw = self._features(shown, fake_e)
+                    fake_f = standardise(fake_raw)
                     for w, sc in terms:
                         loss = loss + w * gan3d.mmd2_rq(fake_f, real_f, sc).float()
+                    if spread is not None:
+                        fit, x_real, r_real = spread
+                        loss = loss + self.response_spread * gan3d.binned_spread(
+                            fake_raw[:, 0], fit.residual(fake_raw), x_real, r_real).float()
                 self._check(loss, step, "generator", "G through frozen D")
                 loss.backward()
                 self.opt_g.step()
@@ -522,6 +533,9 @@ def parse_args(argv=None):
                    help="the weight of MMD^2 between fake and real showers' features in G's loss (training.hlf_mmd)")
     p.add_argument("--response-mmd", dest="response_mmd", type=float,
                    help="the same on the energy and the response alone (training.response_mmd)")
+    p.add_argument("--response-spread", dest="response_spread", type=float,
+                   help="the weight of the response's spread about its curve, per energy bin, in G's loss "
+                        "(training.response_spread)")
     p.add_argument("--mmd-scale", dest="mmd_scale", choices=("batch", "energy"),
                    help="the MMD terms' feature scales: the batch's spread or the spread at each energy "
                         "(training.mmd_scale)")

@@ -331,12 +331,40 @@ TEST_CASE(
       const double fd = (up - down) / (2.0 * static_cast<double>(dw));
       CHECK(g_both[j] - g_plain[j] == doctest::Approx(fd).epsilon(0.03));
     }
+    // The response's spread about the real batch's curve (response_spread), alone: its value is a
+    // squared log ratio, its share of the gradient against central differences.
+    StepConfig c3 = c;
+    c3.response_spread = 1.5f;
+    GanStep spread(*m, *be, c3, 5);
+    CHECK(spread.loss_names().back() == "response_spread");
+    const StepLosses l3 = spread.run(b, 0, keep_g);
+    const std::vector<float> g_spread = grad;
+    REQUIRE(l3.heads.size() == lp.heads.size() + 1);
+    const double sp = l3.g_heads[h];
+    CHECK(sp > 1e-3);  // untrained showers: their response's spread is not the batch's
+    CHECK(l3.g == doctest::Approx(lp.g + 1.5 * sp).epsilon(1e-5));
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
+      return std::abs(g_spread[a] - g_plain[a]) > std::abs(g_spread[b2] - g_plain[b2]);
+    });
+    for (int t = 0; t < 3; ++t) {
+      const std::size_t j = idx[static_cast<std::size_t>(t)];
+      float* w = m->generator.weights().data() + j;
+      const float w0 = *w, dw = 2e-3f * std::max(std::abs(w0), 0.05f);
+      *w = w0 + dw;
+      const double up = spread.run(b, 0, none).g_heads[h];
+      *w = w0 - dw;
+      const double down = spread.run(b, 0, none).g_heads[h];
+      *w = w0;
+      const double fd = 1.5 * (up - down) / (2.0 * static_cast<double>(dw));
+      CHECK(g_spread[j] - g_plain[j] == doctest::Approx(fd).epsilon(0.03));
+    }
     // Their values at evaluation: inference-mode showers against the batch.
     const StepLosses ev = both.evaluate(b, 9);
     CHECK(ev.heads == both.loss_names());
     CHECK(ev.g_heads[h + 1] > 0.0);
+    CHECK(spread.evaluate(b, 9).g_heads[h] > 0.0);
     CHECK_THROWS_WITH(GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, c2, 5),
-                      doctest::Contains("hlf_mmd and response_mmd compare showers of like energy"));
+                      doctest::Contains("hlf_mmd, response_mmd and response_spread compare showers of like energy"));
   }
 }
 

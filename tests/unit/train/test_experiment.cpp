@@ -316,6 +316,15 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
                  "training.response_mmd"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\ntraining: {hlf_mmd: 10}\n"),
                  "training.hlf_mmd"));
+  CHECK(mmd.step.response_spread == 0.0f);
+  const auto spread = parse(
+      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+      "training: {response_spread: 4}\n");
+  CHECK(spread.step.response_spread == doctest::Approx(4.0));
+  CHECK(spread.resolved["training"]["response_spread"].as<double>() == doctest::Approx(4.0));
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
+                             "training: {response_spread: 4}\n"),
+                 "training.response_spread"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
                              "training: {hlf_mmd: -1}\n"),
                  "training.hlf_mmd"));
