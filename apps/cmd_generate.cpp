@@ -27,6 +27,7 @@ struct GenerateArgs {
   std::uint64_t seed = 1;
   int threads = 0;
   int recalibrate = 0;
+  bool batch_statistics = false;
   bool list = false;
 };
 
@@ -57,6 +58,7 @@ void run_generate(const GenerateArgs& a) {
   o.backend = a.backend;
   o.threads = a.threads;
   o.recalibrate_batches = a.recalibrate;
+  o.batch_statistics = a.batch_statistics;
   MPIGAN_CHECK(a.energy.empty() != a.like.empty(), "generate: give exactly one of --energy A:B and --like FILE.h5");
   if (!a.energy.empty()) o.energy = data::sim::parse_range(a.energy, "--energy");
   if (!a.angle.empty()) {
@@ -94,6 +96,9 @@ void add_generate_command(CLI::App& app) {
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches "
                   "(0: the checkpoint's)")
       ->check(CLI::Range(0, 100000));
+  cmd->add_flag("--batch-statistics", a->batch_statistics,
+                "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
+                "passes do, in batches of the experiment's training batch size (instead of the running statistics)");
   cmd->callback([a] { run_generate(*a); });
 }
 

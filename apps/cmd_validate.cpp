@@ -27,6 +27,7 @@ struct ValidateArgs {
   std::int64_t events = 0;
   std::uint64_t seed = 1;
   int recalibrate = 0;
+  bool batch_statistics = false;
   bool plots = true;
   bool classifier = true;
   double bin_half_width = physics::kValidationEnergyHalfWidthGev;
@@ -45,6 +46,9 @@ void run_validate(const ValidateArgs& a) {
   MPIGAN_CHECK(a.recalibrate == 0 || !a.source.empty(),
                "validate: --recalibrate-bn re-estimates a generator's statistics: give a run directory or checkpoint "
                "to generate from, not --generated");
+  MPIGAN_CHECK(!a.batch_statistics || !a.source.empty(),
+               "validate: --batch-statistics changes how a generator generates: give a run directory or checkpoint to "
+               "generate from, not --generated");
   std::filesystem::create_directories(a.out);
   std::string generated = a.generated;
   if (!a.source.empty()) {
@@ -54,6 +58,7 @@ void run_validate(const ValidateArgs& a) {
     o.events = a.events;
     o.seed = a.seed;
     o.recalibrate_batches = a.recalibrate;
+    o.batch_statistics = a.batch_statistics;
     o.out = a.out + "/generated.h5";
     const auto g = train::generate_showers(m, o);
     std::printf("generated %lld showers at the reference's energies with %s (%.1f showers/s)\n",
@@ -116,6 +121,9 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--recalibrate-bn", a->recalibrate,
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches")
       ->check(CLI::Range(0, 100000));
+  cmd->add_flag("--batch-statistics", a->batch_statistics,
+                "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
+                "passes do, in batches of the experiment's training batch size (instead of the running statistics)");
   cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
   cmd->add_flag("!--no-classifier", a->classifier,
                 "skip the classifier test (an MLP telling generated from reference showers; its AUC; ~0.1 s)");

@@ -511,10 +511,10 @@ StepLosses GanStep::evaluate(const RealBatch& batch, std::uint64_t seed) {
   return L;
 }
 
-Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed) {
+Tensor GanStep::generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed, bool batch_statistics) {
   Rng rng(seed, hash_string("generate"));
   const Tensor z = to_device(generator_input(energy, angle, rng));
-  nn::ForwardContext infer{nn::Phase::infer, false, seed, 0};
+  nn::ForwardContext infer{batch_statistics ? nn::Phase::train : nn::Phase::infer, false, seed, 0};
   const Tensor out = m_model.generator.forward(z, infer)[0];
   return m_backend.to_host(reflected(out, draw_reflections(energy.shape()[0], rng), false));
 }

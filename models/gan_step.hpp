@@ -127,8 +127,10 @@ class GanStep {
   StepLosses evaluate(const RealBatch& batch, std::uint64_t seed);
 
   /// Generate showers for conditions energy (N,1) E/100 (and angle (N,1) rad for the angle
-  /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z).
-  Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed);
+  /// model), inference mode; returns a canonical host tensor (N, 1, X, Y, Z). With
+  /// @p batch_statistics the generator's BatchNorm layers normalise with the N showers' own
+  /// statistics, as the training's generator passes do (running statistics left untouched).
+  Tensor generate(const Tensor& energy, const Tensor& angle, std::uint64_t seed, bool batch_statistics = false);
   /// The same with the latent noise given: @p noise (N, GanModel::noise), z ~ N(0, 1) as
   /// generate() draws it (what an exported generator is checked against).
   Tensor generate_from(const Tensor& energy, const Tensor& angle, const Tensor& noise);

@@ -147,7 +147,7 @@ TrainedModel locate_trained(const std::string& source) {
 
 double generate_batches(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
                         std::int64_t batch, std::uint64_t seed, data::Units units,
-                        const std::function<void(std::int64_t, const Tensor&)>& sink) {
+                        const std::function<void(std::int64_t, const Tensor&)>& sink, bool batch_statistics) {
   const auto n = static_cast<std::int64_t>(c.energy.size());
   const bool with_angle = !c.angle.empty();
   double seconds = 0;
@@ -161,7 +161,7 @@ double generate_batches(models::GanStep& step, const data::Preprocess& pre, cons
       for (std::int64_t i = 0; i < k; ++i) angle.data()[i] = c.angle[static_cast<std::size_t>(b0 + i)];
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor images = step.generate(energy, angle, seed + static_cast<std::uint64_t>(b0));
+    const Tensor images = step.generate(energy, angle, seed + static_cast<std::uint64_t>(b0), batch_statistics);
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink(b0, data::postprocess_images(images, pre, units));
   }
@@ -200,6 +200,9 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   MPIGAN_CHECK(n > 0, "generate: no events to generate");
 
   const data::Preprocess& pre = e.data.preprocess;
+  MPIGAN_CHECK(!o.batch_statistics || o.recalibrate_batches == 0,
+               "generate: --batch-statistics normalises with each batch's statistics; --recalibrate-bn re-estimates "
+               "the running ones, which it does not use: give one of the two");
   if (o.recalibrate_batches > 0) recalibrate_generator(*s.step, pre, c, o.batch, o.recalibrate_batches, o.seed);
   const data::Geometry geometry = e.data.geometry;
   const data::Units file_units = geometry == data::Geometry::ecal51 ? data::Units::gev_x50 : data::Units::gev;
@@ -209,8 +212,11 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   const std::int64_t cells = dims.product();
   data::EventWriter writer(o.out, dims, n);
   std::vector<float> sum(static_cast<std::size_t>(n)), measured(angle_model ? static_cast<std::size_t>(n) : 0);
-  const double gen_s =
-      generate_batches(*s.step, pre, c, o.batch, o.seed, file_units, [&](std::int64_t b0, const Tensor& showers) {
+  // with the batches' own statistics, the batches the generator trained on
+  const std::int64_t batch = o.batch_statistics ? e.batch : o.batch;
+  const double gen_s = generate_batches(
+      *s.step, pre, c, batch, o.seed, file_units,
+      [&](std::int64_t b0, const Tensor& showers) {
         for (std::int64_t i = 0; i < showers.shape()[0]; ++i) {
           const std::span<const float> ev(showers.data() + i * cells, static_cast<std::size_t>(cells));
           double total = 0;
@@ -220,7 +226,8 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
             measured[static_cast<std::size_t>(b0 + i)] = static_cast<float>(data::measure_angle(ev, dims));
           writer.write_compressed(b0 + i, data::EventWriter::compress(ev, writer.gzip_level()));
         }
-      });
+      },
+      o.batch_statistics);
   writer.write_labels(data::keys::energy, c.energy);
   if (angle_model) {
     std::vector<float> eta(c.angle.size());

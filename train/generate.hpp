@@ -65,6 +65,9 @@ struct GenerateOptions {
   /// > 0: first re-estimate the generator's BatchNorm statistics for its weights over this many
   /// batches of the conditions (GanStep::recalibrate_generator_state); 0: the checkpoint's.
   int recalibrate_batches = 0;
+  /// Normalise the generator's BatchNorm layers with each batch's own statistics, as in training,
+  /// in batches of the experiment's training batch size (GanStep::generate).
+  bool batch_statistics = false;
 };
 
 struct GenerateSummary {
@@ -86,7 +89,7 @@ struct ShowerConditions {
 /// per batch. Batch b0's latent noise comes from seed + b0. Returns the seconds spent generating.
 double generate_batches(models::GanStep& step, const data::Preprocess& pre, const ShowerConditions& c,
                         std::int64_t batch, std::uint64_t seed, data::Units units,
-                        const std::function<void(std::int64_t, const Tensor&)>& sink);
+                        const std::function<void(std::int64_t, const Tensor&)>& sink, bool batch_statistics = false);
 
 /// Re-estimate @p step's generator statistics for its weights (GanStep::recalibrate_generator_state)
 /// over @p passes passes of one batch of @p batch conditions spread over all of @p c.

@@ -117,6 +117,35 @@ logging: {level: warn}
   for (std::size_t i = 0; i < got.size(); ++i) moved = std::max(moved, std::abs(got_rc[i] - got[i]));
   CHECK(moved > 1e-4);
 
+  // --batch-statistics: the generator's BatchNorm layers on each batch's own statistics, in batches
+  // of the experiment's training batch size; its running statistics are neither used nor changed.
+  GenerateOptions bs = o;
+  bs.seed = 9;
+  bs.batch_statistics = true;
+  bs.out = dir + "/s.h5";
+  generate_showers(m, bs);
+  const std::int64_t nb = std::min<std::int64_t>(m.experiment.batch, 40);
+  Tensor first = Tensor::empty({nb, 1});
+  for (std::int64_t i = 0; i < nb; ++i)
+    first.data()[i] =
+        static_cast<float>(energy[static_cast<std::size_t>(i)]) * m.experiment.data.preprocess.energy_scale;
+  const Tensor state_before = s.model->generator.state().flat().clone();
+  const Tensor want_bs = data::postprocess_images(s.step->generate(first, Tensor(), 9, true),
+                                                  m.experiment.data.preprocess, data::Units::gev);
+  const Tensor state_after = s.model->generator.state().flat();
+  CHECK(std::equal(state_before.data(), state_before.data() + state_before.numel(), state_after.data()));
+  const auto ecal_bs = data::h5::File::open_read(dir + "/s.h5").read_all("ECAL");
+  const auto cells = static_cast<std::size_t>(nb * 512);
+  std::vector<double> got_bs(ecal_bs.begin(), ecal_bs.begin() + static_cast<std::ptrdiff_t>(cells)),
+      ref_bs(want_bs.data(), want_bs.data() + cells);
+  test::check_close("first batch, batch statistics", got_bs, ref_bs, {1e-6, 1e-6});
+  double apart = 0;  // not the running statistics' showers
+  for (std::size_t i = 0; i < 16 * 512; ++i) apart = std::max(apart, std::abs(got_bs[i] - got[i]));
+  CHECK(apart > 1e-4);
+  GenerateOptions both = bs;
+  both.recalibrate_batches = 2;
+  CHECK_THROWS_WITH_AS(generate_showers(m, both), doctest::Contains("give one of the two"), Error);
+
   // Errors name what is wrong.
   CHECK_THROWS_WITH_AS(locate_trained(dir + "/nothing"), doctest::Contains("does not exist"), Error);
   fs::create_directories(dir + "/empty");
