@@ -30,6 +30,7 @@ def main(argv=None):
     p.add_argument("--pairs", type=int, default=400)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--bins", type=int, default=4, help="energy bins of the term (mpigan uses 4)")
     a = p.parse_args(argv)
     files = sorted(glob.glob(a.data))[:a.files]
     if not files:
@@ -40,7 +41,7 @@ def main(argv=None):
     e = torch.as_tensor(energy / 100.0).view(-1, 1)
     f = gan3d.shower_features(img.clamp(min=0.0).pow(2.0).double(), e.double())
     rng = np.random.default_rng(a.seed)
-    print(f"{len(f)} showers from {len(files)} files; {a.pairs} pairs of batches of {a.batch}")
+    print(f"{len(f)} showers from {len(files)} files; {a.pairs} pairs of batches of {a.batch}, {a.bins} bins")
     for k in (1.0, 0.9, 0.85):
         vals = []
         for _ in range(a.pairs):
@@ -49,7 +50,7 @@ def main(argv=None):
             fit, own = gan3d.EnergyStandardiser(real), gan3d.EnergyStandardiser(other)
             # the other batch's residuals about the real curve, its spread about its own curve times k
             r = fit.residual(other) - own.residual(other) + k * own.residual(other)
-            vals.append(float(gan3d.binned_spread(other[:, 0], r, real[:, 0], fit.residual(real))))
+            vals.append(float(gan3d.binned_spread(other[:, 0], r, real[:, 0], fit.residual(real), bins=a.bins)))
         print(f"spread x{k:.2f}: {np.mean(vals):.4f} +- {np.std(vals) / np.sqrt(len(vals)):.4f}")
     return 0
 
