@@ -25,12 +25,22 @@ import statistics
 import sys
 
 
+def _number(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
 def read_mpigan(run):
+    """Step rows as {column: value} (g_loss renamed g, as the peer names G's total), and fpd_hlf by samples."""
     steps, fpd = [], {}
     with open(os.path.join(run, "metrics.csv")) as f:
         for r in csv.DictReader(f):
             if r["kind"] == "step":
-                steps.append((int(r["samples"]), float(r["d_real"]), float(r["d_fake"]), float(r["g_loss"])))
+                row = {k: _number(v) for k, v in r.items() if k != "kind"}
+                row["g"] = row.pop("g_loss")
+                steps.append(row)
             elif r["kind"] == "physics" and r.get("fpd_hlf"):
                 fpd[int(r["samples"])] = float(r["fpd_hlf"])
     return steps, fpd
@@ -40,7 +50,7 @@ def read_peer(d):
     steps, fpd = [], {}
     with open(os.path.join(d, "losses.csv")) as f:
         for r in csv.DictReader(f):
-            steps.append((int(r["samples"]), float(r["d_real"]), float(r["d_fake"]), float(r["g"])))
+            steps.append({k: _number(v) for k, v in r.items()})
     with open(os.path.join(d, "scores.csv")) as f:
         for r in csv.DictReader(f):
             fpd[int(r["samples"])] = float(r["fpd_hlf"])
@@ -75,18 +85,22 @@ def main(argv=None):
     a = p.parse_args(argv)
     mp = [read_mpigan(r) for r in a.mpigan.split(",")]
     pt = [read_peer(d) for d in a.pytorch.split(",")]
-    last = min(max(s for s, *_ in steps) for steps, _ in mp + pt)
+    last = int(min(max(r["samples"] for r in steps) for steps, _ in mp + pt))
+    # D on real, D on fake, G's total, and each per-head loss both sides log (the peer's losses.csv
+    # carries mpigan's names for them: d_real_fake, ..., g_hlf_mmd)
+    quantities = [("d_real", "D on real"), ("d_fake", "D on fake"), ("g", "G")]
+    common = set(mp[0][0][0]) & set(pt[0][0][0])
+    quantities += [(c, c) for c in mp[0][0][0] if c in common and c.startswith(("d_real_", "d_fake_", "g_"))]
     lines = [f"Training losses, each run's mean over windows of {a.window} samples; median [range] over "
              f"{len(mp)} mpigan and {len(pt)} PyTorch seeds; 'both': each median inside the other's range.", "",
              "| samples | quantity | mpigan | PyTorch | medians inside |", "|---|---|---|---|---|"]
-    names = ("D on real", "D on fake", "G")
     counts = {"both": 0, "one": 0, "neither": 0}
     for lo in range(0, last, a.window):
         hi = min(lo + a.window, last)
-        for q, name in enumerate(names):
+        for key, name in quantities:
             sides = []
             for runs in (mp, pt):
-                sides.append([statistics.fmean(v[q + 1] for v in steps if lo < v[0] <= hi) for steps, _ in runs])
+                sides.append([statistics.fmean(r[key] for r in steps if lo < r["samples"] <= hi) for steps, _ in runs])
             verdict = inside(*sides)
             counts[verdict] += 1
             lines.append(f"| {lo}–{hi} | {name} | {fmt(sides[0], 3)} | {fmt(sides[1], 3)} | {verdict} |")

@@ -196,7 +196,8 @@ def test_step():
     g_bn = [m for m in g.modules() if isinstance(m, nn_bn())]
     d_bn = [m for m in d.modules() if isinstance(m, nn_bn())]
     L = st.run(image, energy, ecal)
-    assert all(math.isfinite(v) for v in L.values()), L
+    assert all(math.isfinite(L[k]) for k in ("d_real", "d_fake", "g")), L
+    assert all(math.isfinite(v) for v in L["heads"].values()) and "g_ecal" in L["heads"], L
     assert len(calls) == 4                       # D real, D fake, G pass 1, G pass 2
     (l_r, e_r, c_r, *_), (l_f, e_f, c_f, *_) = calls[0], calls[1]
     assert torch.equal(e_r, energy) and torch.equal(c_r, ecal)
@@ -267,7 +268,8 @@ def test_main_small():
                       "--snapshots", "32,96", "--events", "50", "--optimizer", "adam", "--log-every", "100"])
         assert rc == 0
         rows = list(csv.reader(open(os.path.join(out, "losses.csv"))))
-        assert rows[0] == ["samples", "d_real", "d_fake", "g"] and len(rows) == 7
+        heads = [f"{side}_{h}" for h in ("fake", "energy", "ecal") for side in ("d_real", "d_fake", "g")]
+        assert rows[0] == ["samples", "d_real", "d_fake", "g"] + heads and len(rows) == 7
         assert [int(r[0]) for r in rows[1:]] == [16, 32, 48, 64, 80, 96]
         cfg = json.load(open(os.path.join(out, "config.json")))
         assert cfg["settings"]["optimizer"] == "adam" and cfg["source"]["batch"] == "flag"
@@ -498,6 +500,16 @@ def test_binned_spread():
             with h5py.File(os.path.join(tmp, name, "gen-32.h5"), "r") as fh:
                 return fh["ECAL"][...]
         assert not np.array_equal(showers("plain"), showers("spread"))
+        # losses.csv: the per-head columns as mpigan names them; G's total is their weighted sum
+        # (default weights 2 BCE, 0.1 energy, 0.1 ECAL; the spread at 10)
+        with open(os.path.join(tmp, "spread", "losses.csv")) as f:
+            rows = list(csv.DictReader(f))
+        assert "g_response_spread" in rows[0] and "d_real_fake" in rows[0] and "g_hlf_mmd" not in rows[0]
+        for r in rows:
+            v = {k: float(x) for k, x in r.items()}
+            want = 2.0 * v["g_fake"] + 0.1 * v["g_energy"] + 0.1 * v["g_ecal"] + 10.0 * v["g_response_spread"]
+            assert close(v["g"], want, 1e-4), (v["g"], want)
+            assert v["d_real_response_spread"] == 0.0 and v["g_response_spread"] > 0.0
 
 
 if __name__ == "__main__":

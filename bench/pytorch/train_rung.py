@@ -322,6 +322,7 @@ class RungStep:
         self.response_mmd = float(s.get("response_mmd", 0.0))
         self.mmd_by_energy = s.get("mmd_scale", "batch") == "energy"
         self.response_spread = float(s.get("response_spread", 0.0))
+        self.hlf_head = bool(s.get("hlf_head", False))
 
     def losses(self, outs, label, energy, ecal):
         """Weighted total and the unweighted heads: BCE(real/fake), MAPE(E/100), MAPE(ECAL sum)[, BCE(hlf)]."""
@@ -371,14 +372,15 @@ class RungStep:
         d.train()
         # 2. D on real: labels 1 with flips; BN batch statistics, running statistics updated
         self.opt_d.zero_grad(set_to_none=True)
-        d_real, _ = self.losses(d(self._scaled(image, energy), energy), self._flipped(1.0, n), energy,
+        d_real, d_real_heads = self.losses(d(self._scaled(image, energy), energy), self._flipped(1.0, n), energy,
                                 self._ecal(ecal, energy))
         self._check(d_real, step, "discriminator", "D on real")
         d_real.backward()
         self.opt_d.step()
         # 3. D on fake: labels 0 with flips, targets the sampled E/100 and the ECAL fit
         self.opt_d.zero_grad(set_to_none=True)
-        d_fake, _ = self.losses(d(self._scaled(fake, fake_e), fake_e), self._flipped(0.0, n), fake_e, fake_ecal)
+        d_fake, d_fake_heads = self.losses(d(self._scaled(fake, fake_e), fake_e), self._flipped(0.0, n), fake_e,
+                                           fake_ecal)
         self._check(d_fake, step, "discriminator", "D on fake")
         d_fake.backward()
         self.opt_d.step()
@@ -386,6 +388,7 @@ class RungStep:
         #    statistics change), fresh noise, same conditions, labels 1
         ones = torch.ones(n, 1)
         g_total = 0.0
+        g_heads = {}  # unweighted, averaged over the passes, in the order of head_names()
         terms = []   # (weight, kernel scales): the features' MMD^2, and the energy's and response's alone
         spread = None  # training.response_spread: the real batch's curve, energies and residuals
         if self.mmd > 0.0 or self.response_mmd > 0.0 or self.response_spread > 0.0:
@@ -408,21 +411,42 @@ class RungStep:
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
                 shown = self._scaled(g(self._latent(fake_e)), fake_e)
-                loss, _ = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
+                loss, heads = self.losses(d(shown, fake_e), ones, fake_e, fake_ecal)
+                heads = list(heads)
                 if terms or spread is not None:
                     fake_raw = self._features(shown, fake_e)
                     fake_f = standardise(fake_raw)
                     for w, sc in terms:
-                        loss = loss + w * gan3d.mmd2_rq(fake_f, real_f, sc).float()
+                        v = gan3d.mmd2_rq(fake_f, real_f, sc).float()
+                        heads.append(v)
+                        loss = loss + w * v
                     if spread is not None:
                         fit, x_real, r_real = spread
-                        loss = loss + self.response_spread * gan3d.binned_spread(
-                            fake_raw[:, 0], fit.residual(fake_raw), x_real, r_real).float()
+                        v = gan3d.binned_spread(fake_raw[:, 0], fit.residual(fake_raw), x_real, r_real).float()
+                        heads.append(v)
+                        loss = loss + self.response_spread * v
+                for k, v in enumerate(heads):
+                    g_heads[k] = g_heads.get(k, 0.0) + float(v) / self.passes
                 self._check(loss, step, "generator", "G through frozen D")
                 loss.backward()
                 self.opt_g.step()
                 g_total += loss.item() / self.passes
-        return {"d_real": d_real.item(), "d_fake": d_fake.item(), "g": g_total}
+        heads = {}
+        for name, dr, df, k in zip(self.head_names(), list(d_real_heads) + [0.0] * 3, list(d_fake_heads) + [0.0] * 3,
+                                   range(len(g_heads))):
+            heads[f"d_real_{name}"], heads[f"d_fake_{name}"], heads[f"g_{name}"] = float(dr), float(df), g_heads[k]
+        return {"d_real": d_real.item(), "d_fake": d_fake.item(), "g": g_total, "heads": heads}
+
+    def head_names(self) -> list:
+        """mpigan's loss names (GanStep::loss_names): the discriminator's heads, then the feature terms."""
+        names = ["fake", "energy", "ecal"] + (["hlf"] if self.hlf_head else [])
+        if self.mmd > 0.0:
+            names.append("hlf_mmd")
+        if self.response_mmd > 0.0:
+            names.append("response_mmd")
+        if self.response_spread > 0.0:
+            names.append("response_spread")
+        return names
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,7 +644,9 @@ def main(argv=None) -> int:
     print("recipe: " + ", ".join(f"{k}={s[k]} ({src[k]})" for k in s))
 
     csv = open(os.path.join(args.out, "losses.csv"), "w")
-    csv.write("samples,d_real,d_fake,g\n")
+    # the per-head columns as mpigan's metrics.csv names them (d_real_fake, ..., g_hlf_mmd): unweighted
+    head_cols = [f"{side}_{h}" for h in stepper.head_names() for side in ("d_real", "d_fake", "g")]
+    csv.write("samples,d_real,d_fake,g," + ",".join(head_cols) + "\n")
     train_s = 0.0
     samples = 0
     perm = None
@@ -658,7 +684,8 @@ def main(argv=None) -> int:
         if ema is not None:
             averaged_generator(ema, g, args.g_ema)
         samples += B
-        csv.write(f"{samples},{L['d_real']:.6g},{L['d_fake']:.6g},{L['g']:.6g}\n")
+        csv.write(f"{samples},{L['d_real']:.6g},{L['d_fake']:.6g},{L['g']:.6g},"
+                  + ",".join(f"{L['heads'][c]:.6g}" for c in head_cols) + "\n")
         if (step + 1) % int(s["log_every"]) == 0 or step + 1 == run_steps:
             csv.flush()
             print(f"step {step + 1}/{total_steps} samples {samples} epoch {epoch + 1}: D real {L['d_real']:.4f} "
