@@ -432,9 +432,12 @@ class RungStep:
                 self.opt_g.step()
                 g_total += loss.item() / self.passes
         heads = {}
-        for name, dr, df, k in zip(self.head_names(), list(d_real_heads) + [0.0] * 3, list(d_fake_heads) + [0.0] * 3,
-                                   range(len(g_heads))):
-            heads[f"d_real_{name}"], heads[f"d_fake_{name}"], heads[f"g_{name}"] = float(dr), float(df), g_heads[k]
+        for k, name in enumerate(self.head_names()):
+            # the feature terms are the generator's only: 0 in D's columns, as mpigan writes them
+            on_d = k < len(d_real_heads)
+            heads[f"d_real_{name}"] = float(d_real_heads[k]) if on_d else 0.0
+            heads[f"d_fake_{name}"] = float(d_fake_heads[k]) if on_d else 0.0
+            heads[f"g_{name}"] = g_heads[k]
         return {"d_real": d_real.item(), "d_fake": d_fake.item(), "g": g_total, "heads": heads}
 
     def head_names(self) -> list:
