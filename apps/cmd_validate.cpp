@@ -43,12 +43,10 @@ void run_validate(const ValidateArgs& a) {
   MPIGAN_CHECK(!a.reference.empty(), "validate: --reference Y.h5 (Monte Carlo showers) is required");
   MPIGAN_CHECK(a.source.empty() != a.generated.empty(),
                "validate: give either --generated X.h5 or a run directory / checkpoint to generate from");
-  MPIGAN_CHECK(a.recalibrate == 0 || !a.source.empty(),
-               "validate: --recalibrate-bn re-estimates a generator's statistics: give a run directory or checkpoint "
-               "to generate from, not --generated");
-  MPIGAN_CHECK(!a.batch_statistics || !a.source.empty(),
-               "validate: --batch-statistics changes how a generator generates: give a run directory or checkpoint to "
-               "generate from, not --generated");
+  MPIGAN_CHECK((a.recalibrate == 0 && !a.batch_statistics) || !a.source.empty(),
+               "validate: {} changes how a generator generates: give a run directory or checkpoint to generate from, "
+               "not --generated",
+               a.recalibrate != 0 ? "--recalibrate-bn" : "--batch-statistics");
   std::filesystem::create_directories(a.out);
   std::string generated = a.generated;
   if (!a.source.empty()) {

@@ -44,4 +44,10 @@ done
 bad=$("$mpigan" validate --generated "$work/nope.h5" --reference "$work/a/EleEscan_001.h5" --out "$work/w" 2>&1) &&
   fail "a missing file was accepted"
 grep -q "nope.h5" <<<"$bad" || fail "the error does not name the missing file: $bad"
-echo "ok: validate wrote the report, tables and plots; a missing file is named"
+for opt in "--recalibrate-bn 4" --batch-statistics; do
+  # shellcheck disable=SC2086  # the option and its value are two words
+  bad=$("$mpigan" validate --generated "$work/b/EleEscan_001.h5" --reference "$work/a/EleEscan_001.h5" $opt \
+    --out "$work/w" 2>&1) && fail "$opt with --generated was accepted"
+  grep -q -- "${opt%% *} changes how a generator generates" <<<"$bad" || fail "the error does not name ${opt%% *}: $bad"
+done
+echo "ok: validate wrote the report, tables and plots; a missing file is named; generation options without a generator are refused"
