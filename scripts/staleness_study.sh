@@ -13,6 +13,9 @@
 # clock, constant:0.25: it orders the arrivals, it does not change what is computed); SET (more
 # --set KEY=VALUE arguments for every run, e.g. "training.max_samples=200000").
 # Rule 'single' is one worker (the baseline every rule shares): it runs once per seed, N ignored.
+# Rule 'real:RULE' is RULE as a real MPI job (`mpiexec.mpich -n N+1 mpigan train`, one master and
+# N worker processes on this machine) in OUT/real_RULE-N-seedS: the check of the sandbox against
+# reality at convergence. It stops and continues (--resume) as a sandbox run does.
 #
 # Output: OUT/RULE-N-seedS/ (the sandbox run, val-fresh/ its validation, targets.json), then
 # OUT/study.csv and OUT/study.md (scripts/staleness_table.py: per rule and N, the median and range
@@ -49,12 +52,21 @@ for rule in $rules; do
       [[ -f $d/val-fresh/report.json ]] && continue
       alg=$rule
       [[ $rule == single ]] && alg=downpour  # one worker: staleness 0, no warm-up, the plain optimizer
-      run="OMP_NUM_THREADS=1 $mpigan sandbox $exp --workers $n --compute $compute --set algorithm.name=$alg"
-      run+=" --set seed=$s --set threads=1 ${extra[*]:-}"
-      if [[ -f $d/sandbox-state.h5 ]]; then
-        run+=" --resume $d"
+      if [[ $rule == real:* ]]; then
+        alg=${rule#real:}
+        d=$out/real_$alg-$n-seed$s
+        [[ -f $d/val-fresh/report.json ]] && continue
+        run="OMP_NUM_THREADS=1 mpiexec.mpich -n $((n + 1)) $mpigan train $exp --set algorithm.name=$alg"
+        run+=" --set seed=$s --set threads=1 ${extra[*]:-}"
+        if [[ -d $d/checkpoints ]]; then run+=" --resume $d"; else run+=" --out $d"; fi
       else
-        run+=" --out $d"
+        run="OMP_NUM_THREADS=1 $mpigan sandbox $exp --workers $n --compute $compute --set algorithm.name=$alg"
+        run+=" --set seed=$s --set threads=1 ${extra[*]:-}"
+        if [[ -f $d/sandbox-state.h5 ]]; then
+          run+=" --resume $d"
+        else
+          run+=" --out $d"
+        fi
       fi
       score="OMP_NUM_THREADS=1 $mpigan validate $d --reference $fresh --no-plots --out $d/val-fresh > $d/validate.log 2>&1"
       score+=" && /usr/bin/python3 scripts/rung_targets.py $d/val-fresh --json $d/targets.json > $d/targets.txt"
