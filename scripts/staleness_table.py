@@ -9,6 +9,12 @@ targets.json (scripts/rung_targets.py: the energy bins whose sampling fraction i
 whose resolution is within 15 % of Monte Carlo) and sandbox.json (samples, mean staleness); a
 baseline's run directories are read the same way (RUN_DIR/val-fresh, RUN_DIR/targets.json when
 present). Writes OUT_DIR/study.csv (one row per run) and OUT_DIR/study.md (one row per rule and N).
+
+The cost of staleness in samples: each run's physics rows in metrics.csv (fpd_hlf on the held-out
+showers, scored during training: `validation.physics.every`) give the first number of samples at
+which its fpd_hlf is at or below one worker's, the median over the N = 1 runs' final held-out
+fpd_hlf ('reaches 1-worker fpd_hlf at'; '>S' when no row does, S its last). One checkpoint's fpd_hlf
+swings by 2-4x from the next, so this is as coarse as the rows are far apart.
 """
 
 import csv
@@ -58,6 +64,42 @@ def score(run):
     return row
 
 
+def physics_rows(run):
+    """(samples, fpd_hlf) of every physics row of RUN/metrics.csv that has a figure of merit."""
+    path = os.path.join(run, "metrics.csv")
+    if not os.path.exists(path):
+        return []
+    rows = []
+    for r in csv.DictReader(open(path)):
+        if r.get("kind") == "physics" and r.get("fpd_hlf"):
+            rows.append((int(float(r["samples"])), float(r["fpd_hlf"])))
+    return rows
+
+
+def reach(run, target):
+    """The first samples at which RUN's held-out fpd_hlf <= target, or -(its last samples) when none."""
+    rows = physics_rows(run)
+    for samples, fpd in rows:
+        if fpd <= target:
+            return samples
+    return -rows[-1][0] if rows else None
+
+
+def reach_text(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "—"
+    if all(v < 0 for v in values):
+        return f">{-max(values) // 1000}k"
+    done = sorted(v for v in values if v > 0)
+    text = f"{statistics.median(done) // 1000:g}k"
+    if done[0] != done[-1]:
+        text += f" [{done[0] // 1000}k–{done[-1] // 1000}k]"
+    if len(done) < len(values):
+        text += f", {len(values) - len(done)} not reached"
+    return text
+
+
 def spread(values, fmt):
     values = [v for v in values if v is not None]
     if not values:
@@ -94,22 +136,32 @@ def main(argv):
             r.update(rule=label, workers=1, seed=i + 1, run=run)
             rows.append(r)
             groups.setdefault((label, 1), []).append(r)
+    singles = [r for (rule, n), rs in groups.items() if n == 1 for r in rs]
+    finals = [physics_rows(r["run"])[-1][1] for r in singles if physics_rows(r["run"])]
+    target = statistics.median(finals) if finals else None
+    for r in rows:
+        r["reach_1worker"] = reach(r["run"], target) if target is not None else None
     cols = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
-            "resolution_bins", "bins", "failure", "run"]
+            "resolution_bins", "bins", "reach_1worker", "failure", "run"]
     with open(os.path.join(out, "study.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    lines = ["| rule | N | seeds | mean staleness | fpd_hlf | AUC | SF bins within 2 % | resolution bins within 15 % |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| rule | N | seeds | mean staleness | fpd_hlf | AUC | SF bins within 2 % | resolution bins within 15 % "
+             "| reaches 1-worker fpd_hlf at |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for (rule, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         bins = rs[0].get("bins") or 6
         lines.append(
             f"| {rule} | {n} | {len(rs)} | {spread([r.get('mean_staleness') for r in rs], '{:.2f}')} "
             f"| {spread([r['fpd_hlf'] for r in rs], '{:.1f}')} | {spread([r['auc'] for r in rs], '{:.3f}')} "
             f"| {spread([r['sf_bins'] for r in rs], '{:g}')} of {bins} "
-            f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} |")
+            f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} "
+            f"| {reach_text([r.get('reach_1worker') for r in rs])} |")
+    if target is not None:
+        lines.append(f"\n(1-worker fpd_hlf: {target:.2f}, the median of the N = 1 runs' final fpd_hlf on the held-out "
+                     "showers.)")
     text = "\n".join(lines) + "\n"
     open(os.path.join(out, "study.md"), "w").write(text)
     print(text, end="")
