@@ -48,26 +48,20 @@ for rule in $rules; do
   [[ $rule == single ]] && ns=1
   for n in $ns; do
     for s in $seeds; do
-      d=$out/$rule-$n-seed$s
-      [[ -f $d/val-fresh/report.json ]] && continue
-      alg=$rule
+      alg=${rule#real:}
       [[ $rule == single ]] && alg=downpour  # one worker: staleness 0, no warm-up, the plain optimizer
       if [[ $rule == real:* ]]; then
-        alg=${rule#real:}
         d=$out/real_$alg-$n-seed$s
-        [[ -f $d/val-fresh/report.json ]] && continue
-        run="OMP_NUM_THREADS=1 mpiexec.mpich -n $((n + 1)) $mpigan train $exp --set algorithm.name=$alg"
-        run+=" --set seed=$s --set threads=1 ${extra[*]:-}"
-        if [[ -d $d/checkpoints ]]; then run+=" --resume $d"; else run+=" --out $d"; fi
+        cmd="mpiexec.mpich -n $((n + 1)) $mpigan train $exp"
+        state=$d/checkpoints  # what a run stopped on the way leaves, to --resume from
       else
-        run="OMP_NUM_THREADS=1 $mpigan sandbox $exp --workers $n --compute $compute --set algorithm.name=$alg"
-        run+=" --set seed=$s --set threads=1 ${extra[*]:-}"
-        if [[ -f $d/sandbox-state.h5 ]]; then
-          run+=" --resume $d"
-        else
-          run+=" --out $d"
-        fi
+        d=$out/$rule-$n-seed$s
+        cmd="$mpigan sandbox $exp --workers $n --compute $compute"
+        state=$d/sandbox-state.h5
       fi
+      [[ -f $d/val-fresh/report.json ]] && continue
+      run="OMP_NUM_THREADS=1 $cmd --set algorithm.name=$alg --set seed=$s --set threads=1 ${extra[*]:-}"
+      if [[ -e $state ]]; then run+=" --resume $d"; else run+=" --out $d"; fi
       score="OMP_NUM_THREADS=1 $mpigan validate $d --reference $fresh --no-plots --out $d/val-fresh > $d/validate.log 2>&1"
       score+=" && /usr/bin/python3 scripts/rung_targets.py $d/val-fresh --json $d/targets.json > $d/targets.txt"
       # trained: the run reached its budget (a run stopped by a signal exits 75 and continues later)

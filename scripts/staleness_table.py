@@ -76,9 +76,9 @@ def physics_rows(run):
     return rows
 
 
-def reach(run, target):
-    """The first samples at which RUN's held-out fpd_hlf <= target, or -(its last samples) when none."""
-    rows = physics_rows(run)
+def reach(rows, target):
+    """The first samples of @p rows (physics_rows) at which fpd_hlf <= target, or -(the last samples)
+    when none."""
     for samples, fpd in rows:
         if fpd <= target:
             return samples
@@ -136,11 +136,12 @@ def main(argv):
             r.update(rule=label, workers=1, seed=i + 1, run=run)
             rows.append(r)
             groups.setdefault((label, 1), []).append(r)
-    singles = [r for (rule, n), rs in groups.items() if n == 1 for r in rs]
-    finals = [physics_rows(r["run"])[-1][1] for r in singles if physics_rows(r["run"])]
+    for r in rows:
+        r["physics"] = physics_rows(r["run"])
+    finals = [r["physics"][-1][1] for r in rows if r["workers"] == 1 and r["physics"]]
     target = statistics.median(finals) if finals else None
     for r in rows:
-        r["reach_1worker"] = reach(r["run"], target) if target is not None else None
+        r["reach_1worker"] = reach(r["physics"], target) if target is not None else None
     cols = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
             "resolution_bins", "bins", "reach_1worker", "failure", "run"]
     with open(os.path.join(out, "study.csv"), "w", newline="") as f:
