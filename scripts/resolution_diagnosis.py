@@ -31,6 +31,7 @@ is ('at z' / 'res')^2.
 
 import argparse
 import csv
+import sys
 
 import numpy as np
 
@@ -42,9 +43,20 @@ FIGURES = ["res", "core", "z rms", "corr", "at z"]
 def load(path):
     import h5py
 
-    with h5py.File(path, "r") as f:
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        sys.exit(f"resolution_diagnosis: cannot read {path}: {e}")
+    with f:
+        missing = [k for k in ("ECAL", "energy") if k not in f]
+        if missing:
+            sys.exit(f"resolution_diagnosis: {path} has no dataset {', '.join(missing)} (expected ECAL, the "
+                     "showers with depth last, and energy, the primary energy in GeV)")
         x = f["ECAL"][:].astype(np.float64)
         ep = f["energy"][:].astype(np.float64)
+    if x.ndim < 3 or len(x) != len(ep):
+        sys.exit(f"resolution_diagnosis: {path}: ECAL {x.shape} and energy {ep.shape} do not hold the same "
+                 "showers (expected ECAL (N, ..., depth) and energy (N,))")
     total = x.reshape(len(ep), -1).sum(1)
     layers = x.sum(axis=tuple(range(1, x.ndim - 1)))  # depth is the last axis
     z = (layers * np.arange(layers.shape[1])).sum(1) / np.maximum(total, 1e-12)
@@ -101,6 +113,9 @@ def main():
         if a.smear > 0:
             gen = (gen[0] * (1 + a.smear * rng.standard_normal(len(gen[0]))), gen[1], gen[2])
         found = compare(mc, gen, a.boot, rng)
+        if not found:
+            sys.exit(f"resolution_diagnosis: no energy bin holds 10 showers of both {a.mc} and {path} (bins: "
+                     f"{', '.join(f'{c} +- {HALF_WIDTH:g}' for c in BINS)} GeV)")
         for i in range(0, len(found), len(FIGURES)):
             b = found[i:i + len(FIGURES)]
             cells = [f"{r['mc']:6.3f} {r['gen']:6.3f} {r['ratio']:4.2f}±{r['ratio_error']:4.2f}" for r in b]
