@@ -32,6 +32,7 @@ struct BenchStepOptions {
   int warmup = 1;
   int threads = 0;
   std::string device = "cpu";
+  std::string precision = "fp32";
   std::uint64_t seed = 1;
   int profile = 0;  // extra steps timed layer by layer (bench step --profile N)
   std::string log_level = "info";
@@ -99,6 +100,7 @@ void bench_step(const BenchStepOptions& o) {
   init_logging(o.log_level);
   BackendOptions bo;
   bo.threads = o.threads;
+  bo.precision = parse_precision(o.precision);
   auto backend = make_backend(o.device, bo);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   auto model = models::make_gan({.name = o.model}, *backend, o.seed);
@@ -160,6 +162,7 @@ void bench_step(const BenchStepOptions& o) {
 void bench_generate(const BenchStepOptions& o, int batches) {
   BackendOptions bo;
   bo.threads = o.threads;
+  bo.precision = parse_precision(o.precision);
   auto backend = make_backend(o.device, bo);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   auto model = models::make_gan({.name = o.model}, *backend, o.seed);
@@ -212,6 +215,11 @@ void add_bench_command(CLI::App& app) {
   step->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
+  step->add_option("--precision", o->precision,
+                   "fp32 or bf16 convolutions (bf16: native on avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
+                   "emulates it on other AVX-512 CPUs)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
   step->add_option("--profile", o->profile,
                    "after the timed steps, N more timed layer by layer (waiting for the backend after each)")
@@ -230,6 +238,11 @@ void add_bench_command(CLI::App& app) {
   gen->add_option("--warmup", g->warmup, "untimed batches first")->check(CLI::NonNegativeNumber)->capture_default_str();
   gen->add_option("--threads", g->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
   gen->add_option("--device,--backend", g->device, "cpu, cuda or reference")->capture_default_str();
+  gen->add_option("--precision", g->precision,
+                  "fp32 or bf16 convolutions (bf16: native on avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
+                  "emulates it on other AVX-512 CPUs)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   gen->add_option("--seed", g->seed, "seed of weights and conditions")->capture_default_str();
   gen->callback([g, batches] { bench_generate(*g, *batches); });
   add_bench_master(*bench);

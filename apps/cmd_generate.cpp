@@ -3,6 +3,7 @@
 //   mpigan generate --list                      the shipped generators and their validation
 //   mpigan generate RUN_DIR|CHECKPOINT|NAME --events N (--energy A:B | --like FILE.h5) [--angle A:B]
 //                   --out FILE.h5 [--batch B] [--seed S] [--backend cpu|cuda|reference] [--threads T]
+//                   [--precision fp32|bf16]
 // Energies in GeV; angles in degrees on the command line (radians in the file), as `simulate`.
 // `mpigan inspect FILE.h5` reads the result like any data file.
 #include "commands.hpp"
@@ -22,7 +23,7 @@ namespace {
 
 struct GenerateArgs {
   std::string source;
-  std::string energy, angle, like, out, backend;
+  std::string energy, angle, like, out, backend, precision;
   std::int64_t events = 0, batch = 128;
   std::uint64_t seed = 1;
   int threads = 0;
@@ -57,6 +58,7 @@ void run_generate(const GenerateArgs& a) {
   o.seed = a.seed;
   o.backend = a.backend;
   o.threads = a.threads;
+  o.precision = a.precision;
   o.recalibrate_batches = a.recalibrate;
   o.batch_statistics = a.batch_statistics;
   MPIGAN_CHECK(a.energy.empty() != a.like.empty(), "generate: give exactly one of --energy A:B and --like FILE.h5");
@@ -92,6 +94,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")->capture_default_str();
   cmd->add_option("--backend", a->backend, "cpu, cuda or reference (default: the experiment's)");
   cmd->add_option("--threads", a->threads, "CPU threads (default: the experiment's)");
+  cmd->add_option("--precision", a->precision,
+                  "fp32 or bf16 convolutions (default: the experiment's; bf16 needs a CPU with native bf16, "
+                  "MPIGAN_BF16_EMULATION=1 emulates it on other AVX-512 CPUs)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--recalibrate-bn", a->recalibrate,
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches "
                   "(0: the checkpoint's)")

@@ -23,7 +23,7 @@ namespace mpigan::apps {
 namespace {
 
 struct ValidateArgs {
-  std::string source, generated, reference, out = "validation";
+  std::string source, generated, reference, out = "validation", precision;
   std::int64_t events = 0;
   std::uint64_t seed = 1;
   int recalibrate = 0;
@@ -43,10 +43,10 @@ void run_validate(const ValidateArgs& a) {
   MPIGAN_CHECK(!a.reference.empty(), "validate: --reference Y.h5 (Monte Carlo showers) is required");
   MPIGAN_CHECK(a.source.empty() != a.generated.empty(),
                "validate: give either --generated X.h5 or a run directory / checkpoint to generate from");
-  MPIGAN_CHECK((a.recalibrate == 0 && !a.batch_statistics) || !a.source.empty(),
+  MPIGAN_CHECK((a.recalibrate == 0 && !a.batch_statistics && a.precision.empty()) || !a.source.empty(),
                "validate: {} changes how a generator generates: give a run directory or checkpoint to generate from, "
                "not --generated",
-               a.recalibrate != 0 ? "--recalibrate-bn" : "--batch-statistics");
+               a.recalibrate != 0 ? "--recalibrate-bn" : (a.batch_statistics ? "--batch-statistics" : "--precision"));
   std::filesystem::create_directories(a.out);
   std::string generated = a.generated;
   if (!a.source.empty()) {
@@ -57,6 +57,7 @@ void run_validate(const ValidateArgs& a) {
     o.seed = a.seed;
     o.recalibrate_batches = a.recalibrate;
     o.batch_statistics = a.batch_statistics;
+    o.precision = a.precision;
     o.out = a.out + "/generated.h5";
     const auto g = train::generate_showers(m, o);
     std::printf("generated %lld showers at the reference's energies with %s (%.1f showers/s)\n",
@@ -122,6 +123,10 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--batch-statistics", a->batch_statistics,
                 "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
                 "passes do, in batches of the experiment's training batch size (instead of the running statistics)");
+  cmd->add_option("--precision", a->precision,
+                  "generate with fp32 or bf16 convolutions (default: the experiment's; bf16 needs a CPU with native "
+                  "bf16, MPIGAN_BF16_EMULATION=1 emulates it on other AVX-512 CPUs)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
   cmd->add_flag("!--no-classifier", a->classifier,
                 "skip the classifier test (an MLP telling generated from reference showers; its AUC; ~0.1 s)");

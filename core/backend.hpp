@@ -189,6 +189,17 @@ class GroupReducer {
 /// Sends an opaque id from group rank 0 to the others (the caller's communicator does it).
 using IdBroadcast = std::function<void(std::span<std::byte> id)>;
 
+/// The arithmetic of a backend's convolutions. fp32: everything in float32. bf16: the convolutions
+/// read their inputs (activations, weights, incoming gradients) rounded to bfloat16 and accumulate
+/// and write in float32, as PyTorch's autocast does; weights, optimizer state, every other op and
+/// the loss terms stay float32.
+enum class Precision { fp32, bf16 };
+
+/// "fp32" or "bf16".
+const char* precision_name(Precision p);
+/// The precision named @p name ("fp32" or "bf16"); throws Error naming the choices otherwise.
+Precision parse_precision(const std::string& name);
+
 // ----------------------------------------------------------------------------------------------
 
 class Backend {
@@ -198,6 +209,8 @@ class Backend {
   virtual Device device() const = 0;
   /// One line on what runs underneath (library versions, ISA, device name).
   virtual std::string describe() const { return name(); }
+  /// The arithmetic the convolutions run in (what was asked for where the hardware has it).
+  virtual Precision precision() const { return Precision::fp32; }
 
   // --- memory and layouts
   virtual std::shared_ptr<Storage> allocate_storage(std::size_t bytes) = 0;
@@ -280,6 +293,12 @@ inline std::size_t dropout_mask_floats(std::size_t n) {
 struct BackendOptions {
   int threads = 0;     ///< CPU threads for op execution; 0 = the runtime default (OMP_NUM_THREADS)
   int device_id = -1;  ///< GPU ordinal; -1 = chosen by the caller's node-local rank
+  /// Requested arithmetic. A backend without native bf16 kernels here runs fp32 and logs why
+  /// (Backend::precision() says what runs).
+  Precision precision = Precision::fp32;
+  /// cpu: run bf16 through oneDNN's emulation on an AVX-512 CPU without native bf16 (slower than
+  /// fp32; for checking the numerics). The environment variable MPIGAN_BF16_EMULATION=1 sets it.
+  bool bf16_emulation = false;
 };
 
 /// CPU threads host backends use for their next ops (the OpenMP team size of this process).

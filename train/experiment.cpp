@@ -321,6 +321,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["seed"] = e.seed;
   r["backend"] = e.backend;
   r["threads"] = e.threads;
+  r["precision"] = e.precision;
   r["model"]["name"] = e.model.name;
   r["model"]["latent"] = e.model.latent;
   r["model"]["dropout"] = e.model.dropout;
@@ -450,6 +451,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
   e.backend = root.get_choice("backend", e.backend, backend_names());
   e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
+  e.precision = root.get_choice("precision", e.precision, {"fp32", "bf16"});
   for (const auto& s : extra_sections) root.accept(s);
   root.accept("search");  // the hyper-parameter search's section (hpo/study.hpp); a trial ignores it
 

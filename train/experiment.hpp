@@ -3,7 +3,7 @@
 // the key path, the value and what is allowed (core/config.hpp). docs/experiments.md documents
 // every key; examples/ holds working files.
 //
-//   name, seed, backend, threads
+//   name, seed, backend, threads, precision
 //   model:      name, latent, dropout, leaky_alpha, bn_momentum, loss_weights{bce,energy,ecal,angle}
 //   data:       train, validation, validation_fraction, split, units, max_events, prefetch,
 //               read_threads, preprocess{threshold,xscale,power,min_ecal_sum,angle_key},
@@ -97,6 +97,8 @@ struct ExperimentConfig {
   std::uint64_t seed = 1;
   std::string backend = "cpu";
   int threads = 0;
+  /// fp32, or bf16 convolutions (BackendOptions::precision); fp32 where the CPU has no native bf16.
+  std::string precision = "fp32";
 
   models::ModelOptions model;
   data::DatasetSpec data;

@@ -192,6 +192,7 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   ExperimentConfig e = m.experiment;
   if (!o.backend.empty()) e.backend = o.backend;
   if (o.threads > 0) e.threads = o.threads;
+  if (!o.precision.empty()) e.precision = o.precision;
   Session s = Session::create(e, o.seed);
   load_generator(m.checkpoint, s);
   const bool angle_model = s.model->angle_model;

@@ -60,8 +60,9 @@ struct GenerateOptions {
   std::string out;
   std::int64_t batch = 128;
   std::uint64_t seed = 1;
-  std::string backend;  ///< empty: the experiment's
-  int threads = 0;      ///< 0: the experiment's
+  std::string backend;    ///< empty: the experiment's
+  int threads = 0;        ///< 0: the experiment's
+  std::string precision;  ///< empty: the experiment's; fp32 or bf16 (BackendOptions::precision)
   /// > 0: first re-estimate the generator's BatchNorm statistics for its weights over this many
   /// batches of the conditions (GanStep::recalibrate_generator_state); 0: the checkpoint's.
   int recalibrate_batches = 0;

@@ -16,6 +16,7 @@ Session Session::create(const ExperimentConfig& e, std::uint64_t step_seed, int 
   Session s;
   BackendOptions bo;
   bo.threads = e.threads;
+  bo.precision = parse_precision(e.precision);
   // One GPU per rank, by node-local rank (the caller's device_id), wrapped over the visible GPUs.
   const int gpus = device_count(e.backend);
   bo.device_id = device_id >= 0 && gpus > 0 ? device_id % gpus : device_id;

@@ -4,6 +4,8 @@
 #include "mpigan/core/backend.hpp"
 #include "mpigan/core/error.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <omp.h>
 
 #if MPIGAN_HAVE_CUDA
@@ -53,7 +55,20 @@ bool backend_available(const std::string& name, std::string* why_not) {
   return set("unknown backend '" + name + "'");
 }
 
+const char* precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : "fp32";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  MPIGAN_FATAL("unknown precision '{}': expected fp32 or bf16", name);
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+  if (options.precision != Precision::fp32 && name != "cpu")
+    spdlog::warn("precision {}: the {} backend has no bf16 convolutions; running fp32",
+                 precision_name(options.precision), name);
   if (name == "reference") return std::make_unique<ReferenceBackend>();
   if (name == "cpu") return std::make_unique<CpuBackend>(options);
 #if MPIGAN_HAVE_CUDA

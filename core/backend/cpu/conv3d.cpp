@@ -11,6 +11,10 @@
 // The output keeps the chosen layout (a DnnlLayout) and the next layers work in it; when the
 // incoming layout differs, a staging reorder runs at this edge. Backward primitives are created
 // on first use (a generator run only for inference never creates them), with the forward hint.
+//
+// Precision::bf16 (DnnlContext::conv_input): each primitive reads its inputs (src, weights,
+// diff_dst) as bf16 and writes f32 (dst, diff_src, diff_weights, diff_bias). The user's tensors
+// stay f32; the staging reorders at this edge round them to bf16 (nearest even).
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 
 #include "mpigan/backend/cpu/dnnl_common.hpp"
@@ -38,8 +42,9 @@ tag activation_tag() {
   return t;
 }
 
-dnnl::memory::desc act_md(const Shape& s, tag t = activation_tag()) {
-  return {to_dims(s), dnnl::memory::data_type::f32, t};
+dnnl::memory::desc act_md(const Shape& s, tag t = activation_tag(),
+                          dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
+  return {to_dims(s), type, t};
 }
 
 class CpuConv3d final : public Conv3dOp {
@@ -52,11 +57,12 @@ class CpuConv3d final : public Conv3dOp {
     m_plan = {};
     const std::string what = "conv3d " + m_desc.to_string() + " src " + src.to_string();
     dnnl_call(what, [&] {
-      auto w_any = any_md(m_desc.weights_shape());
+      const auto in = m_ctx.conv_input;
+      auto w_any = any_md(m_desc.weights_shape(), in);
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
       m_plan.fwd_desc = std::make_unique<dnnl::convolution_forward::desc>(
-          prop_kind::forward_training, algorithm::convolution_direct, act_md(src.shape), w_any, b_md, act_md(dst_shape),
-          to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
+          prop_kind::forward_training, algorithm::convolution_direct, act_md(src.shape, activation_tag(), in), w_any,
+          b_md, act_md(dst_shape), to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
       m_plan.fwd_pd = dnnl::convolution_forward::primitive_desc(*m_plan.fwd_desc, m_ctx.attr(), m_ctx.engine);
       m_plan.fwd = dnnl::convolution_forward(m_plan.fwd_pd);
       m_plan.src_fwd = Staging(md_of(src), m_plan.fwd_pd.src_desc(), m_ctx);
@@ -117,10 +123,12 @@ class CpuConv3d final : public Conv3dOp {
     auto& p = m_plan;
     if (p.has_bwd_data) return;
     dnnl_call("conv3d backward data " + m_desc.to_string(), [&] {
-      // A single input channel: gemm on ncdhw (see the header comment).
-      const tag t = m_desc.ic == 1 && activation_tag() != tag::any ? tag::ncdhw : activation_tag();
+      // A single input channel: gemm on ncdhw (see the header comment); f32 only.
+      const auto in = m_ctx.conv_input;
+      const bool gemm = m_desc.ic == 1 && activation_tag() != tag::any && in == dnnl::memory::data_type::f32;
+      const tag t = gemm ? tag::ncdhw : activation_tag();
       dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, act_md(m_src.shape, t),
-                                              any_md(m_desc.weights_shape()), act_md(m_dst.shape, t),
+                                              any_md(m_desc.weights_shape(), in), act_md(m_dst.shape, t, in),
                                               to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
       p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(d, m_ctx.attr(), m_ctx.engine, p.fwd_pd);
       p.bwd_data = dnnl::convolution_backward_data(p.bwd_data_pd);
@@ -136,9 +144,11 @@ class CpuConv3d final : public Conv3dOp {
     if (p.has_bwd_weights) return;
     dnnl_call("conv3d backward weights " + m_desc.to_string(), [&] {
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
-      dnnl::convolution_backward_weights::desc d(algorithm::convolution_direct, act_md(m_src.shape),
-                                                 any_md(m_desc.weights_shape()), b_md, act_md(m_dst.shape),
-                                                 to_dims(m_desc.stride), to_dims(m_desc.pad_l), to_dims(m_desc.pad_r));
+      const auto in = m_ctx.conv_input;
+      dnnl::convolution_backward_weights::desc d(
+          algorithm::convolution_direct, act_md(m_src.shape, activation_tag(), in), any_md(m_desc.weights_shape()),
+          b_md, act_md(m_dst.shape, activation_tag(), in), to_dims(m_desc.stride), to_dims(m_desc.pad_l),
+          to_dims(m_desc.pad_r));
       p.bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(d, m_ctx.attr(), m_ctx.engine, p.fwd_pd);
       p.bwd_weights = dnnl::convolution_backward_weights(p.bwd_weights_pd);
       p.src_bwd_weights = Staging(md_of(m_src), p.bwd_weights_pd.src_desc(), m_ctx);

@@ -10,6 +10,9 @@
 #include <Eigen/Core>
 
 #include <cmath>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
 
 namespace mpigan {
 
@@ -92,18 +95,46 @@ const char* isa_name(dnnl::cpu_isa isa) {
 
 }  // namespace
 
+std::string bf16_support(const std::string& isa) {
+  if (isa == "avx512_core_bf16" || isa == "avx512_core_amx") return "native";
+  if (isa == "avx512_core" || isa == "avx512_core_vnni") return "emulated";
+  return "none";
+}
+
 CpuBackend::CpuBackend(const BackendOptions& options)
     : m_ctx(std::make_unique<cpu::DnnlContext>()), m_threads(options.threads) {
   if (m_threads > 0) omp_set_num_threads(m_threads);
+  if (options.precision != Precision::bf16) return;
+  const std::string isa = isa_name(dnnl::get_effective_cpu_isa());
+  const std::string support = bf16_support(isa);
+  const char* env = std::getenv("MPIGAN_BF16_EMULATION");
+  const bool emulation = options.bf16_emulation || (env != nullptr && std::string(env) == "1");
+  if (support == "native" || (support == "emulated" && emulation)) {
+    m_precision = Precision::bf16;
+    m_bf16_emulated = support == "emulated";
+    m_ctx->conv_input = dnnl::memory::data_type::bf16;
+    if (m_bf16_emulated)
+      spdlog::warn(
+          "precision bf16: this CPU (oneDNN ISA {}) has no native bf16; oneDNN emulates it, slower than "
+          "fp32 (MPIGAN_BF16_EMULATION=1: for checking the numerics)",
+          isa);
+    return;
+  }
+  spdlog::warn(
+      "precision bf16 requested, but this CPU's oneDNN ISA is {}, without native bf16 (avx512_core_bf16 or "
+      "avx512_core_amx needed): running fp32{}",
+      isa,
+      support == "emulated" ? " (MPIGAN_BF16_EMULATION=1 runs oneDNN's slower emulation, to check the numerics)" : "");
 }
 
 CpuBackend::~CpuBackend() = default;
 
 std::string CpuBackend::describe() const {
   const auto* v = dnnl_version();
-  return fmt::format("cpu (oneDNN {}.{}.{}, ISA {}, {} OpenMP threads; Eigen {}.{}.{})", v->major, v->minor, v->patch,
-                     isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads(), EIGEN_WORLD_VERSION,
-                     EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  return fmt::format("cpu (oneDNN {}.{}.{}, ISA {}, {} OpenMP threads, {} convolutions; Eigen {}.{}.{})", v->major,
+                     v->minor, v->patch, isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads(),
+                     m_precision == Precision::bf16 ? (m_bf16_emulated ? "bf16 (emulated)" : "bf16") : "fp32",
+                     EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
 }
 
 void CpuBackend::reorder(const Tensor& src, Tensor& dst) {

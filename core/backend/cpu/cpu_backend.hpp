@@ -11,6 +11,11 @@ namespace cpu {
 struct DnnlContext;
 }
 
+/// How oneDNN runs bf16 convolutions on a CPU of ISA @p isa (dnnl::cpu_isa's name, as
+/// describe() prints it): "native" (AVX512-BF16 or AMX), "emulated" (AVX-512 without them:
+/// oneDNN's emulation, slower than fp32) or "none".
+std::string bf16_support(const std::string& isa);
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& options = {});
@@ -19,6 +24,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::cpu; }
   std::string describe() const override;
+  Precision precision() const override { return m_precision; }
 
   std::shared_ptr<Storage> allocate_storage(std::size_t bytes) override { return Storage::host(bytes); }
   void reorder(const Tensor& src, Tensor& dst) override;
@@ -51,6 +57,8 @@ class CpuBackend final : public Backend {
  private:
   std::unique_ptr<cpu::DnnlContext> m_ctx;
   int m_threads = 0;
+  Precision m_precision = Precision::fp32;
+  bool m_bf16_emulated = false;
 };
 
 }  // namespace mpigan

@@ -52,8 +52,8 @@ dnnl::memory::desc plain_md(const Shape& s) {
   return {to_dims(s), dt::f32, kPlain[s.rank()]};
 }
 
-dnnl::memory::desc any_md(const Shape& s) {
-  return {to_dims(s), dt::f32, tag::any};
+dnnl::memory::desc any_md(const Shape& s, dt t) {
+  return {to_dims(s), t, tag::any};
 }
 
 dnnl::memory::desc md_of(const TensorDesc& d) {
@@ -84,6 +84,7 @@ std::string md_name(const dnnl::memory::desc& md) {
   }
   for (int k = 0; k < blk.inner_nblks; ++k)
     s += std::to_string(blk.inner_blks[k]) + static_cast<char>('a' + blk.inner_idxs[k]);
+  if (md.data_type() == dt::bf16) s += ":bf16";
   return s;
 }
 

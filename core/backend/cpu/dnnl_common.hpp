@@ -25,6 +25,9 @@ namespace mpigan::cpu {
 struct DnnlContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  /// The data type convolutions read their inputs in: f32, or bf16 (Precision::bf16; they still
+  /// accumulate and write f32).
+  dnnl::memory::data_type conv_input = dnnl::memory::data_type::f32;
 
   /// Attributes every primitive is created with.
   dnnl::primitive_attr attr() const;
@@ -55,7 +58,7 @@ dnnl::memory::dims to_dims(const Shape& s);
 dnnl::memory::dims to_dims(const Dims3& d);
 /// The plain (canonical) descriptor of a shape: a, ab, abc, abcd, abcde.
 dnnl::memory::desc plain_md(const Shape& s);
-dnnl::memory::desc any_md(const Shape& s);
+dnnl::memory::desc any_md(const Shape& s, dnnl::memory::data_type t = dnnl::memory::data_type::f32);
 /// The descriptor a TensorDesc stands for.
 dnnl::memory::desc md_of(const TensorDesc& d);
 /// A TensorDesc for @p md: canonical (layout nullptr) when md is the plain descriptor of @p shape.

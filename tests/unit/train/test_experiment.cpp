@@ -94,6 +94,16 @@ TEST_CASE("training.max_samples and max_updates: the first budget spent ends the
                        ConfigError);
 }
 
+TEST_CASE("precision: fp32 by default, bf16 on request, anything else named with the choices") {
+  const std::string base = "name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"data/*.h5\"}\n";
+  CHECK(parse(base).precision == "fp32");
+  const auto bf16 = parse(base + "precision: bf16\n");
+  CHECK(bf16.precision == "bf16");
+  CHECK(bf16.resolved["precision"].as<std::string>() == "bf16");
+  CHECK_THROWS_WITH_AS(parse(base + "precision: fp16\n"), doctest::Contains("precision"), ConfigError);
+  CHECK_THROWS_WITH_AS(parse(base + "precision: fp16\n"), doctest::Contains("bf16"), ConfigError);
+}
+
 TEST_CASE("every problem is reported at once, with line:column, key path, value and what is allowed") {
   const auto p = problems_of(R"(name: t
 model:
