@@ -55,12 +55,13 @@ struct OneThread {
 
 struct Trainer {
   OneThread one_thread;
-  std::unique_ptr<Backend> be = make_backend("cpu");
+  std::unique_ptr<Backend> be;
   std::unique_ptr<GanModel> m;
   std::unique_ptr<nn::Optimizer> opt_g, opt_d;
   std::unique_ptr<GanStep> step;
   std::vector<Net> order;
-  explicit Trainer(std::uint64_t seed, float lr = 1e-3f) {
+  explicit Trainer(std::uint64_t seed, float lr = 1e-3f, const BackendOptions& options = {})
+      : be(make_backend("cpu", options)) {
     m = make_gan({.name = "tiny-8"}, *be, seed);
     auto c = nn::OptimizerConfig::defaults("rmsprop");
     c.lr = lr;
@@ -162,4 +163,39 @@ TEST_CASE("a short training run learns: D separates held-out real from fake, G l
   CHECK(accuracy > 0.6);
   CHECK(err1 < 0.5 * err0);
   CHECK(d_last < d_first);
+}
+
+TEST_CASE("in bf16 the step follows fp32's: the same losses to a few per mille, weights apart by bf16's rounding") {
+  BackendOptions bf16;
+  bf16.precision = Precision::bf16;
+  bf16.bf16_emulation = true;
+  Trainer a(31), b(31, 1e-3f, bf16);
+  if (b.be->precision() != Precision::bf16) {
+    MESSAGE("SKIPPED: this CPU can neither run nor emulate bf16 (" << b.be->describe() << ")");
+    return;
+  }
+  Rng ra(8), rb(8);
+  for (std::uint64_t s = 0; s < 5; ++s) {
+    const auto la = a.run(synthetic_batch(16, ra), s);
+    const auto lb = b.run(synthetic_batch(16, rb), s);
+    INFO("step " << s << ": fp32 D real " << la.d_real << " fake " << la.d_fake << " G " << la.g << "; bf16 "
+                 << lb.d_real << " " << lb.d_fake << " " << lb.g);
+    CHECK(lb.d_real == doctest::Approx(la.d_real).epsilon(5e-3));
+    CHECK(lb.d_fake == doctest::Approx(la.d_fake).epsilon(5e-3));
+    CHECK(lb.g == doctest::Approx(la.g).epsilon(5e-3));
+  }
+  // The same trajectory to bf16's rounding, not the same bits: the weights moved by 5 updates
+  // (from those of a fresh trainer of the seed) and how far apart the two precisions' ended.
+  const Trainer fresh(31);
+  const auto& w0 = fresh.m->generator.weights();
+  const auto& wa = a.m->generator.weights();
+  const auto& wb = b.m->generator.weights();
+  double apart = 0, moved = 0;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    apart += std::pow(static_cast<double>(wa.data()[i]) - wb.data()[i], 2);
+    moved += std::pow(static_cast<double>(wa.data()[i]) - w0.data()[i], 2);
+  }
+  MESSAGE("generator weights after 5 updates: |bf16 - fp32| / |fp32 - start| = " << std::sqrt(apart / moved));
+  CHECK(apart > 0);
+  CHECK(std::sqrt(apart / moved) < 0.25);
 }
