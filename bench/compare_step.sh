@@ -2,7 +2,7 @@
 # Side-by-side training-step benchmark: mpigan vs the PyTorch peer (bench/pytorch/bench_step.py).
 #
 #   bench/compare_step.sh [--model 3dgan-25|anglegan-51] [--batch B] [--steps S] [--threads T]
-#                         [--device cpu|cuda] [--build DIR]
+#                         [--device cpu|cuda] [--precision fp32|bf16] [--build DIR]
 #
 # Runs, one after the other on this machine,
 #   DIR/apps/mpigan bench step --model M --batch B --steps S --threads T
@@ -10,7 +10,9 @@
 # then prints a table of samples/s (from each program's last line `samples_per_s=X`), their ratio
 # (mpigan / PyTorch) and peak memory (`peak_rss_mb=`, and `peak_gpu_mem_mb=` on cuda).
 # Defaults: model 3dgan-25, batch 16, steps 5, threads $(nproc), device cpu, build dir `build`.
-# --device other than cpu is passed on to mpigan too. Environment: PYTHON (default
+# --device other than cpu is passed on to mpigan too. --precision bf16: mpigan's bf16 convolutions
+# (`bench step --precision bf16`) against PyTorch's bf16 autocast (`bench_step.py --bf16`); on a
+# CPU without native bf16 mpigan says so and runs fp32 (MPIGAN_BF16_EMULATION=1 emulates it). Environment: PYTHON (default
 # /usr/bin/python3, Debian's, which has torch), LOG_DIR (keep the two programs' full output there;
 # default a temporary directory that is removed).
 # Exit status: 0 when both ran, 3 when mpigan is not built or failed (the PyTorch side still
@@ -25,10 +27,11 @@ batch=16
 steps=5
 threads=$(nproc)
 device=cpu
+precision=fp32
 build=build
 python=${PYTHON:-/usr/bin/python3}
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { echo "compare_step.sh: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
@@ -38,8 +41,9 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=${2:?}; shift 2 ;;
     --threads) threads=${2:?}; shift 2 ;;
     --device) device=${2:?}; shift 2 ;;
+    --precision) precision=${2:?}; shift 2 ;;
     --build) build=${2:?}; shift 2 ;;
-    --model=*|--batch=*|--steps=*|--threads=*|--device=*|--build=*)
+    --model=*|--batch=*|--steps=*|--threads=*|--device=*|--precision=*|--build=*)
       k=${1%%=*}; set -- "$k" "${1#*=}" "${@:2}" ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
 done
 case "$model" in 3dgan-25|anglegan-51) ;; *) die "--model must be 3dgan-25 or anglegan-51" ;; esac
 case "$device" in cpu|cuda) ;; *) die "--device must be cpu or cuda" ;; esac
+case "$precision" in fp32|bf16) ;; *) die "--precision must be fp32 or bf16" ;; esac
 for v in batch steps threads; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--$v must be a positive integer"
 done
@@ -67,9 +72,11 @@ final_rate() { tail -n 1 "$1" 2>/dev/null | sed -n 's/^samples_per_s=//p'; }
 common=(--model "$model" --batch "$batch" --steps "$steps" --threads "$threads")
 dev_args=()
 [[ $device != cpu ]] && dev_args=(--device "$device")
+m_prec=(--precision "$precision") p_prec=()
+[[ $precision = bf16 ]] && p_prec=(--bf16)
 
 echo "== $(date -u +%FT%TZ) $(hostname) nproc=$(nproc) load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== model=$model batch=$batch steps=$steps threads=$threads device=$device build=$build"
+echo "== model=$model batch=$batch steps=$steps threads=$threads device=$device precision=$precision build=$build"
 
 status=0
 m_note=""
@@ -79,8 +86,8 @@ if [[ ! -x $mpigan ]]; then
   echo "   Build it first, e.g.: cmake --build ${build#"$root"/} --target mpigan   (or pass --build DIR)" >&2
   status=3
 else
-  echo "== mpigan: $mpigan bench step ${common[*]} ${dev_args[*]}"
-  if "$mpigan" bench step "${common[@]}" "${dev_args[@]}" >"$logs/mpigan.log" 2>&1; then
+  echo "== mpigan: $mpigan bench step ${common[*]} ${dev_args[*]} ${m_prec[*]}"
+  if "$mpigan" bench step "${common[@]}" "${dev_args[@]}" "${m_prec[@]}" >"$logs/mpigan.log" 2>&1; then
     cat "$logs/mpigan.log"
   else
     rc=$?
@@ -92,7 +99,7 @@ else
   fi
 fi
 
-py_cmd=("$python" "$here/pytorch/bench_step.py" "${common[@]}" "${dev_args[@]}")
+py_cmd=("$python" "$here/pytorch/bench_step.py" "${common[@]}" "${dev_args[@]}" "${p_prec[@]}")
 echo "== pytorch: ${py_cmd[*]}"
 p_note=""
 if "${py_cmd[@]}" >"$logs/pytorch.log" 2>&1; then

@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="autocast the generator to bfloat16 (CPU)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -42,7 +43,8 @@ def main(argv=None) -> int:
     g = spec.make_g()
     g.eval()
     xscale, power = POST[a.model]
-    print(f"model={a.model} batch={a.batch} batches={a.batches} threads={a.threads} torch={torch.__version__}")
+    print(f"model={a.model} batch={a.batch} batches={a.batches} threads={a.threads} bf16={int(a.bf16)} "
+          f"torch={torch.__version__}")
 
     def one_batch() -> torch.Tensor:
         n = a.batch
@@ -52,8 +54,8 @@ def main(argv=None) -> int:
             z = torch.cat([energy, angle, torch.randn(n, g.latent - 2)], dim=1)
         else:
             z = energy * torch.randn(n, g.latent)
-        with torch.no_grad():
-            img = g(z).clamp_min(0.0)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            img = g(z).float().clamp_min(0.0)
             if power != 1.0:
                 img = img.pow(1.0 / power)
             return img / xscale
