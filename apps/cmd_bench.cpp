@@ -215,11 +215,7 @@ void add_bench_command(CLI::App& app) {
   step->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
-  step->add_option("--precision", o->precision,
-                   "fp32 or bf16 convolutions (bf16: native on avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
-                   "emulates it on other AVX-512 CPUs)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
+  add_precision_option(*step, o->precision, "fp32 or bf16 convolutions")->capture_default_str();
   step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
   step->add_option("--profile", o->profile,
                    "after the timed steps, N more timed layer by layer (waiting for the backend after each)")
@@ -238,11 +234,7 @@ void add_bench_command(CLI::App& app) {
   gen->add_option("--warmup", g->warmup, "untimed batches first")->check(CLI::NonNegativeNumber)->capture_default_str();
   gen->add_option("--threads", g->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
   gen->add_option("--device,--backend", g->device, "cpu, cuda or reference")->capture_default_str();
-  gen->add_option("--precision", g->precision,
-                  "fp32 or bf16 convolutions (bf16: native on avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
-                  "emulates it on other AVX-512 CPUs)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
+  add_precision_option(*gen, g->precision, "fp32 or bf16 convolutions")->capture_default_str();
   gen->add_option("--seed", g->seed, "seed of weights and conditions")->capture_default_str();
   gen->callback([g, batches] { bench_generate(*g, *batches); });
   add_bench_master(*bench);

@@ -94,10 +94,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")->capture_default_str();
   cmd->add_option("--backend", a->backend, "cpu, cuda or reference (default: the experiment's)");
   cmd->add_option("--threads", a->threads, "CPU threads (default: the experiment's)");
-  cmd->add_option("--precision", a->precision,
-                  "fp32 or bf16 convolutions (default: the experiment's; bf16 needs a CPU with native bf16, "
-                  "MPIGAN_BF16_EMULATION=1 emulates it on other AVX-512 CPUs)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_precision_option(*cmd, a->precision, "fp32 or bf16 convolutions (default: the experiment's)");
   cmd->add_option("--recalibrate-bn", a->recalibrate,
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches "
                   "(0: the checkpoint's)")

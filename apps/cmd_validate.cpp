@@ -123,10 +123,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--batch-statistics", a->batch_statistics,
                 "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
                 "passes do, in batches of the experiment's training batch size (instead of the running statistics)");
-  cmd->add_option("--precision", a->precision,
-                  "generate with fp32 or bf16 convolutions (default: the experiment's; bf16 needs a CPU with native "
-                  "bf16, MPIGAN_BF16_EMULATION=1 emulates it on other AVX-512 CPUs)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_precision_option(*cmd, a->precision, "generate with fp32 or bf16 convolutions (default: the experiment's)");
   cmd->add_flag("!--no-plots", a->plots, "skip the PNG plots");
   cmd->add_flag("!--no-classifier", a->classifier,
                 "skip the classifier test (an MLP telling generated from reference showers; its AUC; ~0.1 s)");

@@ -28,6 +28,17 @@ void add_bench_master(CLI::App& bench);    // cmd_bench_master.cpp: `mpigan benc
 /// false, with the reason printed, when it cannot (plot_script.cpp).
 bool run_python_script(const std::string& name, const std::vector<std::string>& args);
 
+/// `--precision fp32|bf16` on @p cmd, into @p target; @p what opens its help (what runs in that
+/// precision, and the default). One option for every command that makes a backend.
+inline CLI::Option* add_precision_option(CLI::App& cmd, std::string& target, const std::string& what) {
+  return cmd
+      .add_option("--precision", target,
+                  what +
+                      "; bf16 needs a CPU with native bf16 (avx512_core_bf16 or newer), MPIGAN_BF16_EMULATION=1 "
+                      "emulates it on other AVX-512 CPUs")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
 /// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).
 int inspect_data_file(const std::string& path);
 
