@@ -110,7 +110,6 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   const char* env = std::getenv("MPIGAN_BF16_EMULATION");
   const bool emulation = options.bf16_emulation || (env != nullptr && std::string(env) == "1");
   if (support == "native" || (support == "emulated" && emulation)) {
-    m_precision = Precision::bf16;
     m_bf16_emulated = support == "emulated";
     m_ctx->conv_input = dnnl::memory::data_type::bf16;
     if (m_bf16_emulated)
@@ -129,11 +128,15 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 
 CpuBackend::~CpuBackend() = default;
 
+Precision CpuBackend::precision() const {
+  return m_ctx->conv_input == dnnl::memory::data_type::bf16 ? Precision::bf16 : Precision::fp32;
+}
+
 std::string CpuBackend::describe() const {
   const auto* v = dnnl_version();
   return fmt::format("cpu (oneDNN {}.{}.{}, ISA {}, {} OpenMP threads, {} convolutions; Eigen {}.{}.{})", v->major,
                      v->minor, v->patch, isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads(),
-                     m_precision == Precision::bf16 ? (m_bf16_emulated ? "bf16 (emulated)" : "bf16") : "fp32",
+                     precision() == Precision::bf16 ? (m_bf16_emulated ? "bf16 (emulated)" : "bf16") : "fp32",
                      EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
 }
 

@@ -24,7 +24,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::cpu; }
   std::string describe() const override;
-  Precision precision() const override { return m_precision; }
+  Precision precision() const override;
 
   std::shared_ptr<Storage> allocate_storage(std::size_t bytes) override { return Storage::host(bytes); }
   void reorder(const Tensor& src, Tensor& dst) override;
@@ -57,7 +57,6 @@ class CpuBackend final : public Backend {
  private:
   std::unique_ptr<cpu::DnnlContext> m_ctx;
   int m_threads = 0;
-  Precision m_precision = Precision::fp32;
   bool m_bf16_emulated = false;
 };
 
