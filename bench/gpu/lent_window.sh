@@ -4,11 +4,13 @@
 #
 #   bench/gpu/lent_window.sh BUNDLE.tar.xz OUT_DIR [BUDGET] [RESUME.tar]
 #
-#  1. the convolutions against the reference with every stride-1 weight gradient computed as a
-#     forward convolution (MPIGAN_CUDA_WGRAD=forward), strict fp32 and TF32;
-#  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with the
-#     weight gradients chosen by measurement (MPIGAN_CUDA_WGRAD=measured) and with cuDNN's legacy
-#     algorithms, beside the PyTorch peer in the same math, all on this GPU;
+#  1. the convolutions against the reference through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph,
+#     every direction that one of its engines runs), strict fp32 and TF32;
+#  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with each
+#     convolution direction on the faster of the graph API and the legacy API by measurement
+#     (MPIGAN_CUDA_CONV_API=measured, weight gradients also as forward convolutions where faster)
+#     and with cuDNN's legacy algorithms alone, beside the PyTorch peer in the same math, all on
+#     this GPU;
 #  3. one window of the 3dgan-25 campaign (examples/3dgan-25-campaign.yaml, TF32): continues the run
 #     packed in RESUME.tar (a previous window's OUT_DIR/run.tar) or starts it, trains until the
 #     budget's last ~70 s, is stopped by SIGTERM (it checkpoints), then validates its best generator
@@ -42,23 +44,25 @@ data="$work/data"
   --threads 6 --out "$data" > "$logs/simulate.txt" 2>&1 &
 sim_pid=$!
 
-# 1. correctness of the forward-convolution weight gradient
-wgrad_ok=1
+# 1. correctness of the graph API's convolutions (the op tests of every conv3d case run through it)
+graph_ok=1
 for tf32 in 0 1; do
-  MPIGAN_CUDA_WGRAD=forward MPIGAN_CUDA_TF32=$tf32 timeout 60 "$g/build/tests/mpigan_test_core" \
-    -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_wgrad-forward_tf32-$tf32.txt" 2>&1
+  MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
+    -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_conv-graph_tf32-$tf32.txt" 2>&1
   rc=$?
-  say "tests MPIGAN_CUDA_WGRAD=forward TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_wgrad-forward_tf32-$tf32.txt")"
-  [[ $rc == 0 ]] || wgrad_ok=0
+  say "tests MPIGAN_CUDA_CONV_API=graph TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_conv-graph_tf32-$tf32.txt")"
+  [[ $rc == 0 ]] || graph_ok=0
 done
 
 # 2. the step, both sides, same GPU
-bench() {  # bench MODEL BATCH TF32 WGRAD STEPS
-  local tag="$1_b$2_tf32-$3"
-  MPIGAN_CUDA_TF32=$3 MPIGAN_CUDA_WGRAD=$4 timeout 60 "$mpigan" bench step --device cuda --model "$1" --batch "$2" \
-    --steps "$5" --threads 6 --profile 2 --log-level debug > "$logs/mpigan_${tag}_$4.txt" 2>&1
-  say "mpigan  $tag wgrad $4: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_${tag}_$4.txt" | tr '\n' ' ')" \
-    "forward-form weight gradients: $(grep -c 'as a forward convolution' "$logs/mpigan_${tag}_$4.txt")"
+bench() {  # bench MODEL BATCH TF32 API STEPS   (API: measured = graph or legacy per direction; legacy)
+  local tag="$1_b$2_tf32-$3" wgrad=legacy
+  [[ $4 == measured ]] && wgrad=measured
+  MPIGAN_CUDA_TF32=$3 MPIGAN_CUDA_CONV_API=$4 MPIGAN_CUDA_WGRAD=$wgrad timeout 90 "$mpigan" bench step --device cuda \
+    --model "$1" --batch "$2" --steps "$5" --threads 6 --profile 2 --log-level debug > "$logs/mpigan_${tag}_$4.txt" 2>&1
+  say "mpigan  $tag conv API $4: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_${tag}_$4.txt" | tr '\n' ' ')" \
+    "graph-API directions: $(grep -c 'against legacy' "$logs/mpigan_${tag}_$4.txt")," \
+    "forward-form weight gradients: $(grep -c 'as a forward convolution, algo' "$logs/mpigan_${tag}_$4.txt")"
 }
 peer() {  # peer MODEL BATCH TF32 STEPS
   local tag="$1_b$2_tf32-$3" flag=()
@@ -69,12 +73,12 @@ peer() {  # peer MODEL BATCH TF32 STEPS
 }
 for tf32 in 1 0; do
   ((tf32 == 1 || $(left) > 420)) || continue
-  [[ $wgrad_ok == 1 ]] && bench 3dgan-25 128 $tf32 measured 8
+  [[ $graph_ok == 1 ]] && bench 3dgan-25 128 $tf32 measured 8
   bench 3dgan-25 128 $tf32 legacy 8
   peer 3dgan-25 128 $tf32 8
 done
 if (($(left) > 360)); then
-  [[ $wgrad_ok == 1 ]] && bench anglegan-51 64 1 measured 4
+  [[ $graph_ok == 1 ]] && bench anglegan-51 64 1 measured 4
   peer anglegan-51 64 1 4
 fi
 
@@ -90,12 +94,12 @@ if [[ -n $resume && -f $resume ]]; then
 else
   args+=(--out "$run")
 fi
-wgrad=measured
-[[ $wgrad_ok == 1 ]] || wgrad=legacy
+api=measured
+[[ $graph_ok == 1 ]] || api=legacy
 train_s=$(($(left) - 75))
-say "training for $train_s s (TF32, weight gradients: $wgrad)"
+say "training for $train_s s (TF32, conv API: $api)"
 if ((train_s > 30)); then
-  MPIGAN_CUDA_TF32=1 MPIGAN_CUDA_WGRAD=$wgrad timeout -s TERM "$train_s" "$mpigan" train "$cfg" "${args[@]}" \
+  MPIGAN_CUDA_TF32=1 MPIGAN_CUDA_CONV_API=$api MPIGAN_CUDA_WGRAD=$api timeout -s TERM "$train_s" "$mpigan" train "$cfg" "${args[@]}" \
     > "$logs/train.txt" 2>&1
   say "train exit $? (124/75: stopped by SIGTERM at the window's end, checkpointed)"
   grep '^physics' "$run/metrics.csv" | tail -n 3 | cut -d, -f1-12 >> "$summary"

@@ -12,6 +12,9 @@
 // CUDNN_TENSOR_OP_MATH and the math type the chosen algorithm reports. backward_data overwrites
 // diff_src (beta = 0); backward_weights accumulates into diff_weights/diff_bias (beta = 1).
 // Setup plans all three directions: setup is the one place that may benchmark and allocate.
+// With MPIGAN_CUDA_CONV_API=graph|measured each direction may run through cuDNN's graph API instead
+// (conv3d_graph.hpp) on the same padded problem; the bias stays with the legacy calls.
+#include "mpigan/backend/cuda/conv3d_graph.hpp"
 #include "mpigan/backend/cuda/conv3d_plan.hpp"
 #include "mpigan/backend/cuda/cuda_ops.hpp"
 #include "mpigan/backend/cuda/launchers.hpp"
@@ -139,9 +142,12 @@ class CudaConv3d final : public Conv3dOp {
     auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.fwd_ws));
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.x.get(), x, p.w.get(), weights.data(),
-                                               p.conv_fwd.get(), p.fwd_algo, ws + p.pad_bytes, p.fwd_ws, &zero,
-                                               p.y.get(), dst.data()));
+    if (p.g_fwd)
+      p.g_fwd->execute(m_ctx, const_cast<float*>(x), const_cast<float*>(weights.data()), dst.data(), ws + p.pad_bytes);
+    else
+      MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.x.get(), x, p.w.get(), weights.data(),
+                                                 p.conv_fwd.get(), p.fwd_algo, ws + p.pad_bytes, p.fwd_ws, &zero,
+                                                 p.y.get(), dst.data()));
     if (m_desc.bias)
       MPIGAN_CUDNN_CHECK(cudnnAddTensor(m_ctx.cudnn(), &one, p.bias.get(), bias.data(), &one, p.y.get(), dst.data()));
   }
@@ -157,9 +163,13 @@ class CudaConv3d final : public Conv3dOp {
     // the crop keeps the part that belongs to src.
     float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
     const float one = 1.0f, zero = 0.0f;
-    MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardData(m_ctx.cudnn(), &one, p.w.get(), weights.data(), p.y.get(),
-                                                    diff_dst.data(), p.conv_bwd_data.get(), p.bwd_data_algo,
-                                                    ws + p.pad_bytes, p.bwd_data_ws, &zero, p.x.get(), dx));
+    if (p.g_bwd_data)
+      p.g_bwd_data->execute(m_ctx, dx, const_cast<float*>(weights.data()), const_cast<float*>(diff_dst.data()),
+                            ws + p.pad_bytes);
+    else
+      MPIGAN_CUDNN_CHECK(cudnnConvolutionBackwardData(m_ctx.cudnn(), &one, p.w.get(), weights.data(), p.y.get(),
+                                                      diff_dst.data(), p.conv_bwd_data.get(), p.bwd_data_algo,
+                                                      ws + p.pad_bytes, p.bwd_data_ws, &zero, p.x.get(), dx));
     if (p.pad.explicit_padding) kernels::crop(m_ctx.stream(), p.pad.pad_geometry(), dx, diff_src.data());
   }
 
@@ -176,7 +186,10 @@ class CudaConv3d final : public Conv3dOp {
     // layers), and one pad is cheap next to the convolution.
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.wt) {
+    if (p.g_bwd_filter) {
+      p.g_bwd_filter->execute(m_ctx, const_cast<float*>(x), diff_weights.data(), const_cast<float*>(diff_dst.data()),
+                              ws + p.pad_bytes);
+    } else if (p.wt) {
       // conv3d_plan.hpp, WgradAsForward: swap the operands' leading axes, convolve forward, add
       // the result with its leading axes swapped back.
       const WgradAsForward& t = *p.wt;
@@ -222,6 +235,9 @@ class CudaConv3d final : public Conv3dOp {
     ConvDescPtr wt_conv;
     cudnnConvolutionFwdAlgo_t wt_algo{};
     std::size_t wt_in_bytes = 0, wt_filter_bytes = 0, wt_out_bytes = 0, wt_conv_ws = 0;
+    float wt_ms = -1.0f;
+    // The graph API's plan of a direction, set where chosen (then it runs instead of the legacy call).
+    std::shared_ptr<const GraphConv> g_fwd, g_bwd_data, g_bwd_filter;
   };
 
   const Plan& planned() const {
@@ -296,6 +312,7 @@ class CudaConv3d final : public Conv3dOp {
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_fwd.get(), r.mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(m_ctx.cudnn(), p.x.get(), p.w.get(), p.conv_fwd.get(),
                                                                p.y.get(), p.fwd_algo, &p.fwd_ws));
+    p.g_fwd = consider_graph(p, ConvDirection::forward, r.time, what, p.fwd_ws);
   }
 
   void choose_backward_data(Plan& p, const std::string& what) {
@@ -314,6 +331,7 @@ class CudaConv3d final : public Conv3dOp {
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_data.get(), r.mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         m_ctx.cudnn(), p.w.get(), p.y.get(), p.conv_bwd_data.get(), p.x.get(), p.bwd_data_algo, &p.bwd_data_ws));
+    p.g_bwd_data = consider_graph(p, ConvDirection::backward_data, r.time, what, p.bwd_data_ws);
   }
 
   void choose_backward_filter(Plan& p, const std::string& what) {
@@ -333,6 +351,33 @@ class CudaConv3d final : public Conv3dOp {
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), p.bwd_filter_algo, &p.bwd_filter_ws));
     consider_wgrad_as_forward(p, what, r.time);
+    p.g_bwd_filter = consider_graph(p, ConvDirection::backward_weights, p.wt ? p.wt_ms : r.time, what, p.bwd_filter_ws);
+    if (p.g_bwd_filter) p.wt.reset();
+  }
+
+  /// The graph API's plan for @p direction of @p p where the settings choose it over the legacy
+  /// call, which takes @p legacy_ms as measured (negative: not measured); @p ws becomes its
+  /// workspace then. With ConvApi::measured it must be faster by measurement.
+  std::shared_ptr<const GraphConv> consider_graph(const Plan& p, ConvDirection direction, float legacy_ms,
+                                                  const std::string& what, std::size_t& ws) {
+    const Settings& s = m_ctx.settings();
+    if (s.conv_api == Settings::ConvApi::legacy) return nullptr;
+    if (s.conv_api == Settings::ConvApi::measured && s.conv_algo != Settings::ConvAlgo::find) return nullptr;
+    GraphConvProblem problem;
+    problem.direction = direction;
+    problem.x = p.pad.padded_src;
+    problem.w = m_desc.weights_shape();
+    problem.y = p.dst;
+    problem.pad = p.pad.sym;
+    problem.stride = m_desc.stride;
+    auto g = GraphConv::get(m_ctx, problem, what);
+    if (!g) return nullptr;
+    if (s.conv_api == Settings::ConvApi::measured && !(g->measured_ms() >= 0 && g->measured_ms() < legacy_ms))
+      return nullptr;
+    spdlog::debug("cuda conv3d {} {}: graph API {} ({:.3f} ms against legacy {:.3f} ms)", what,
+                  direction_name(direction), g->engine(), g->measured_ms(), legacy_ms);
+    ws = g->workspace();
+    return g;
   }
 
   /// Switches @p p's weight gradient to the forward convolution of the transposed problem where
@@ -363,6 +408,7 @@ class CudaConv3d final : public Conv3dOp {
       return;
     }
     p.wt_algo = r->algo;
+    p.wt_ms = r->time;
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.wt_conv.get(), r->mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         m_ctx.cudnn(), p.wt_in.get(), p.wt_filter.get(), p.wt_conv.get(), p.wt_out.get(), p.wt_algo, &p.wt_conv_ws));

@@ -19,7 +19,11 @@
 #include "mpigan/core/backend.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <string>
 
 namespace mpigan::cuda {
 
@@ -107,6 +111,59 @@ inline std::optional<WgradAsForward> plan_wgrad_as_forward(const Conv3dDesc& d, 
   w.desc.pad_r = p.sym;
   w.desc.bias = false;
   return w;
+}
+
+/// What an engine of cuDNN's graph API says about its numerics (its numerical notes), in the terms
+/// the settings speak.
+struct EngineNotes {
+  bool tensor_core = false;        ///< runs on tensor cores: TF32 for float32 data
+  bool down_convert = false;       ///< converts the inputs to a narrower type (fp16/bf16) first
+  bool reduced_reduction = false;  ///< accumulates in a narrower type than the compute type
+  bool nondeterministic = false;   ///< results may differ from run to run (atomics)
+};
+
+/// Why the settings refuse an engine, or nothing when they accept it. Float32 convolutions never
+/// take an engine that down-converts its inputs or reduces in less than fp32 (PyTorch's filter for
+/// its cuDNN v8 path does the same); strict fp32 also refuses tensor cores (TF32), which
+/// MPIGAN_CUDA_TF32=1 allows; MPIGAN_CUDA_DETERMINISTIC=1 refuses nondeterministic engines; and an
+/// engine whose workspace exceeds the limit is refused like a legacy algorithm would be.
+inline std::optional<std::string> engine_refusal(const EngineNotes& n, std::size_t workspace, bool tf32,
+                                                 bool deterministic, std::size_t workspace_limit) {
+  if (n.down_convert) return std::string("converts the inputs to a narrower type");
+  if (n.reduced_reduction) return std::string("reduces in less than fp32");
+  if (n.tensor_core && !tf32) return std::string("tensor cores (TF32) in strict fp32");
+  if (n.nondeterministic && deterministic) return std::string("nondeterministic");
+  if (workspace > workspace_limit)
+    return "workspace " + std::to_string(workspace >> 20) + " MiB over the limit of " +
+           std::to_string(workspace_limit >> 20) + " MiB";
+  return std::nullopt;
+}
+
+/// Fully packed strides of a 5D (N, C, D, H, W) tensor, in elements: NCDHW (W contiguous) or, with
+/// @p channels_last, NDHWC (C contiguous). cuDNN's graph API takes dimensions always in NCDHW order
+/// and the memory layout from the strides.
+inline std::array<std::int64_t, 5> packed_strides(const Shape& s, bool channels_last) {
+  std::array<std::int64_t, 5> st{};
+  if (channels_last) {
+    st[1] = 1;
+    st[4] = s[1];
+    st[3] = s[4] * st[4];
+    st[2] = s[3] * st[3];
+    st[0] = s[2] * st[2];
+  } else {
+    st[4] = 1;
+    for (int i = 3; i >= 0; --i) st[static_cast<std::size_t>(i)] = s[i + 1] * st[static_cast<std::size_t>(i) + 1];
+  }
+  return st;
+}
+
+/// The largest power of two, up to 256, that divides the address @p p: the byte alignment a graph
+/// plan may assume of an operand.
+inline std::size_t address_alignment(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::size_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
 }
 
 }  // namespace mpigan::cuda

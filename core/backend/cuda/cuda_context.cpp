@@ -42,6 +42,12 @@ const Choice<Settings::Wgrad> kWgrads[] = {
     {"legacy", "cuDNN's weight-gradient algorithms only", Settings::Wgrad::legacy},
     {"forward", "the forward convolution wherever the stride is 1", Settings::Wgrad::forward}};
 
+const Choice<Settings::ConvApi> kConvApis[] = {
+    {"legacy", "cuDNN's legacy convolution API", Settings::ConvApi::legacy},
+    {"graph", "cuDNN's graph API wherever an engine runs the problem", Settings::ConvApi::graph},
+    {"measured", "the faster of the graph API and the legacy API, measured per direction and shape",
+     Settings::ConvApi::measured}};
+
 /// The value of environment variable @p var among @p choices, @p fallback when it is unset; any
 /// other value is fatal, with every allowed one and its meaning.
 template <class E, std::size_t N>
@@ -107,6 +113,7 @@ Settings Settings::from_env() {
   s.caching = env_flag("MPIGAN_CUDA_CACHING", true);
   s.conv_algo = env_choice("MPIGAN_CUDA_CONV_ALGO", kConvAlgos, s.conv_algo);
   s.wgrad = env_choice("MPIGAN_CUDA_WGRAD", kWgrads, s.wgrad);
+  s.conv_api = env_choice("MPIGAN_CUDA_CONV_API", kConvApis, s.conv_api);
   if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
@@ -118,10 +125,11 @@ Settings Settings::from_env() {
 }
 
 std::string Settings::to_string() const {
-  return fmt::format("math {}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
-                     tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32",
-                     choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "",
-                     choice_name(kWgrads, wgrad), workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
+  return fmt::format(
+      "math {}, conv API {}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
+      tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32", choice_name(kConvApis, conv_api),
+      choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad),
+      workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

@@ -18,6 +18,7 @@
 #include "mpigan/core/shape.hpp"
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -70,9 +71,15 @@ struct Settings {
   /// problem by what cudnnFind measures (the former with heuristics); the others force one. The
   /// default stays `legacy` until the forward form has run on a GPU (docs/cuda.md).
   enum class Wgrad { measured, legacy, forward };
+  /// Which cuDNN API runs the convolutions (conv3d_graph.hpp): the legacy one; the graph API
+  /// wherever one of its engines can run the problem (legacy otherwise); or, per direction and
+  /// shape, the faster of the two as measured (with ConvAlgo::find; heuristics keep legacy). The
+  /// default stays `legacy` until the graph path has run on a GPU (docs/cuda.md).
+  enum class ConvApi { legacy, graph, measured };
   bool tf32 = false;                    ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
   ConvAlgo conv_algo = ConvAlgo::find;  ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
   Wgrad wgrad = Wgrad::measured;        ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
+  ConvApi conv_api = ConvApi::legacy;   ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured
   bool deterministic = false;           ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
@@ -85,6 +92,8 @@ struct DeviceChoice {
   int device = 0;
   std::string reason;
 };
+
+class GraphConv;  // conv3d_graph.hpp
 
 class Context {
  public:
@@ -116,6 +125,10 @@ class Context {
   static constexpr std::size_t kHostResultBytes = 64;
   void* host_result() const { return m_host_result.get(); }
 
+  /// Plans of cuDNN's graph API by problem (conv3d_graph.hpp: GraphConvProblem::key); a null
+  /// entry records that no engine can run the problem.
+  std::map<std::string, std::shared_ptr<const GraphConv>>& graph_conv_plans() { return m_graph_conv_plans; }
+
  private:
   DeviceChoice m_choice;
   Settings m_settings;
@@ -125,6 +138,7 @@ class Context {
   StreamPtr m_stream;
   CudnnPtr m_cudnn;
   CublasPtr m_cublas;
+  std::map<std::string, std::shared_ptr<const GraphConv>> m_graph_conv_plans;  // before the handle dies
   std::shared_ptr<Storage> m_workspace;
   std::size_t m_workspace_bytes = 0;
   PinnedPtr m_host_result;

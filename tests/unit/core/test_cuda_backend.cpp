@@ -20,6 +20,7 @@
 
 #include "test_utils.hpp"
 
+#include "mpigan/backend/cuda/conv3d_graph.hpp"
 #include "mpigan/backend/cuda/conv3d_plan.hpp"
 #include "mpigan/backend/cuda/cuda_backend.hpp"
 #include "mpigan/backend/cuda/cuda_context.hpp"
@@ -31,6 +32,7 @@
 #include "mpigan/core/rng.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -38,6 +40,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -302,6 +305,57 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
                        doctest::Contains("MPIGAN_CUDA_CONV_ALGO='fastest': allowed are 'find' (benchmark the cuDNN "
                                          "algorithms once per shape) and 'heuristic' (cuDNN's heuristics, no "
                                          "benchmarking)"),
+                       Error);
+}
+
+TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
+  const std::size_t limit = std::size_t{64} << 20;
+  const cuda::EngineNotes plain{}, tc{.tensor_core = true}, fp16{.tensor_core = true, .down_convert = true},
+      half_sum{.reduced_reduction = true}, atomics{.nondeterministic = true};
+  // strict fp32: only engines that compute in fp32 on the FMA units
+  CHECK_FALSE(cuda::engine_refusal(plain, 0, false, false, limit));
+  CHECK(cuda::engine_refusal(tc, 0, false, false, limit) == "tensor cores (TF32) in strict fp32");
+  // TF32 allows tensor cores, never inputs converted to fp16/bf16 or a reduction in less than fp32
+  CHECK_FALSE(cuda::engine_refusal(tc, 0, true, false, limit));
+  CHECK(cuda::engine_refusal(fp16, 0, true, false, limit) == "converts the inputs to a narrower type");
+  CHECK(cuda::engine_refusal(half_sum, 0, true, false, limit) == "reduces in less than fp32");
+  CHECK_FALSE(cuda::engine_refusal(atomics, 0, false, false, limit));
+  CHECK(cuda::engine_refusal(atomics, 0, false, true, limit) == "nondeterministic");
+  CHECK_FALSE(cuda::engine_refusal(plain, limit, false, false, limit));
+  CHECK(cuda::engine_refusal(plain, limit + 1, false, false, limit) == "workspace 64 MiB over the limit of 64 MiB");
+
+  const Shape s{2, 3, 4, 5, 6};
+  CHECK(cuda::packed_strides(s, false) == std::array<std::int64_t, 5>{360, 120, 30, 6, 1});
+  CHECK(cuda::packed_strides(s, true) == std::array<std::int64_t, 5>{360, 1, 90, 18, 3});
+  // every element at its own offset in both layouts: the strides address a packed buffer
+  for (bool last : {false, true}) {
+    const auto st = cuda::packed_strides(s, last);
+    std::vector<int> hits(static_cast<std::size_t>(s.numel()), 0);
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t c = 0; c < 3; ++c)
+        for (std::int64_t d = 0; d < 4; ++d)
+          for (std::int64_t h = 0; h < 5; ++h)
+            for (std::int64_t w = 0; w < 6; ++w)
+              ++hits[static_cast<std::size_t>(n * st[0] + c * st[1] + d * st[2] + h * st[3] + w * st[4])];
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  }
+
+  alignas(256) static float buf[128];
+  CHECK(cuda::address_alignment(buf) == 256);
+  CHECK(cuda::address_alignment(buf + 1) == 4);
+  CHECK(cuda::address_alignment(buf + 4) == 16);
+  CHECK(cuda::address_alignment(reinterpret_cast<const char*>(buf) + 2) == 2);
+
+  const test::ScopedEnv api("MPIGAN_CUDA_CONV_API", nullptr);
+  CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::legacy);
+  for (auto [name, want] :
+       {std::pair{"graph", cuda::Settings::ConvApi::graph}, std::pair{"measured", cuda::Settings::ConvApi::measured}}) {
+    const test::ScopedEnv set("MPIGAN_CUDA_CONV_API", name);
+    CHECK(cuda::Settings::from_env().conv_api == want);
+    CHECK(cuda::Settings::from_env().to_string().find(std::string("conv API ") + name) != std::string::npos);
+  }
+  const test::ScopedEnv bad("MPIGAN_CUDA_CONV_API", "frontend");
+  CHECK_THROWS_WITH_AS(cuda::Settings::from_env(), doctest::Contains("MPIGAN_CUDA_CONV_API='frontend': allowed are"),
                        Error);
 }
 
@@ -584,6 +638,59 @@ TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_W
     if (c.desc.bias)
       test::check_close("backward bias", b.gpu->to_host(g_db), want_b, test::library_tolerance(*b.gpu, sums, want_b));
   }
+}
+
+TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) equals the reference") {
+  MPIGAN_REQUIRE_GPU();
+  const test::ScopedEnv api("MPIGAN_CUDA_CONV_API", "graph");
+  Pair b;
+  REQUIRE(b.gpu->describe().find("conv API graph") != std::string::npos);
+  Rng rng(61);
+  for (const auto& c : conv_cases()) {
+    CAPTURE(c.name);
+    auto ref_op = b.ref->make_conv3d(c.desc);
+    auto gpu_op = b.gpu->make_conv3d(c.desc);
+    const Shape out = ref_op->setup({c.src, nullptr}).shape;
+    REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
+    const Tensor src = random_host(c.src, rng), w = random_host(c.desc.weights_shape(), rng),
+                 bias = c.desc.bias ? random_host({c.desc.oc}, rng) : Tensor(), dy = random_host(out, rng);
+    const Tensor g_src = to_gpu(*b.gpu, src), g_w = to_gpu(*b.gpu, w), g_dy = to_gpu(*b.gpu, dy);
+    const Tensor g_bias = c.desc.bias ? to_gpu(*b.gpu, bias) : Tensor();
+    // Summation error grows with the number of terms of each output; TF32 is judged by the
+    // library tolerance as for the legacy path.
+    const double fwd_terms = static_cast<double>(c.desc.weights_shape().numel() / c.desc.oc);
+    const double wgrad_terms = static_cast<double>(out.numel() / out[1]);
+    Tensor want = Tensor::zeros(out);
+    ref_op->forward(src, w, bias, want);
+    Tensor g_y = to_gpu(*b.gpu, Tensor::zeros(out));
+    gpu_op->forward(g_src, g_w, g_bias, g_y);
+    const test::Tolerance fwd{std::min(1e-2, 2e-7 * fwd_terms), 1e-4};
+    test::check_close("forward", b.gpu->to_host(g_y), want, test::library_tolerance(*b.gpu, fwd, want));
+
+    Tensor want_dx = Tensor::zeros(c.src);
+    ref_op->backward_data(dy, w, want_dx);
+    Tensor g_dx = to_gpu(*b.gpu, Tensor::zeros(c.src));
+    gpu_op->backward_data(g_dy, g_w, g_dx);
+    test::check_close("backward data", b.gpu->to_host(g_dx), want_dx, test::library_tolerance(*b.gpu, fwd, want_dx));
+
+    // Accumulated onto the same non-zero start on both sides (beta = 1 in the graph's operation).
+    const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
+    Tensor want_dw = dw0.clone(), want_db = c.desc.bias ? db0.clone() : Tensor();
+    ref_op->backward_weights(src, dy, want_dw, want_db);
+    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = c.desc.bias ? to_gpu(*b.gpu, db0) : Tensor();
+    gpu_op->backward_weights(g_src, g_dy, g_dw, g_db);
+    const test::Tolerance sums{std::min(1e-2, 2e-7 * wgrad_terms), 1e-4};
+    test::check_close("backward weights", b.gpu->to_host(g_dw), want_dw,
+                      test::library_tolerance(*b.gpu, sums, want_dw));
+  }
+  // The graph API really ran: which problems got a plan, which fell back to the legacy calls.
+  auto& plans = dynamic_cast<CudaBackend&>(*b.gpu).context().graph_conv_plans();
+  int ran = 0;
+  for (const auto& [key, plan] : plans) {
+    MESSAGE(key << ": " << (plan ? plan->engine() : std::string("no engine, legacy")));
+    ran += plan != nullptr;
+  }
+  CHECK(ran >= 3 * static_cast<int>(conv_cases().size()) - 3);
 }
 
 TEST_CASE("cuda: NCCL allreduce and broadcast on a one-rank communicator") {

@@ -1,0 +1,389 @@
+// cuDNN graph-API convolutions (conv3d_graph.hpp). Every descriptor is a cudnnBackendDescriptor_t
+// owned by a BackendDesc; attributes are set with set() and finalized before use, as the API
+// requires. The operands' unique ids are fixed: 1 = x, 2 = w, 3 = y, in every direction.
+#include "mpigan/backend/cuda/conv3d_graph.hpp"
+
+#include "mpigan/backend/cuda/conv3d_plan.hpp"
+#include "mpigan/core/error.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mpigan::cuda {
+namespace {
+
+constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+
+struct BackendDestroy {
+  void operator()(void* d) const noexcept {
+    if (d) (void)cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(d));
+  }
+};
+/// An owned backend descriptor.
+class BackendDesc {
+ public:
+  explicit BackendDesc(cudnnBackendDescriptorType_t type) {
+    cudnnBackendDescriptor_t raw = nullptr;
+    MPIGAN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &raw));
+    m_desc.reset(raw);
+  }
+  cudnnBackendDescriptor_t get() const { return static_cast<cudnnBackendDescriptor_t>(m_desc.get()); }
+  cudnnBackendDescriptor_t release() { return static_cast<cudnnBackendDescriptor_t>(m_desc.release()); }
+
+  template <class T>
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count, const T* values) {
+    MPIGAN_CUDNN_CHECK(cudnnBackendSetAttribute(get(), name, type, count, values));
+  }
+  void set_desc(cudnnBackendAttributeName_t name, const BackendDesc& d) {
+    cudnnBackendDescriptor_t raw = d.get();
+    set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+  }
+  void finalize() { MPIGAN_CUDNN_CHECK(cudnnBackendFinalize(get())); }
+  /// Finalize where failing is an answer (an engine config that cannot run the problem).
+  cudnnStatus_t try_finalize() { return cudnnBackendFinalize(get()); }
+
+ private:
+  std::unique_ptr<void, BackendDestroy> m_desc;
+};
+
+BackendDesc tensor(const Shape& s, std::int64_t uid) {
+  BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  std::array<std::int64_t, 5> dims{};
+  for (int i = 0; i < 5; ++i) dims[static_cast<std::size_t>(i)] = s[i];
+  const auto strides = packed_strides(s, false);
+  const std::int64_t align = GraphConv::kAlignment;
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+  t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 5, dims.data());
+  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 5, strides.data());
+  t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+  t.finalize();
+  return t;
+}
+
+BackendDesc convolution(const Dims3& pad, const Dims3& stride) {
+  BackendDesc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const std::int64_t spatial = 3;
+  const std::array<std::int64_t, 3> dilation{1, 1, 1}, p{pad.d, pad.h, pad.w}, s{stride.d, stride.h, stride.w};
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  c.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  c.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial);
+  c.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 3, dilation.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 3, s.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 3, p.data());
+  c.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 3, p.data());
+  c.finalize();
+  return c;
+}
+
+/// The operation of @p p's direction: alpha 1, beta 0 (1 for the weight gradient, which adds).
+BackendDesc operation(const GraphConvProblem& p, const BackendDesc& x, const BackendDesc& w, const BackendDesc& y,
+                      const BackendDesc& conv) {
+  const float alpha = 1.0f;
+  const float beta = p.direction == ConvDirection::backward_weights ? 1.0f : 0.0f;
+  switch (p.direction) {
+    case ConvDirection::forward: {
+      BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
+      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      op.finalize();
+      return op;
+    }
+    case ConvDirection::backward_data: {
+      BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
+      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      op.finalize();
+      return op;
+    }
+    case ConvDirection::backward_weights:
+      break;
+  }
+  BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  op.finalize();
+  return op;
+}
+
+/// The engine configs the heuristics of @p mode propose for @p graph, best first (none when the
+/// mode has nothing for it).
+std::vector<BackendDesc> heuristic_configs(const BackendDesc& graph, cudnnBackendHeurMode_t mode) {
+  BackendDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (heur.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
+  std::int64_t count = 0;
+  MPIGAN_CUDNN_CHECK(
+      cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<BackendDesc> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (std::int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
+  }
+  std::int64_t returned = 0;
+  if (count > 0)
+    MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                                count, &returned, raw.data()));
+  configs.erase(configs.begin() + static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(returned, 0, count)),
+                configs.end());
+  return configs;
+}
+
+/// The notes and global index of the engine behind @p config.
+struct EngineInfo {
+  EngineNotes notes;
+  std::int64_t index = -1;
+  std::string names;  ///< the notes, for logs
+};
+
+EngineInfo engine_info(const BackendDesc& config) {
+  BackendDesc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine.get();
+  std::int64_t n = 0;
+  MPIGAN_CUDNN_CHECK(
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &raw));
+  EngineInfo info;
+  MPIGAN_CUDNN_CHECK(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index));
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  std::int64_t count = 0;
+  MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                              CUDNN_TYPE_NUMERICAL_NOTE, static_cast<std::int64_t>(notes.size()),
+                                              &count, notes.data()));
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(count, static_cast<std::int64_t>(notes.size())); ++i) {
+    switch (notes[static_cast<std::size_t>(i)]) {
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+        info.notes.tensor_core = true, info.names += " tensor_core";
+        break;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        info.notes.down_convert = true, info.names += " down_convert";
+        break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        info.notes.reduced_reduction = true, info.names += " reduced_precision_reduction";
+        break;
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        info.notes.nondeterministic = true, info.names += " nondeterministic";
+        break;
+      case CUDNN_NUMERICAL_NOTE_FFT:
+        info.names += " fft";
+        break;
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
+        info.names += " winograd";
+        break;
+      default:
+        break;
+    }
+  }
+  return info;
+}
+
+/// A finalized execution plan and what was learned about it.
+struct Candidate {
+  cudnnBackendDescriptor_t plan = nullptr;  // owned by `owner`
+  std::shared_ptr<BackendDesc> owner;
+  std::size_t workspace = 0;
+  std::string engine;
+  float ms = -1.0f;
+};
+
+cudnnStatus_t execute_plan(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, void* x, void* w, void* y, void* ws) {
+  BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  const std::array<std::int64_t, 3> uids{kUidX, kUidW, kUidY};
+  std::array<void*, 3> ptrs{x, w, y};
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs.data());
+  pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  pack.finalize();
+  return cudnnBackendExecute(handle, plan, pack.get());
+}
+
+/// Device scratch of @p bytes from the backend's allocator, zeroed, for timing candidates.
+struct Scratch {
+  Scratch(Context& ctx, std::size_t bytes) : m_alloc(ctx.allocator()) {
+    if (bytes == 0) return;
+    m_ptr = m_alloc->allocate(bytes, &m_block);
+    MPIGAN_CUDA_CHECK(cudaMemsetAsync(m_ptr, 0, bytes, ctx.stream()));
+  }
+  ~Scratch() {
+    if (m_ptr) m_alloc->release(m_ptr, m_block);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return m_ptr; }
+
+ private:
+  std::shared_ptr<DeviceAllocator> m_alloc;
+  void* m_ptr = nullptr;
+  std::size_t m_block = 0;
+};
+
+/// Milliseconds per call of @p c on scratch operands (one warm-up, then the mean of three), or a
+/// negative value when it fails to run.
+float time_candidate(Context& ctx, const Candidate& c, const GraphConvProblem& p) {
+  Scratch x(ctx, static_cast<std::size_t>(p.x.numel()) * sizeof(float));
+  Scratch w(ctx, static_cast<std::size_t>(p.w.numel()) * sizeof(float));
+  Scratch y(ctx, static_cast<std::size_t>(p.y.numel()) * sizeof(float));
+  Scratch ws(ctx, c.workspace);
+  if (execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) != CUDNN_STATUS_SUCCESS) return -1.0f;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  MPIGAN_CUDA_CHECK(cudaEventCreate(&start));
+  MPIGAN_CUDA_CHECK(cudaEventCreate(&stop));
+  constexpr int kRuns = 3;
+  MPIGAN_CUDA_CHECK(cudaEventRecord(start, ctx.stream()));
+  bool ok = true;
+  for (int i = 0; i < kRuns && ok; ++i)
+    ok = execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) == CUDNN_STATUS_SUCCESS;
+  MPIGAN_CUDA_CHECK(cudaEventRecord(stop, ctx.stream()));
+  MPIGAN_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  MPIGAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return ok ? ms / kRuns : -1.0f;
+}
+
+}  // namespace
+
+const char* direction_name(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::forward:
+      return "forward";
+    case ConvDirection::backward_data:
+      return "backward data";
+    case ConvDirection::backward_weights:
+      return "backward weights";
+  }
+  return "?";
+}
+
+std::string GraphConvProblem::key() const {
+  return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}", direction_name(direction), x.to_string(),
+                     w.to_string(), y.to_string(), pad.d, pad.h, pad.w, stride.d, stride.h, stride.w);
+}
+
+GraphConv::~GraphConv() {
+  if (m_plan) (void)cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(m_plan));
+}
+
+std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvProblem& p, const std::string& what) {
+  auto& cache = ctx.graph_conv_plans();
+  const std::string key = p.key();
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto plan = build(ctx, p, what);
+  cache.emplace(key, plan);
+  return plan;
+}
+
+std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvProblem& p, const std::string& what) {
+  const Settings& s = ctx.settings();
+  ctx.activate();
+  const BackendDesc x = tensor(p.x, kUidX), w = tensor(p.w, kUidW), y = tensor(p.y, kUidY);
+  const BackendDesc conv = convolution(p.pad, p.stride);
+  const BackendDesc op = operation(p, x, w, y, conv);
+  BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  cudnnBackendDescriptor_t ops = op.get();
+  cudnnHandle_t handle = ctx.cudnn();
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (const cudnnStatus_t st = graph.try_finalize(); st != CUDNN_STATUS_SUCCESS) {
+    spdlog::debug("cuda conv3d {} {}: cuDNN's graph API refuses the operation graph ({})", what,
+                  direction_name(p.direction), cudnnGetErrorString(st));
+    return nullptr;
+  }
+
+  std::vector<BackendDesc> configs = heuristic_configs(graph, CUDNN_HEUR_MODE_A);
+  for (auto& c : heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK)) configs.push_back(std::move(c));
+
+  const bool timed = s.conv_algo == Settings::ConvAlgo::find;
+  std::vector<Candidate> usable;
+  std::string refused;
+  for (auto& config : configs) {
+    if (timed ? usable.size() >= static_cast<std::size_t>(kMaxTimed) : !usable.empty()) break;
+    if (config.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
+    const EngineInfo info = engine_info(config);
+    auto plan = std::make_shared<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    if (plan->try_finalize() != CUDNN_STATUS_SUCCESS) {
+      refused += fmt::format(" {}:does not finalize", info.index);
+      continue;
+    }
+    std::int64_t ws = 0, n = 0;
+    MPIGAN_CUDNN_CHECK(
+        cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
+    const auto why = engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit);
+    if (why) {
+      refused += fmt::format(" {}:{}", info.index, *why);
+      continue;
+    }
+    Candidate c;
+    c.plan = plan->get();
+    c.owner = std::move(plan);
+    c.workspace = static_cast<std::size_t>(ws);
+    c.engine = fmt::format("engine {}{}", info.index, info.names.empty() ? "" : " (" + info.names.substr(1) + ")");
+    usable.push_back(std::move(c));
+  }
+  if (timed)
+    for (auto& c : usable) c.ms = time_candidate(ctx, c, p);
+  const Candidate* best = nullptr;
+  std::string timings;
+  for (const auto& c : usable) {
+    if (timed) {
+      timings += fmt::format(" {}:{:.3f}ms", c.engine, c.ms);
+      if (c.ms < 0) continue;
+      if (!best || c.ms < best->ms) best = &c;
+    } else if (!best) {
+      best = &c;
+    }
+  }
+  if (!best) {
+    spdlog::debug("cuda conv3d {} {}: no engine of the graph API can run it ({} configs; refused:{}{})", what,
+                  direction_name(p.direction), configs.size(), refused.empty() ? " none" : refused, timings);
+    return nullptr;
+  }
+  spdlog::debug("cuda conv3d {} {}: graph API {}, workspace {} MiB{}; timed:{}", what, direction_name(p.direction),
+                best->engine, best->workspace >> 20, best->ms >= 0 ? fmt::format(", {:.3f} ms", best->ms) : "",
+                timings.empty() ? " no" : timings);
+  std::shared_ptr<GraphConv> g(new GraphConv());
+  g->m_direction = p.direction;
+  g->m_workspace = best->workspace;
+  g->m_ms = best->ms;
+  g->m_engine = best->engine;
+  g->m_plan = best->owner->release();
+  return g;
+}
+
+void GraphConv::execute(Context& ctx, void* x, void* w, void* y, void* ws) const {
+  for (const void* ptr : {static_cast<const void*>(x), static_cast<const void*>(w), static_cast<const void*>(y)})
+    MPIGAN_CHECK(address_alignment(ptr) >= kAlignment,
+                 "cuda conv3d {} (graph API): an operand at {} is not {}-byte aligned, as the plan assumes",
+                 direction_name(m_direction), ptr, kAlignment);
+  MPIGAN_CUDNN_CHECK(execute_plan(ctx.cudnn(), static_cast<cudnnBackendDescriptor_t>(m_plan), x, w, y, ws));
+}
+
+}  // namespace mpigan::cuda

@@ -1,0 +1,78 @@
+// One direction of a 3D convolution through cuDNN's graph (backend) API: the engines PyTorch's
+// cuDNN path reaches, where the legacy API offers only algorithms 0, 1 and 3 for 3D weight
+// gradients (docs/cuda.md, "Run on a GPU").
+//
+// The problem is the one the legacy path hands cuDNN (conv3d_plan.hpp): NCDHW tensors, OIDHW
+// weights, cuDNN's symmetric padding (asymmetric padding is added as explicit zeros by the caller,
+// as for the legacy API), stride, dilation 1, float32 data and compute. Building it:
+//   operation (forward / backward data / backward filter) -> operation graph -> engine heuristics
+//   (mode A, then the fallback list) -> each engine config filtered by the settings
+//   (engine_refusal: TF32, determinism, workspace) and finalized into an execution plan;
+// with MPIGAN_CUDA_CONV_ALGO=find the first kMaxTimed usable plans run on scratch buffers and the
+// fastest is kept (its time in measured_ms()), otherwise the heuristics' first usable plan. Plans
+// are cached per problem in the context, so layers of the same shape share the measurement.
+//
+// Execution: x, w and y are the three operands in the forward convolution's roles whatever the
+// direction (backward data writes x from y; backward filter writes w from x and y, accumulating
+// with beta = 1 like the legacy path); their addresses must be at least kAlignment-byte aligned,
+// which every allocation of the backend is (checked).
+#pragma once
+
+#include "mpigan/backend/cuda/cuda_context.hpp"
+#include "mpigan/core/shape.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace mpigan::cuda {
+
+enum class ConvDirection { forward, backward_data, backward_weights };
+const char* direction_name(ConvDirection d);
+
+struct GraphConvProblem {
+  ConvDirection direction = ConvDirection::forward;
+  Shape x, w, y;  ///< (N, C, D, H, W), (O, C, KD, KH, KW), (N, O, OD, OH, OW)
+  Dims3 pad{0, 0, 0};
+  Dims3 stride{1, 1, 1};
+  /// The cache key: direction, shapes, padding, stride.
+  std::string key() const;
+};
+
+class GraphConv {
+ public:
+  static constexpr std::size_t kAlignment = 16;
+  static constexpr int kMaxTimed = 8;
+
+  /// The plan for @p p under @p ctx's settings, from the context's cache or built; nullptr when no
+  /// engine of this cuDNN can run it (the refusals logged at debug level, naming @p what).
+  static std::shared_ptr<const GraphConv> get(Context& ctx, const GraphConvProblem& p, const std::string& what);
+
+  ~GraphConv();
+  GraphConv(const GraphConv&) = delete;
+  GraphConv& operator=(const GraphConv&) = delete;
+
+  std::size_t workspace() const { return m_workspace; }
+  /// Milliseconds per call as measured when chosen; negative when chosen by heuristics alone.
+  float measured_ms() const { return m_ms; }
+  /// The engine: its global index and numerical notes, for logs.
+  const std::string& engine() const { return m_engine; }
+
+  /// Runs the plan on the context's stream, the operands in the forward convolution's roles:
+  /// forward writes y = conv(x, w); backward data writes x = conv_bwd_data(y, w); backward weights
+  /// adds conv_bwd_filter(x, y) to w. The operands it only reads are not written. @p ws holds
+  /// workspace() bytes.
+  void execute(Context& ctx, void* x, void* w, void* y, void* ws) const;
+
+ private:
+  GraphConv() = default;
+  static std::shared_ptr<const GraphConv> build(Context& ctx, const GraphConvProblem& p, const std::string& what);
+
+  ConvDirection m_direction = ConvDirection::forward;
+  void* m_plan = nullptr;  ///< cudnnBackendDescriptor_t of the execution plan (owned)
+  std::size_t m_workspace = 0;
+  float m_ms = -1.0f;
+  std::string m_engine;
+};
+
+}  // namespace mpigan::cuda
