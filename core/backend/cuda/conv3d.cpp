@@ -142,7 +142,7 @@ class CudaConv3d final : public Conv3dOp {
     auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.fwd_ws));
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_fwd)
+    if (p.g_fwd && GraphConv::accepts(x, weights.data(), dst.data()))
       p.g_fwd->execute(m_ctx, const_cast<float*>(x), const_cast<float*>(weights.data()), dst.data(), ws + p.pad_bytes);
     else
       MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.x.get(), x, p.w.get(), weights.data(),
@@ -163,7 +163,7 @@ class CudaConv3d final : public Conv3dOp {
     // the crop keeps the part that belongs to src.
     float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_bwd_data)
+    if (p.g_bwd_data && GraphConv::accepts(dx, weights.data(), diff_dst.data()))
       p.g_bwd_data->execute(m_ctx, dx, const_cast<float*>(weights.data()), const_cast<float*>(diff_dst.data()),
                             ws + p.pad_bytes);
     else
@@ -186,7 +186,7 @@ class CudaConv3d final : public Conv3dOp {
     // layers), and one pad is cheap next to the convolution.
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_bwd_filter) {
+    if (p.g_bwd_filter && GraphConv::accepts(x, diff_weights.data(), diff_dst.data())) {
       p.g_bwd_filter->execute(m_ctx, const_cast<float*>(x), diff_weights.data(), const_cast<float*>(diff_dst.data()),
                               ws + p.pad_bytes);
     } else if (p.wt) {
@@ -350,14 +350,20 @@ class CudaConv3d final : public Conv3dOp {
     if (s.tf32) MPIGAN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_bwd_filter.get(), r.mathType));
     MPIGAN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         m_ctx.cudnn(), p.x.get(), p.y.get(), p.conv_bwd_filter.get(), p.w.get(), p.bwd_filter_algo, &p.bwd_filter_ws));
+    const std::size_t legacy_ws = p.bwd_filter_ws;
     consider_wgrad_as_forward(p, what, r.time);
     p.g_bwd_filter = consider_graph(p, ConvDirection::backward_weights, p.wt ? p.wt_ms : r.time, what, p.bwd_filter_ws);
-    if (p.g_bwd_filter) p.wt.reset();
+    if (p.g_bwd_filter) {
+      // the legacy algorithm stays the fallback for operands the graph plan does not accept
+      p.wt.reset();
+      p.bwd_filter_ws = std::max(p.g_bwd_filter->workspace(), legacy_ws);
+    }
   }
 
   /// The graph API's plan for @p direction of @p p where the settings choose it over the legacy
-  /// call, which takes @p legacy_ms as measured (negative: not measured); @p ws becomes its
-  /// workspace then. With ConvApi::measured it must be faster by measurement.
+  /// call, which takes @p legacy_ms as measured (negative: not measured); @p ws, the legacy call's
+  /// workspace, becomes the larger of the two (the legacy call stays the fallback for operands the
+  /// plan does not accept). With ConvApi::measured it must be faster by measurement.
   std::shared_ptr<const GraphConv> consider_graph(const Plan& p, ConvDirection direction, float legacy_ms,
                                                   const std::string& what, std::size_t& ws) {
     const Settings& s = m_ctx.settings();
@@ -376,7 +382,7 @@ class CudaConv3d final : public Conv3dOp {
       return nullptr;
     spdlog::debug("cuda conv3d {} {}: graph API {} ({:.3f} ms against legacy {:.3f} ms)", what,
                   direction_name(direction), g->engine(), g->measured_ms(), legacy_ms);
-    ws = g->workspace();
+    ws = std::max(ws, g->workspace());
     return g;
   }
 

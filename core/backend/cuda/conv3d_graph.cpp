@@ -134,8 +134,8 @@ std::vector<BackendDesc> heuristic_configs(const BackendDesc& graph, cudnnBacken
   heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
   if (heur.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
   std::int64_t count = 0;
-  MPIGAN_CUDNN_CHECK(
-      cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                              0, &count, nullptr));
   std::vector<BackendDesc> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -144,8 +144,8 @@ std::vector<BackendDesc> heuristic_configs(const BackendDesc& graph, cudnnBacken
   }
   std::int64_t returned = 0;
   if (count > 0)
-    MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                                count, &returned, raw.data()));
+    MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, raw.data()));
   configs.erase(configs.begin() + static_cast<std::ptrdiff_t>(std::clamp<std::int64_t>(returned, 0, count)),
                 configs.end());
   return configs;
@@ -169,9 +169,8 @@ EngineInfo engine_info(const BackendDesc& config) {
       cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info.index));
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   std::int64_t count = 0;
-  MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                              CUDNN_TYPE_NUMERICAL_NOTE, static_cast<std::int64_t>(notes.size()),
-                                              &count, notes.data()));
+  MPIGAN_CUDNN_CHECK(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                              static_cast<std::int64_t>(notes.size()), &count, notes.data()));
   for (std::int64_t i = 0; i < std::min<std::int64_t>(count, static_cast<std::int64_t>(notes.size())); ++i) {
     switch (notes[static_cast<std::size_t>(i)]) {
       case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
@@ -324,7 +323,6 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   std::string refused;
   for (auto& config : configs) {
     if (timed ? usable.size() >= static_cast<std::size_t>(kMaxTimed) : !usable.empty()) break;
-    if (config.try_finalize() != CUDNN_STATUS_SUCCESS) continue;
     const EngineInfo info = engine_info(config);
     auto plan = std::make_shared<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
@@ -336,7 +334,8 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
     std::int64_t ws = 0, n = 0;
     MPIGAN_CUDNN_CHECK(
         cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
-    const auto why = engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit);
+    const auto why =
+        engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit);
     if (why) {
       refused += fmt::format(" {}:{}", info.index, *why);
       continue;
@@ -378,11 +377,13 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   return g;
 }
 
+bool GraphConv::accepts(const void* x, const void* w, const void* y) {
+  return address_alignment(x) >= kAlignment && address_alignment(w) >= kAlignment && address_alignment(y) >= kAlignment;
+}
+
 void GraphConv::execute(Context& ctx, void* x, void* w, void* y, void* ws) const {
-  for (const void* ptr : {static_cast<const void*>(x), static_cast<const void*>(w), static_cast<const void*>(y)})
-    MPIGAN_CHECK(address_alignment(ptr) >= kAlignment,
-                 "cuda conv3d {} (graph API): an operand at {} is not {}-byte aligned, as the plan assumes",
-                 direction_name(m_direction), ptr, kAlignment);
+  MPIGAN_CHECK(accepts(x, w, y), "cuda conv3d {} (graph API): an operand is not {}-byte aligned, as the plan assumes",
+               direction_name(m_direction), kAlignment);
   MPIGAN_CUDNN_CHECK(execute_plan(ctx.cudnn(), static_cast<cudnnBackendDescriptor_t>(m_plan), x, w, y, ws));
 }
 

@@ -14,8 +14,9 @@
 //
 // Execution: x, w and y are the three operands in the forward convolution's roles whatever the
 // direction (backward data writes x from y; backward filter writes w from x and y, accumulating
-// with beta = 1 like the legacy path); their addresses must be at least kAlignment-byte aligned,
-// which every allocation of the backend is (checked).
+// with beta = 1 like the legacy path); their addresses must be at least kAlignment-byte aligned, as
+// every allocation of the backend and every segment of a ParameterSet is (accepts() says; the
+// conv op takes the legacy call for operands that are not).
 #pragma once
 
 #include "mpigan/backend/cuda/cuda_context.hpp"
@@ -63,6 +64,8 @@ class GraphConv {
   /// adds conv_bwd_filter(x, y) to w. The operands it only reads are not written. @p ws holds
   /// workspace() bytes.
   void execute(Context& ctx, void* x, void* w, void* y, void* ws) const;
+  /// Whether the operands are aligned as the plan assumes.
+  static bool accepts(const void* x, const void* w, const void* y);
 
  private:
   GraphConv() = default;
