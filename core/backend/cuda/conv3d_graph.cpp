@@ -205,6 +205,7 @@ EngineInfo engine_info(const BackendDesc& config) {
 struct Candidate {
   cudnnBackendDescriptor_t plan = nullptr;  // owned by `owner`
   std::shared_ptr<BackendDesc> owner;
+  std::size_t config = 0;  ///< its engine config among the heuristics' results
   std::size_t workspace = 0;
   std::string engine;
   float ms = -1.0f;
@@ -301,9 +302,9 @@ std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvPro
 std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvProblem& p, const std::string& what) {
   const Settings& s = ctx.settings();
   ctx.activate();
-  const BackendDesc x = tensor(p.x, kUidX), w = tensor(p.w, kUidW), y = tensor(p.y, kUidY);
-  const BackendDesc conv = convolution(p.pad, p.stride);
-  const BackendDesc op = operation(p, x, w, y, conv);
+  BackendDesc x = tensor(p.x, kUidX), w = tensor(p.w, kUidW), y = tensor(p.y, kUidY);
+  BackendDesc conv = convolution(p.pad, p.stride);
+  BackendDesc op = operation(p, x, w, y, conv);
   BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   cudnnBackendDescriptor_t ops = op.get();
   cudnnHandle_t handle = ctx.cudnn();
@@ -321,8 +322,9 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   const bool timed = s.conv_algo == Settings::ConvAlgo::find;
   std::vector<Candidate> usable;
   std::string refused;
-  for (auto& config : configs) {
+  for (std::size_t k = 0; k < configs.size(); ++k) {
     if (timed ? usable.size() >= static_cast<std::size_t>(kMaxTimed) : !usable.empty()) break;
+    const BackendDesc& config = configs[k];
     const EngineInfo info = engine_info(config);
     auto plan = std::make_shared<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
@@ -343,6 +345,7 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
     Candidate c;
     c.plan = plan->get();
     c.owner = std::move(plan);
+    c.config = k;
     c.workspace = static_cast<std::size_t>(ws);
     c.engine = fmt::format("engine {}{}", info.index, info.names.empty() ? "" : " (" + info.names.substr(1) + ")");
     usable.push_back(std::move(c));
@@ -374,6 +377,10 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   g->m_ms = best->ms;
   g->m_engine = best->engine;
   g->m_plan = best->owner->release();
+  // What the plan was made from lives as long as the plan (the API does not promise that a
+  // finalized plan holds its own copies).
+  for (BackendDesc* d : {&x, &w, &y, &conv, &op, &graph, &configs[best->config]})
+    g->m_keep.emplace_back(d->release(), BackendDestroy{});
   return g;
 }
 

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mpigan::cuda {
 
@@ -72,7 +73,8 @@ class GraphConv {
   static std::shared_ptr<const GraphConv> build(Context& ctx, const GraphConvProblem& p, const std::string& what);
 
   ConvDirection m_direction = ConvDirection::forward;
-  void* m_plan = nullptr;  ///< cudnnBackendDescriptor_t of the execution plan (owned)
+  void* m_plan = nullptr;                     ///< cudnnBackendDescriptor_t of the execution plan (owned)
+  std::vector<std::shared_ptr<void>> m_keep;  ///< the descriptors it was built from
   std::size_t m_workspace = 0;
   float m_ms = -1.0f;
   std::string m_engine;
