@@ -186,9 +186,11 @@ class CudaConv3d final : public Conv3dOp {
     // layers), and one pad is cheap next to the convolution.
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_bwd_filter && GraphConv::accepts(x, diff_weights.data(), diff_dst.data())) {
-      p.g_bwd_filter->execute(m_ctx, const_cast<float*>(x), diff_weights.data(), const_cast<float*>(diff_dst.data()),
+    char* g_dw = ws + p.pad_bytes + p.g_bwd_filter_ws;  // the graph's dW, added to diff_weights below
+    if (p.g_bwd_filter && GraphConv::accepts(x, g_dw, diff_dst.data())) {
+      p.g_bwd_filter->execute(m_ctx, const_cast<float*>(x), g_dw, const_cast<float*>(diff_dst.data()),
                               ws + p.pad_bytes);
+      MPIGAN_CUDNN_CHECK(cudnnAddTensor(m_ctx.cudnn(), &one, p.dw.get(), g_dw, &one, p.dw.get(), diff_weights.data()));
     } else if (p.wt) {
       // conv3d_plan.hpp, WgradAsForward: swap the operands' leading axes, convolve forward, add
       // the result with its leading axes swapped back.
@@ -238,6 +240,10 @@ class CudaConv3d final : public Conv3dOp {
     float wt_ms = -1.0f;
     // The graph API's plan of a direction, set where chosen (then it runs instead of the legacy call).
     std::shared_ptr<const GraphConv> g_fwd, g_bwd_data, g_bwd_filter;
+    // The graph's weight gradient goes to the workspace after its own (g_bwd_filter_ws bytes) and
+    // is added to the accumulator with dw, the weights as a tensor.
+    std::size_t g_bwd_filter_ws = 0;
+    TensorDescPtr dw;
   };
 
   const Plan& planned() const {
@@ -356,7 +362,10 @@ class CudaConv3d final : public Conv3dOp {
     if (p.g_bwd_filter) {
       // the legacy algorithm stays the fallback for operands the graph plan does not accept
       p.wt.reset();
-      p.bwd_filter_ws = std::max(p.g_bwd_filter->workspace(), legacy_ws);
+      p.g_bwd_filter_ws = align256(p.g_bwd_filter->workspace());
+      const std::size_t dw_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(float));
+      p.bwd_filter_ws = std::max(p.g_bwd_filter_ws + dw_bytes, legacy_ws);
+      p.dw = make_tensor_desc(m_desc.weights_shape());
     }
   }
 

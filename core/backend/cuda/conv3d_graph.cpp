@@ -84,11 +84,12 @@ BackendDesc convolution(const Dims3& pad, const Dims3& stride) {
   return c;
 }
 
-/// The operation of @p p's direction: alpha 1, beta 0 (1 for the weight gradient, which adds).
+/// The operation of @p p's direction: alpha 1, beta 0 in every direction (graph engines are used
+/// with beta 0 by PyTorch and cudnn-frontend alike; the conv op adds the weight gradient itself).
 BackendDesc operation(const GraphConvProblem& p, const BackendDesc& x, const BackendDesc& w, const BackendDesc& y,
                       const BackendDesc& conv) {
   const float alpha = 1.0f;
-  const float beta = p.direction == ConvDirection::backward_weights ? 1.0f : 0.0f;
+  const float beta = 0.0f;
   switch (p.direction) {
     case ConvDirection::forward: {
       BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
@@ -242,29 +243,37 @@ struct Scratch {
   std::size_t m_block = 0;
 };
 
-/// Milliseconds per call of @p c on scratch operands (one warm-up, then the mean of three), or a
+struct Event {
+  Event() { MPIGAN_CUDA_CHECK(cudaEventCreate(&e)); }
+  ~Event() { (void)cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t e = nullptr;
+};
+
+/// Runs @p c on zeroed scratch operands: once when @p runs is 0 (a trial: can it execute at all?),
+/// else once to warm up and @p runs times timed. Milliseconds per timed call (0 for a trial), or a
 /// negative value when it fails to run.
-float time_candidate(Context& ctx, const Candidate& c, const GraphConvProblem& p) {
+float run_candidate(Context& ctx, const Candidate& c, const GraphConvProblem& p, int runs) {
   Scratch x(ctx, static_cast<std::size_t>(p.x.numel()) * sizeof(float));
   Scratch w(ctx, static_cast<std::size_t>(p.w.numel()) * sizeof(float));
   Scratch y(ctx, static_cast<std::size_t>(p.y.numel()) * sizeof(float));
   Scratch ws(ctx, c.workspace);
   if (execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) != CUDNN_STATUS_SUCCESS) return -1.0f;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  MPIGAN_CUDA_CHECK(cudaEventCreate(&start));
-  MPIGAN_CUDA_CHECK(cudaEventCreate(&stop));
-  constexpr int kRuns = 3;
-  MPIGAN_CUDA_CHECK(cudaEventRecord(start, ctx.stream()));
+  if (runs == 0) {
+    ctx.sync();
+    return 0.0f;
+  }
+  Event start, stop;
+  MPIGAN_CUDA_CHECK(cudaEventRecord(start.e, ctx.stream()));
   bool ok = true;
-  for (int i = 0; i < kRuns && ok; ++i)
+  for (int i = 0; i < runs && ok; ++i)
     ok = execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) == CUDNN_STATUS_SUCCESS;
-  MPIGAN_CUDA_CHECK(cudaEventRecord(stop, ctx.stream()));
-  MPIGAN_CUDA_CHECK(cudaEventSynchronize(stop));
+  MPIGAN_CUDA_CHECK(cudaEventRecord(stop.e, ctx.stream()));
+  MPIGAN_CUDA_CHECK(cudaEventSynchronize(stop.e));
   float ms = 0.0f;
-  MPIGAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
-  return ok ? ms / kRuns : -1.0f;
+  MPIGAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+  return ok ? ms / static_cast<float>(runs) : -1.0f;
 }
 
 }  // namespace
@@ -294,7 +303,14 @@ std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvPro
   auto& cache = ctx.graph_conv_plans();
   const std::string key = p.key();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  auto plan = build(ctx, p, what);
+  std::shared_ptr<const GraphConv> plan;
+  try {
+    plan = build(ctx, p, what);
+  } catch (const Error& e) {
+    // a cuDNN status the graph path did not expect costs the graph path, not the run
+    spdlog::warn("cuda conv3d {} {}: the graph API failed ({}); the legacy API runs it", what,
+                 direction_name(p.direction), e.what());
+  }
   cache.emplace(key, plan);
   return plan;
 }
@@ -319,13 +335,26 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   std::vector<BackendDesc> configs = heuristic_configs(graph, CUDNN_HEUR_MODE_A);
   for (auto& c : heuristic_configs(graph, CUDNN_HEUR_MODE_FALLBACK)) configs.push_back(std::move(c));
 
+  // Each config's notes and workspace are read before its plan is finalized (finalizing may
+  // compile a kernel); with find the first kMaxTimed usable plans are timed and the fastest wins,
+  // with heuristics the first that runs at all on scratch operands.
   const bool timed = s.conv_algo == Settings::ConvAlgo::find;
+  constexpr int kTimedRuns = 3;
   std::vector<Candidate> usable;
-  std::string refused;
-  for (std::size_t k = 0; k < configs.size(); ++k) {
-    if (timed ? usable.size() >= static_cast<std::size_t>(kMaxTimed) : !usable.empty()) break;
+  Candidate* best = nullptr;
+  std::string refused, timings;
+  for (std::size_t k = 0; k < configs.size() && usable.size() < static_cast<std::size_t>(kMaxTimed); ++k) {
     const BackendDesc& config = configs[k];
     const EngineInfo info = engine_info(config);
+    std::int64_t ws = 0, n = 0;
+    if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws) !=
+        CUDNN_STATUS_SUCCESS)
+      ws = 0;  // read again from the plan below
+    if (auto why =
+            engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit)) {
+      refused += fmt::format(" {}:{}", info.index, *why);
+      continue;
+    }
     auto plan = std::make_shared<BackendDesc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
     plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
@@ -333,12 +362,10 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
       refused += fmt::format(" {}:does not finalize", info.index);
       continue;
     }
-    std::int64_t ws = 0, n = 0;
     MPIGAN_CUDNN_CHECK(
         cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
-    const auto why =
-        engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit);
-    if (why) {
+    if (auto why =
+            engine_refusal(EngineNotes{}, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit)) {
       refused += fmt::format(" {}:{}", info.index, *why);
       continue;
     }
@@ -348,29 +375,23 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
     c.config = k;
     c.workspace = static_cast<std::size_t>(ws);
     c.engine = fmt::format("engine {}{}", info.index, info.names.empty() ? "" : " (" + info.names.substr(1) + ")");
+    c.ms = run_candidate(ctx, c, p, timed ? kTimedRuns : 0);
+    timings += fmt::format(" {}:{}", c.engine, c.ms < 0 ? std::string("fails to run") : fmt::format("{:.3f}ms", c.ms));
+    if (c.ms < 0) continue;
     usable.push_back(std::move(c));
+    if (!timed) break;
   }
-  if (timed)
-    for (auto& c : usable) c.ms = time_candidate(ctx, c, p);
-  const Candidate* best = nullptr;
-  std::string timings;
-  for (const auto& c : usable) {
-    if (timed) {
-      timings += fmt::format(" {}:{:.3f}ms", c.engine, c.ms);
-      if (c.ms < 0) continue;
-      if (!best || c.ms < best->ms) best = &c;
-    } else if (!best) {
-      best = &c;
-    }
-  }
+  for (auto& c : usable)
+    if (!best || c.ms < best->ms) best = &c;
+  if (best && !timed) best->ms = -1.0f;  // ran, not measured
   if (!best) {
     spdlog::debug("cuda conv3d {} {}: no engine of the graph API can run it ({} configs; refused:{}{})", what,
                   direction_name(p.direction), configs.size(), refused.empty() ? " none" : refused, timings);
     return nullptr;
   }
-  spdlog::debug("cuda conv3d {} {}: graph API {}, workspace {} MiB{}; timed:{}", what, direction_name(p.direction),
+  spdlog::debug("cuda conv3d {} {}: graph API {}, workspace {} MiB{}; ran:{}", what, direction_name(p.direction),
                 best->engine, best->workspace >> 20, best->ms >= 0 ? fmt::format(", {:.3f} ms", best->ms) : "",
-                timings.empty() ? " no" : timings);
+                timings);
   std::shared_ptr<GraphConv> g(new GraphConv());
   g->m_direction = p.direction;
   g->m_workspace = best->workspace;

@@ -9,14 +9,16 @@
 //   (mode A, then the fallback list) -> each engine config filtered by the settings
 //   (engine_refusal: TF32, determinism, workspace) and finalized into an execution plan;
 // with MPIGAN_CUDA_CONV_ALGO=find the first kMaxTimed usable plans run on scratch buffers and the
-// fastest is kept (its time in measured_ms()), otherwise the heuristics' first usable plan. Plans
-// are cached per problem in the context, so layers of the same shape share the measurement.
+// fastest is kept (its time in measured_ms()), otherwise the heuristics' first plan that runs on
+// scratch buffers. Plans are cached per problem in the context, so layers of the same shape share
+// the measurement; a cuDNN error while building leaves the problem to the legacy API.
 //
 // Execution: x, w and y are the three operands in the forward convolution's roles whatever the
-// direction (backward data writes x from y; backward filter writes w from x and y, accumulating
-// with beta = 1 like the legacy path); their addresses must be at least kAlignment-byte aligned, as
-// every allocation of the backend and every segment of a ParameterSet is (accepts() says; the
-// conv op takes the legacy call for operands that are not).
+// direction (backward data writes x from y; backward filter writes w from x and y). Every
+// direction runs with beta = 0, as PyTorch and cudnn-frontend use graph engines: the conv op
+// adds the weight gradient to its accumulator itself. The operands' addresses must be at least kAlignment-byte aligned,
+// as every allocation of the backend and every segment of a ParameterSet is (accepts() says; the conv op takes the
+// legacy call for operands that are not).
 #pragma once
 
 #include "mpigan/backend/cuda/cuda_context.hpp"
@@ -62,7 +64,7 @@ class GraphConv {
 
   /// Runs the plan on the context's stream, the operands in the forward convolution's roles:
   /// forward writes y = conv(x, w); backward data writes x = conv_bwd_data(y, w); backward weights
-  /// adds conv_bwd_filter(x, y) to w. The operands it only reads are not written. @p ws holds
+  /// writes w = conv_bwd_filter(x, y). The operands it only reads are not written. @p ws holds
   /// workspace() bytes.
   void execute(Context& ctx, void* x, void* w, void* y, void* ws) const;
   /// Whether the operands are aligned as the plan assumes.

@@ -673,7 +673,7 @@ TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) e
     gpu_op->backward_data(g_dy, g_w, g_dx);
     test::check_close("backward data", b.gpu->to_host(g_dx), want_dx, test::library_tolerance(*b.gpu, fwd, want_dx));
 
-    // Accumulated onto the same non-zero start on both sides (beta = 1 in the graph's operation).
+    // Accumulated onto the same non-zero start on both sides (the graph's dW is added by the op).
     const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
     Tensor want_dw = dw0.clone(), want_db = c.desc.bias ? db0.clone() : Tensor();
     ref_op->backward_weights(src, dy, want_dw, want_db);
