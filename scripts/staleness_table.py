@@ -186,7 +186,7 @@ def plot(groups, path):
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{k[0]}\nN = {k[1]}" for k in keys], fontsize=8)
     ax.set_ylabel("fpd_hlf against fresh Monte Carlo (lower is better)")
-    ax.set_title("final generators at an equal number of samples (points: seeds, bar: median)", fontsize=9)
+    ax.set_title("final generators at their runs' budgets (points: seeds, bar: median)", fontsize=9)
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
