@@ -19,11 +19,8 @@ namespace {
 
 constexpr std::int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 
-struct BackendDestroy {
-  void operator()(void* d) const noexcept {
-    if (d) (void)cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(d));
-  }
-};
+using BackendDestroy = HandleDeleter<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor>;
+
 /// An owned backend descriptor.
 class BackendDesc {
  public:
@@ -32,8 +29,8 @@ class BackendDesc {
     MPIGAN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &raw));
     m_desc.reset(raw);
   }
-  cudnnBackendDescriptor_t get() const { return static_cast<cudnnBackendDescriptor_t>(m_desc.get()); }
-  cudnnBackendDescriptor_t release() { return static_cast<cudnnBackendDescriptor_t>(m_desc.release()); }
+  cudnnBackendDescriptor_t get() const { return m_desc.get(); }
+  cudnnBackendDescriptor_t release() { return m_desc.release(); }
 
   template <class T>
   void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count, const T* values) {
@@ -48,7 +45,7 @@ class BackendDesc {
   cudnnStatus_t try_finalize() { return cudnnBackendFinalize(get()); }
 
  private:
-  std::unique_ptr<void, BackendDestroy> m_desc;
+  UniqueHandle<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor> m_desc;
 };
 
 BackendDesc tensor(const Shape& s, std::int64_t uid) {
@@ -84,45 +81,56 @@ BackendDesc convolution(const Dims3& pad, const Dims3& stride) {
   return c;
 }
 
+/// The descriptor type and attribute names of one direction's operation, its operands in the
+/// forward convolution's roles (x, w, y).
+struct OperationAttributes {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+};
+
+OperationAttributes operation_attributes(ConvDirection d) {
+  switch (d) {
+    case ConvDirection::forward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    case ConvDirection::backward_data:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+    case ConvDirection::backward_weights:
+      break;
+  }
+  return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+}
+
 /// The operation of @p p's direction: alpha 1, beta 0 in every direction (graph engines are used
 /// with beta 0 by PyTorch and cudnn-frontend alike; the conv op adds the weight gradient itself).
 BackendDesc operation(const GraphConvProblem& p, const BackendDesc& x, const BackendDesc& w, const BackendDesc& y,
                       const BackendDesc& conv) {
-  const float alpha = 1.0f;
-  const float beta = 0.0f;
-  switch (p.direction) {
-    case ConvDirection::forward: {
-      BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
-      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      op.finalize();
-      return op;
-    }
-    case ConvDirection::backward_data: {
-      BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
-      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-      op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      op.finalize();
-      return op;
-    }
-    case ConvDirection::backward_weights:
-      break;
-  }
-  BackendDesc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+  const OperationAttributes a = operation_attributes(p.direction);
+  const float alpha = 1.0f, beta = 0.0f;
+  BackendDesc op(a.type);
+  op.set_desc(a.x, x);
+  op.set_desc(a.w, w);
+  op.set_desc(a.y, y);
+  op.set_desc(a.conv, conv);
+  op.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  op.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   op.finalize();
   return op;
 }
@@ -223,56 +231,47 @@ cudnnStatus_t execute_plan(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, 
   return cudnnBackendExecute(handle, plan, pack.get());
 }
 
-/// Device scratch of @p bytes from the backend's allocator, zeroed, for timing candidates.
-struct Scratch {
-  Scratch(Context& ctx, std::size_t bytes) : m_alloc(ctx.allocator()) {
-    if (bytes == 0) return;
-    m_ptr = m_alloc->allocate(bytes, &m_block);
-    MPIGAN_CUDA_CHECK(cudaMemsetAsync(m_ptr, 0, bytes, ctx.stream()));
-  }
-  ~Scratch() {
-    if (m_ptr) m_alloc->release(m_ptr, m_block);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return m_ptr; }
+/// Zeroed device scratch of @p bytes from the backend's allocator (none for 0 bytes), for trying
+/// candidates.
+std::shared_ptr<Storage> zeroed_scratch(Context& ctx, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  auto s = device_storage(ctx.allocator(), bytes);
+  MPIGAN_CUDA_CHECK(cudaMemsetAsync(s->data(), 0, bytes, ctx.stream()));
+  return s;
+}
 
- private:
-  std::shared_ptr<DeviceAllocator> m_alloc;
-  void* m_ptr = nullptr;
-  std::size_t m_block = 0;
-};
-
-struct Event {
-  Event() { MPIGAN_CUDA_CHECK(cudaEventCreate(&e)); }
-  ~Event() { (void)cudaEventDestroy(e); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
+using EventPtr = UniqueHandle<cudaEvent_t, cudaEventDestroy>;
+EventPtr make_event() {
   cudaEvent_t e = nullptr;
-};
+  MPIGAN_CUDA_CHECK(cudaEventCreate(&e));
+  return EventPtr(e);
+}
 
 /// Runs @p c on zeroed scratch operands: once when @p runs is 0 (a trial: can it execute at all?),
 /// else once to warm up and @p runs times timed. Milliseconds per timed call (0 for a trial), or a
 /// negative value when it fails to run.
 float run_candidate(Context& ctx, const Candidate& c, const GraphConvProblem& p, int runs) {
-  Scratch x(ctx, static_cast<std::size_t>(p.x.numel()) * sizeof(float));
-  Scratch w(ctx, static_cast<std::size_t>(p.w.numel()) * sizeof(float));
-  Scratch y(ctx, static_cast<std::size_t>(p.y.numel()) * sizeof(float));
-  Scratch ws(ctx, c.workspace);
-  if (execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) != CUDNN_STATUS_SUCCESS) return -1.0f;
+  const auto x = zeroed_scratch(ctx, static_cast<std::size_t>(p.x.numel()) * sizeof(float));
+  const auto w = zeroed_scratch(ctx, static_cast<std::size_t>(p.w.numel()) * sizeof(float));
+  const auto y = zeroed_scratch(ctx, static_cast<std::size_t>(p.y.numel()) * sizeof(float));
+  const auto ws = zeroed_scratch(ctx, c.workspace);
+  const auto run = [&] {
+    return execute_plan(ctx.cudnn(), c.plan, x->data(), w->data(), y->data(), ws ? ws->data() : nullptr) ==
+           CUDNN_STATUS_SUCCESS;
+  };
+  if (!run()) return -1.0f;
   if (runs == 0) {
     ctx.sync();
     return 0.0f;
   }
-  Event start, stop;
-  MPIGAN_CUDA_CHECK(cudaEventRecord(start.e, ctx.stream()));
+  const EventPtr start = make_event(), stop = make_event();
+  MPIGAN_CUDA_CHECK(cudaEventRecord(start.get(), ctx.stream()));
   bool ok = true;
-  for (int i = 0; i < runs && ok; ++i)
-    ok = execute_plan(ctx.cudnn(), c.plan, x.get(), w.get(), y.get(), ws.get()) == CUDNN_STATUS_SUCCESS;
-  MPIGAN_CUDA_CHECK(cudaEventRecord(stop.e, ctx.stream()));
-  MPIGAN_CUDA_CHECK(cudaEventSynchronize(stop.e));
+  for (int i = 0; i < runs && ok; ++i) ok = run();
+  MPIGAN_CUDA_CHECK(cudaEventRecord(stop.get(), ctx.stream()));
+  MPIGAN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
   float ms = 0.0f;
-  MPIGAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+  MPIGAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
   return ok ? ms / static_cast<float>(runs) : -1.0f;
 }
 
@@ -293,10 +292,6 @@ const char* direction_name(ConvDirection d) {
 std::string GraphConvProblem::key() const {
   return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}", direction_name(direction), x.to_string(),
                      w.to_string(), y.to_string(), pad.d, pad.h, pad.w, stride.d, stride.h, stride.w);
-}
-
-GraphConv::~GraphConv() {
-  if (m_plan) (void)cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(m_plan));
 }
 
 std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvProblem& p, const std::string& what) {
@@ -397,7 +392,7 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   g->m_workspace = best->workspace;
   g->m_ms = best->ms;
   g->m_engine = best->engine;
-  g->m_plan = best->owner->release();
+  g->m_plan.reset(best->owner->release());
   // What the plan was made from lives as long as the plan (the API does not promise that a
   // finalized plan holds its own copies).
   for (BackendDesc* d : {&x, &w, &y, &conv, &op, &graph, &configs[best->config]})
@@ -412,7 +407,7 @@ bool GraphConv::accepts(const void* x, const void* w, const void* y) {
 void GraphConv::execute(Context& ctx, void* x, void* w, void* y, void* ws) const {
   MPIGAN_CHECK(accepts(x, w, y), "cuda conv3d {} (graph API): an operand is not {}-byte aligned, as the plan assumes",
                direction_name(m_direction), kAlignment);
-  MPIGAN_CUDNN_CHECK(execute_plan(ctx.cudnn(), static_cast<cudnnBackendDescriptor_t>(m_plan), x, w, y, ws));
+  MPIGAN_CUDNN_CHECK(execute_plan(ctx.cudnn(), m_plan.get(), x, w, y, ws));
 }
 
 }  // namespace mpigan::cuda

@@ -52,7 +52,6 @@ class GraphConv {
   /// engine of this cuDNN can run it (the refusals logged at debug level, naming @p what).
   static std::shared_ptr<const GraphConv> get(Context& ctx, const GraphConvProblem& p, const std::string& what);
 
-  ~GraphConv();
   GraphConv(const GraphConv&) = delete;
   GraphConv& operator=(const GraphConv&) = delete;
 
@@ -75,8 +74,9 @@ class GraphConv {
   static std::shared_ptr<const GraphConv> build(Context& ctx, const GraphConvProblem& p, const std::string& what);
 
   ConvDirection m_direction = ConvDirection::forward;
-  void* m_plan = nullptr;                     ///< cudnnBackendDescriptor_t of the execution plan (owned)
   std::vector<std::shared_ptr<void>> m_keep;  ///< the descriptors it was built from
+  /// The execution plan, destroyed before what it was built from (members die in reverse order).
+  UniqueHandle<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor> m_plan;
   std::size_t m_workspace = 0;
   float m_ms = -1.0f;
   std::string m_engine;

@@ -172,6 +172,23 @@ std::vector<ConvCase> conv_cases() {
   };
 }
 
+/// The weight (and bias) gradients of @p gpu_op against @p ref_op for @p c, on @p src and @p dy:
+/// both accumulate onto the same random non-zero start, as the ops' contract says.
+void check_weight_gradients(Backend& gpu, Conv3dOp& ref_op, Conv3dOp& gpu_op, const ConvCase& c, const Shape& out,
+                            const Tensor& src, const Tensor& dy, Rng& rng) {
+  const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
+  Tensor want = dw0.clone(), want_b = c.desc.bias ? db0.clone() : Tensor();
+  ref_op.backward_weights(src, dy, want, want_b);
+  Tensor g_dw = to_gpu(gpu, dw0), g_db = c.desc.bias ? to_gpu(gpu, db0) : Tensor();
+  gpu_op.backward_weights(to_gpu(gpu, src), to_gpu(gpu, dy), g_dw, g_db);
+  // each weight sums over the batch and the output's extent
+  const double terms = static_cast<double>(out.numel() / out[1]);
+  const test::Tolerance sums{std::min(1e-2, 2e-7 * terms), 1e-4};
+  test::check_close("backward weights", gpu.to_host(g_dw), want, test::library_tolerance(gpu, sums, want));
+  if (c.desc.bias)
+    test::check_close("backward bias", gpu.to_host(g_db), want_b, test::library_tolerance(gpu, sums, want_b));
+}
+
 TEST_SUITE_BEGIN("cuda");
 
 // ----------------------------------------------------------------------------------------------
@@ -624,19 +641,9 @@ TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_W
     auto gpu_op = b.gpu->make_conv3d(c.desc);
     const Shape out = ref_op->setup({c.src, nullptr}).shape;
     REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
-    Tensor src = random_host(c.src, rng), dy = random_host(out, rng);
-    // Accumulated onto the same non-zero start on both sides; the strided case stays on cuDNN's
-    // weight-gradient algorithms and is checked the same way.
-    const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
-    Tensor want = dw0.clone(), want_b = c.desc.bias ? db0.clone() : Tensor();
-    ref_op->backward_weights(src, dy, want, want_b);
-    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = c.desc.bias ? to_gpu(*b.gpu, db0) : Tensor();
-    gpu_op->backward_weights(to_gpu(*b.gpu, src), to_gpu(*b.gpu, dy), g_dw, g_db);
-    const double terms = static_cast<double>(out.numel() / out[1]);
-    const test::Tolerance sums{std::min(1e-2, 2e-7 * terms), 1e-4};
-    test::check_close("backward weights", b.gpu->to_host(g_dw), want, test::library_tolerance(*b.gpu, sums, want));
-    if (c.desc.bias)
-      test::check_close("backward bias", b.gpu->to_host(g_db), want_b, test::library_tolerance(*b.gpu, sums, want_b));
+    const Tensor src = random_host(c.src, rng), dy = random_host(out, rng);
+    // the strided case stays on cuDNN's weight-gradient algorithms and is checked the same way
+    check_weight_gradients(*b.gpu, *ref_op, *gpu_op, c, out, src, dy, rng);
   }
 }
 
@@ -659,7 +666,6 @@ TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) e
     // Summation error grows with the number of terms of each output; TF32 is judged by the
     // library tolerance as for the legacy path.
     const double fwd_terms = static_cast<double>(c.desc.weights_shape().numel() / c.desc.oc);
-    const double wgrad_terms = static_cast<double>(out.numel() / out[1]);
     Tensor want = Tensor::zeros(out);
     ref_op->forward(src, w, bias, want);
     Tensor g_y = to_gpu(*b.gpu, Tensor::zeros(out));
@@ -673,15 +679,8 @@ TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) e
     gpu_op->backward_data(g_dy, g_w, g_dx);
     test::check_close("backward data", b.gpu->to_host(g_dx), want_dx, test::library_tolerance(*b.gpu, fwd, want_dx));
 
-    // Accumulated onto the same non-zero start on both sides (the graph's dW is added by the op).
-    const Tensor dw0 = random_host(c.desc.weights_shape(), rng), db0 = random_host({c.desc.oc}, rng);
-    Tensor want_dw = dw0.clone(), want_db = c.desc.bias ? db0.clone() : Tensor();
-    ref_op->backward_weights(src, dy, want_dw, want_db);
-    Tensor g_dw = to_gpu(*b.gpu, dw0), g_db = c.desc.bias ? to_gpu(*b.gpu, db0) : Tensor();
-    gpu_op->backward_weights(g_src, g_dy, g_dw, g_db);
-    const test::Tolerance sums{std::min(1e-2, 2e-7 * wgrad_terms), 1e-4};
-    test::check_close("backward weights", b.gpu->to_host(g_dw), want_dw,
-                      test::library_tolerance(*b.gpu, sums, want_dw));
+    // the graph's dW is written to the workspace and added to the accumulator by the op
+    check_weight_gradients(*b.gpu, *ref_op, *gpu_op, c, out, src, dy, rng);
   }
   // The graph API really ran: which problems got a plan, which fell back to the legacy calls.
   auto& plans = dynamic_cast<CudaBackend&>(*b.gpu).context().graph_conv_plans();
