@@ -497,6 +497,13 @@ double ExperimentConfig::lr_factor(std::int64_t version, std::int64_t samples) c
   return lr_schedule.at(spent);
 }
 
+const std::vector<std::string>& ExperimentConfig::own_sections() {
+  static const std::vector<std::string> keys{"name",       "seed",       "backend", "threads",   "precision",
+                                             "search",     "model",      "data",    "optimizer", "training",
+                                             "validation", "checkpoint", "output",  "logging"};
+  return keys;
+}
+
 ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides,
                                         const std::vector<std::string>& extra_sections) {
   ConfigDocument doc = ConfigDocument::load(path, overrides);

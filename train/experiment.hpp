@@ -136,6 +136,9 @@ struct ExperimentConfig {
   /// other layers read (e.g. "topology", "algorithm") so they are not reported as unknown.
   /// Records problems in @p doc; the caller calls doc.finish().
   static ExperimentConfig parse(ConfigDocument& doc, const std::vector<std::string>& extra_sections = {});
+  /// The top-level keys parse() reads itself; every other section belongs to another layer
+  /// (extra_sections).
+  static const std::vector<std::string>& own_sections();
   /// Load, parse, validate, finish: throws ConfigError listing every problem.
   static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {},
                                const std::vector<std::string>& extra_sections = {});

@@ -3,6 +3,7 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/train/experiment.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -104,6 +105,26 @@ bool same_value(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty() || *end_a != '\0' || *end_b != '\0') return false;
   return std::abs(x - y) <= 1e-6 * std::max(std::abs(x), std::abs(y));
 }
+
+/// The run's stored configuration resolved by this mpigan (every key it leaves out at this version's
+/// default), flattened; empty when this version cannot parse it. A key that a newer mpigan added
+/// is absent from the configuration an older one wrote: its default is what that run trained with.
+std::map<std::string, std::string> stored_with_defaults(const std::string& path, const YAML::Node& stored) {
+  std::map<std::string, std::string> out;
+  std::vector<std::string> sections;  // the distributed layers' sections, read elsewhere
+  const auto& own = ExperimentConfig::own_sections();
+  if (stored.IsMap())
+    for (const auto& kv : stored)
+      if (std::find(own.begin(), own.end(), kv.first.as<std::string>()) == own.end())
+        sections.push_back(kv.first.as<std::string>());
+  try {
+    flatten(ExperimentConfig::load(path, {}, sections).resolved, "", out);
+  } catch (const std::exception& e) {
+    spdlog::debug("--resume: {} does not resolve with this mpigan's defaults: {}", path, e.what());
+    out.clear();
+  }
+  return out;
+}
 }  // namespace
 
 void RunDirectory::check_resumed_config(const YAML::Node& resolved) const {
@@ -125,10 +146,21 @@ void RunDirectory::check_resumed_config(const YAML::Node& resolved) const {
   std::sort(keys.begin(), keys.end());
   std::vector<std::string> refused;
   const std::string absent = "(absent)";
+  std::map<std::string, std::string> defaults;  // read once, when a key is missing from the file
+  bool defaults_read = false;
   for (const auto& k : keys) {
     const std::string& a = before.contains(k) ? before.at(k) : absent;
     const std::string& b = now.contains(k) ? now.at(k) : absent;
     if (same_value(a, b)) continue;
+    if (a == absent && fixed_on_resume(k)) {
+      if (!defaults_read) defaults = stored_with_defaults(path, stored);
+      defaults_read = true;
+      if (defaults.contains(k) && same_value(defaults.at(k), b)) {
+        spdlog::info("--resume {}: {} is not in {} (written by an earlier mpigan); it keeps its default, {}", m_dir, k,
+                     path, b);
+        continue;
+      }
+    }
     if (fixed_on_resume(k))
       refused.push_back(fmt::format("{} differs from the run's ({}: {}, now: {})", k, path, a, b));
     else

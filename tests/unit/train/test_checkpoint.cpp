@@ -228,6 +228,43 @@ TEST_CASE("a resume that would change what the run trains is refused with both v
   CHECK(run_single_process(own, {"", run}).steps == 6);
 }
 
+TEST_CASE("a run written by an earlier mpigan resumes: a model key its config.yaml lacks takes its default") {
+  init_logging("error");
+  const std::string dir = temp_dir("resume-older");
+  std::ofstream(dir + "/exp.yaml") << "name: r\nseed: 3\nmodel: {name: tiny-8}\ndata: {synthetic: {events: 64}}\n"
+                                      "training: {batch: 4, max_samples: 8}\noptimizer: {lr: 0.001}\n"
+                                      "checkpoint: {every: 1}\nlogging: {level: error}\n";
+  const std::string run = dir + "/run";
+  CHECK(run_single_process(ExperimentConfig::load(dir + "/exp.yaml"), {run, ""}).steps == 2);
+  // What an mpigan from before these keys existed wrote: the model section without them.
+  YAML::Node older = YAML::LoadFile(run + "/config.yaml");
+  REQUIRE(older["model"]["generator_width"]);
+  REQUIRE(older["model"]["input"]);
+  older["model"].remove("generator_width");
+  older["model"].remove("input");
+  older["model"]["loss_weights"].remove("hlf");
+  std::ofstream(run + "/config.yaml") << older;
+  // Resumed with its own configuration (as the refusal message advises): the absent keys hold this
+  // version's defaults, which are what the run trained with.
+  CHECK(
+      run_single_process(ExperimentConfig::load(run + "/config.yaml", {"training.max_samples=16"}), {"", run}).steps ==
+      4);
+  CHECK(YAML::LoadFile(run + "/config.yaml")["model"]["generator_width"].as<int>() == 1);
+  // A value other than the default for such a key still changes what the run trains: refused.
+  std::ofstream(run + "/config.yaml") << older;
+  std::string what;
+  try {
+    run_single_process(ExperimentConfig::load(run + "/config.yaml", {"model.input=concat", "training.max_samples=24"}),
+                       {"", run});
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(what.find("model.input differs from the run's (" + run + "/config.yaml: (absent), now: concat)") !=
+        std::string::npos);
+  CHECK(what.find("generator_width") == std::string::npos);
+}
+
 TEST_CASE("losses that blow up: the last sane checkpoint is spared and named; a resume keeps the run's scale") {
   init_logging("error");
   const std::string dir = temp_dir("ckpt-sane");
