@@ -5,14 +5,17 @@
 #   bench/gpu/lent_window.sh BUNDLE.tar.xz OUT_DIR [BUDGET] [RESUME.tar]
 #
 #  1. the convolutions against the reference through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph,
-#     every direction that one of its engines runs), strict fp32 and TF32;
+#     every direction that one of its engines runs), strict fp32 and TF32; a mode that fails is run
+#     again synchronously (a small step, debug log: the engines chosen) and under compute-sanitizer
+#     (the kernel at fault), and its steps below stay on the legacy API;
 #  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with each
 #     convolution direction on the faster of the graph API and the legacy API by measurement
 #     (MPIGAN_CUDA_CONV_API=measured, weight gradients also as forward convolutions where faster)
 #     and with cuDNN's legacy algorithms alone, beside the PyTorch peer in the same math, all on
 #     this GPU;
 #  3. one window of the 3dgan-25 campaign (examples/3dgan-25-campaign.yaml, TF32): continues the run
-#     packed in RESUME.tar (a previous window's OUT_DIR/run.tar) or starts it, trains until the
+#     packed in RESUME.tar (a previous window's OUT_DIR/run.tar, with the run's own configuration;
+#     its showers are simulated again where that configuration names them) or starts it, trains until the
 #     budget's last ~70 s, is stopped by SIGTERM (it checkpoints), then validates its best generator
 #     against the held-out showers.
 # OUT_DIR gets summary.txt, logs.tar.xz (every log and profile), run.tar (the run directory: config,
@@ -40,18 +43,41 @@ say() { echo "$*" >> "$summary"; }
 work=$(mktemp -d)
 cfg="$root/examples/3dgan-25-campaign.yaml"
 data="$work/data"
+if [[ -n $resume && -f $resume ]]; then
+  # a resumed run reads its showers where its configuration says (simulated again: same seed, same showers)
+  pattern=$(tar -xOf "$resume" config.yaml | awk '/^data:/ {d = 1} d && /^ *- / {print $2; exit}')
+  [[ -n $pattern ]] && data=$(dirname "$pattern")
+fi
 "$mpigan" simulate --events 30000 --geometry 25x25x25 --energy 10:500 --events-per-file 3000 --seed 7 \
   --threads 6 --out "$data" > "$logs/simulate.txt" 2>&1 &
 sim_pid=$!
 
-# 1. correctness of the graph API's convolutions (the op tests of every conv3d case run through it)
-graph_ok=1
+# 1. correctness of the graph API's convolutions (the op tests of every conv3d case run through it),
+# per math mode; a mode that fails is run once more with every launch synchronous and under
+# compute-sanitizer, to name the engine and kernel at fault, and its steps use the legacy API.
+graph_ok=(0 0)
 for tf32 in 0 1; do
   MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
     -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_conv-graph_tf32-$tf32.txt" 2>&1
   rc=$?
   say "tests MPIGAN_CUDA_CONV_API=graph TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_conv-graph_tf32-$tf32.txt")"
-  [[ $rc == 0 ]] || graph_ok=0
+  if [[ $rc == 0 ]]; then
+    graph_ok[tf32]=1
+  else
+    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 60 "$mpigan" bench step \
+      --device cuda --model 3dgan-25 --batch 16 --steps 1 --threads 6 --log-level debug \
+      > "$logs/diagnose_graph_tf32-$tf32.txt" 2>&1
+    say "  synchronous step: exit $?; last graph-API lines:"
+    grep -h 'graph API\|error' "$logs/diagnose_graph_tf32-$tf32.txt" | tail -n 4 | cut -c1-400 >> "$summary"
+    if command -v compute-sanitizer > /dev/null; then
+      MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 compute-sanitizer --tool memcheck \
+        --print-limit 3 "$g/bin/mpigan_test_core" -tc="*conv3d*<cuda>" --force-colors=0 \
+        > "$logs/sanitizer_graph_tf32-$tf32.txt" 2>&1
+      say "  compute-sanitizer: exit $?"
+      grep -h -A3 'Invalid\|misaligned\|Misaligned' "$logs/sanitizer_graph_tf32-$tf32.txt" | head -n 8 | cut -c1-300 \
+        >> "$summary"
+    fi
+  fi
 done
 
 # 2. the step, both sides, same GPU
@@ -73,12 +99,12 @@ peer() {  # peer MODEL BATCH TF32 STEPS
 }
 for tf32 in 1 0; do
   ((tf32 == 1 || $(left) > 420)) || continue
-  [[ $graph_ok == 1 ]] && bench 3dgan-25 128 $tf32 measured 8
+  [[ ${graph_ok[tf32]} == 1 ]] && bench 3dgan-25 128 $tf32 measured 8
   bench 3dgan-25 128 $tf32 legacy 8
   peer 3dgan-25 128 $tf32 8
 done
 if (($(left) > 360)); then
-  [[ $graph_ok == 1 ]] && bench anglegan-51 64 1 measured 4
+  [[ ${graph_ok[1]} == 1 ]] && bench anglegan-51 64 1 measured 4
   peer anglegan-51 64 1 4
 fi
 
@@ -86,16 +112,17 @@ fi
 wait "$sim_pid"
 say "simulate exit $? $(tail -n 1 "$logs/simulate.txt")"
 run="$work/run"
-args=(--set "data.train=$data/*.h5" --set threads=6)
 if [[ -n $resume && -f $resume ]]; then
+  # with the run's own configuration: a resume may not change what the run trains
   mkdir -p "$run" && tar -xf "$resume" -C "$run"
-  args+=(--resume "$run")
-  say "resuming $(tail -n 1 "$run/metrics.csv" | cut -d, -f1-4)"
+  cfg="$run/config.yaml"
+  args=(--resume "$run" --set threads=6)
+  say "resuming $(tail -n 1 "$run/metrics.csv" | cut -d, -f1-4) (showers in $data)"
 else
-  args+=(--out "$run")
+  args=(--out "$run" --set "data.train=$data/*.h5" --set threads=6)
 fi
 api=measured
-[[ $graph_ok == 1 ]] || api=legacy
+[[ ${graph_ok[1]} == 1 ]] || api=legacy
 train_s=$(($(left) - 75))
 say "training for $train_s s (TF32, conv API: $api)"
 if ((train_s > 30)); then
@@ -121,5 +148,5 @@ fi
 tar -cJf "$out/logs.tar.xz" -C "$out" logs env.txt && rm -rf "$logs" "$out/env.txt"
 ls -la "$out" >> "$summary"
 say "elapsed $((SECONDS - start)) s"
-rm -rf "$g" "$work"
+rm -rf "$g" "$work" "$data"
 cat "$summary"
