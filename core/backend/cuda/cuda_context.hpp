@@ -76,11 +76,11 @@ struct Settings {
   /// shape, the faster of the two as measured (with ConvAlgo::find; heuristics keep legacy). The
   /// default stays `legacy` until the graph path has run on a GPU (docs/cuda.md).
   enum class ConvApi { legacy, graph, measured };
-  bool tf32 = false;                    ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
-  ConvAlgo conv_algo = ConvAlgo::find;  ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
-  Wgrad wgrad = Wgrad::measured;        ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
-  ConvApi conv_api = ConvApi::legacy;   ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured
-  bool deterministic = false;           ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
+  bool tf32 = false;                     ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
+  ConvAlgo conv_algo = ConvAlgo::find;   ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
+  Wgrad wgrad = Wgrad::measured;         ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
+  ConvApi conv_api = ConvApi::measured;  ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured (TF32: legacy)
+  bool deterministic = false;            ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
   static Settings from_env();

@@ -364,7 +364,12 @@ TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
   CHECK(cuda::address_alignment(reinterpret_cast<const char*>(buf) + 2) == 2);
 
   const test::ScopedEnv api("MPIGAN_CUDA_CONV_API", nullptr);
-  CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::legacy);
+  {
+    const test::ScopedEnv strict("MPIGAN_CUDA_TF32", "0");
+    CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::measured);
+    const test::ScopedEnv tf32("MPIGAN_CUDA_TF32", "1");
+    CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::legacy);
+  }
   for (auto [name, want] :
        {std::pair{"graph", cuda::Settings::ConvApi::graph}, std::pair{"measured", cuda::Settings::ConvApi::measured}}) {
     const test::ScopedEnv set("MPIGAN_CUDA_CONV_API", name);
