@@ -3,6 +3,7 @@
 median and the range over seeds of each final generator's scores against fresh Monte Carlo.
 
     /usr/bin/python3 scripts/staleness_table.py OUT_DIR [--baseline LABEL=RUN_DIR,RUN_DIR,...]
+                                                [--rows STUDY.csv] [--target FPD_HLF]
 
 Reads OUT_DIR/RULE-N-seedS/val-fresh/report.json (fpd_hlf and its error, the classifier AUC),
 targets.json (scripts/rung_targets.py: the energy bins whose sampling fraction is within 2 % and
@@ -15,6 +16,10 @@ showers, scored during training: `validation.physics.every`) give the first numb
 which its fpd_hlf is at or below one worker's, the median over the N = 1 runs' final held-out
 fpd_hlf ('reaches 1-worker fpd_hlf at'; '>S' when no row does, S its last). One checkpoint's fpd_hlf
 swings by 2-4x from the next, so this is as coarse as the rows are far apart.
+
+--rows adds the rows of an earlier study.csv as they are (their reach_1worker too), so that runs
+scored before and runs scored now make one table; --target gives one worker's fpd_hlf where no
+N = 1 run directory is read (the value an earlier study.md states).
 """
 
 import csv
@@ -110,11 +115,51 @@ def spread(values, fmt):
     return f"{fmt.format(med)} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
 
 
+COLUMNS = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
+           "resolution_bins", "bins", "reach_1worker", "failure", "run"]
+
+
+def option(argv, name):
+    """The values after --NAME up to the next option."""
+    if name not in argv:
+        return []
+    values = []
+    for v in argv[argv.index(name) + 1:]:
+        if v.startswith("--"):
+            break
+        values.append(v)
+    return values
+
+
+def earlier_rows(path):
+    """The rows of an earlier study.csv, typed as score() types them."""
+    ints = {"workers", "seed", "samples", "sf_bins", "resolution_bins", "bins", "reach_1worker"}
+    floats = {"mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc"}
+    rows = []
+    if not os.path.isfile(path):
+        sys.exit(f"staleness_table.py: --rows {path}: no such file (an earlier study.csv)")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = set(COLUMNS) - set(reader.fieldnames or [])
+        if missing:
+            sys.exit(f"staleness_table.py: {path} lacks the columns {sorted(missing)}")
+        for line, raw in enumerate(reader, start=2):
+            r = {}
+            for k in COLUMNS:
+                v = raw[k]
+                try:
+                    r[k] = (int(float(v)) if k in ints else float(v) if k in floats else v) if v != "" else None
+                except ValueError:
+                    sys.exit(f"staleness_table.py: {path} line {line}: column {k} holds '{v}', not a number")
+            r["failure"] = r["failure"] or ""
+            rows.append(r)
+    return rows
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
     out = argv[0]
-    groups = {}  # (label, workers) -> [rows]
     rows = []
     for name in sorted(os.listdir(out)):
         m = re.fullmatch(r"(.+)-(\d+)-seed(\d+)", name)
@@ -124,10 +169,7 @@ def main(argv):
         r = score(run)
         r.update(rule=m.group(1), workers=int(m.group(2)), seed=int(m.group(3)), run=run)
         rows.append(r)
-        groups.setdefault((m.group(1), int(m.group(2))), []).append(r)
-    for spec in argv[argv.index("--baseline") + 1:] if "--baseline" in argv else []:
-        if spec.startswith("--"):
-            break
+    for spec in option(argv, "--baseline"):
         label, dirs = spec.split("=", 1)
         for i, run in enumerate(dirs.split(",")):
             if not os.path.exists(os.path.join(run, "val-fresh", "report.json")):
@@ -135,17 +177,22 @@ def main(argv):
             r = score(run)
             r.update(rule=label, workers=1, seed=i + 1, run=run)
             rows.append(r)
-            groups.setdefault((label, 1), []).append(r)
     for r in rows:
         r["physics"] = physics_rows(r["run"])
     finals = [r["physics"][-1][1] for r in rows if r["workers"] == 1 and r["physics"]]
     target = statistics.median(finals) if finals else None
+    if option(argv, "--target"):
+        target = float(option(argv, "--target")[0])
     for r in rows:
         r["reach_1worker"] = reach(r["physics"], target) if target is not None else None
-    cols = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
-            "resolution_bins", "bins", "reach_1worker", "failure", "run"]
+    for path in option(argv, "--rows"):
+        rows.extend(earlier_rows(path))
+    rows.sort(key=lambda r: (r["rule"], r["workers"], r["seed"]))
+    groups = {}  # (label, workers) -> [rows]
+    for r in rows:
+        groups.setdefault((r["rule"], r["workers"]), []).append(r)
     with open(os.path.join(out, "study.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow(r)
