@@ -6,7 +6,7 @@
 #
 #  1. the convolutions against the reference through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph,
 #     every direction that one of its engines runs), strict fp32 and TF32; a mode that fails is run
-#     again synchronously (a small step, debug log: the engines chosen) and under compute-sanitizer
+#     again with synchronous launches (the test and conv case at fault) and under compute-sanitizer
 #     (the kernel at fault), and its steps below stay on the legacy API;
 #  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with each
 #     convolution direction on the faster of the graph API and the legacy API by measurement
@@ -64,11 +64,13 @@ for tf32 in 0 1; do
   if [[ $rc == 0 ]]; then
     graph_ok[tf32]=1
   else
-    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 60 "$mpigan" bench step \
-      --device cuda --model 3dgan-25 --batch 16 --steps 1 --threads 6 --log-level debug \
+    # every launch synchronous: the fault surfaces in the test case and conv case that launched it
+    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
+      "$g/build/tests/mpigan_test_core" -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 \
       > "$logs/diagnose_graph_tf32-$tf32.txt" 2>&1
-    say "  synchronous step: exit $?; last graph-API lines:"
-    grep -h 'graph API\|error' "$logs/diagnose_graph_tf32-$tf32.txt" | tail -n 4 | cut -c1-400 >> "$summary"
+    say "  synchronous launches: exit $?; where it failed:"
+    grep -h 'TEST CASE\|case_name\|CUDA error\|cuDNN error' "$logs/diagnose_graph_tf32-$tf32.txt" | head -n 6 |
+      cut -c1-300 >> "$summary"
     if command -v compute-sanitizer > /dev/null; then
       MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 compute-sanitizer --tool memcheck \
         --print-limit 3 "$g/bin/mpigan_test_core" -tc="*conv3d*<cuda>" --force-colors=0 \

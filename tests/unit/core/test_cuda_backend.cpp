@@ -252,7 +252,8 @@ TEST_CASE("cuda: dropout emulated with the kernel's functions equals the referen
 TEST_CASE("cuda: asymmetric padding = explicit zeros + symmetric cuDNN padding (host, bit-exact)") {
   Rng rng(21);
   for (const auto& c : conv_cases()) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;  // by value: doctest prints a const char* as its address
+    CAPTURE(case_name);
     const auto plan = cuda::plan_conv_padding(c.desc, c.src);
     const Conv3dDesc sym = plan.cudnn_desc(c.desc);
     CHECK(sym.output_shape(plan.padded_src) == c.desc.output_shape(c.src));
@@ -387,7 +388,8 @@ TEST_CASE("cuda: the weight gradient as a forward convolution of the transposed 
   Rng rng(23);
   int planned = 0;
   for (const auto& c : conv_cases()) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;  // by value: doctest prints a const char* as its address
+    CAPTURE(case_name);
     const auto pad = cuda::plan_conv_padding(c.desc, c.src);
     const auto plan = cuda::plan_wgrad_as_forward(c.desc, pad);
     const bool strided = c.desc.stride[0] != 1 || c.desc.stride[1] != 1 || c.desc.stride[2] != 1;
@@ -641,7 +643,8 @@ TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_W
   REQUIRE(b.gpu->describe().find("weight gradients forward") != std::string::npos);
   Rng rng(53);
   for (const auto& c : conv_cases()) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;  // by value: doctest prints a const char* as its address
+    CAPTURE(case_name);
     auto ref_op = b.ref->make_conv3d(c.desc);
     auto gpu_op = b.gpu->make_conv3d(c.desc);
     const Shape out = ref_op->setup({c.src, nullptr}).shape;
@@ -659,7 +662,8 @@ TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) e
   REQUIRE(b.gpu->describe().find("conv API graph") != std::string::npos);
   Rng rng(61);
   for (const auto& c : conv_cases()) {
-    CAPTURE(c.name);
+    const std::string case_name = c.name;  // by value: doctest prints a const char* as its address
+    CAPTURE(case_name);
     auto ref_op = b.ref->make_conv3d(c.desc);
     auto gpu_op = b.gpu->make_conv3d(c.desc);
     const Shape out = ref_op->setup({c.src, nullptr}).shape;
