@@ -7,7 +7,8 @@
 #  1. the convolutions against the reference through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph,
 #     every direction that one of its engines runs), strict fp32 and TF32; a mode that fails is run
 #     again with synchronous launches (the test and conv case at fault) and under compute-sanitizer
-#     (the kernel at fault), and its steps below stay on the legacy API;
+#     (the kernel at fault), then without cuDNN's runtime-compiled engines (MPIGAN_CUDA_GRAPH_RTC=0,
+#     kept for its steps below if that passes; else they stay on the legacy API);
 #  2. the training step of 3dgan-25 (batch 128) and anglegan-51 (batch 64, TF32 only) with each
 #     convolution direction on the faster of the graph API and the legacy API by measurement
 #     (MPIGAN_CUDA_CONV_API=measured, weight gradients also as forward convolutions where faster)
@@ -56,6 +57,7 @@ sim_pid=$!
 # per math mode; a mode that fails is run once more with every launch synchronous and under
 # compute-sanitizer, to name the engine and kernel at fault, and its steps use the legacy API.
 graph_ok=(0 0)
+rtc=(1 1)  # MPIGAN_CUDA_GRAPH_RTC per mode: 0 once the tests pass only without runtime-compiled engines
 for tf32 in 0 1; do
   MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
     -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_conv-graph_tf32-$tf32.txt" 2>&1
@@ -79,6 +81,17 @@ for tf32 in 0 1; do
       grep -h -A3 'Invalid\|misaligned\|Misaligned' "$logs/sanitizer_graph_tf32-$tf32.txt" | head -n 8 | cut -c1-300 \
         >> "$summary"
     fi
+    # the kernel at fault so far (TF32) came from cuDNN's runtime-compiled engines: without them?
+    MPIGAN_CUDA_GRAPH_RTC=0 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
+      "$g/build/tests/mpigan_test_core" -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 \
+      > "$logs/tests_conv-graph-nortc_tf32-$tf32.txt" 2>&1
+    rc=$?
+    say "  without runtime-compiled engines (MPIGAN_CUDA_GRAPH_RTC=0): exit $rc $(grep -h 'test cases:' \
+      "$logs/tests_conv-graph-nortc_tf32-$tf32.txt")"
+    if [[ $rc == 0 ]]; then
+      graph_ok[tf32]=1
+      rtc[tf32]=0
+    fi
   fi
 done
 
@@ -86,7 +99,8 @@ done
 bench() {  # bench MODEL BATCH TF32 API STEPS   (API: measured = graph or legacy per direction; legacy)
   local tag="$1_b$2_tf32-$3" wgrad=legacy
   [[ $4 == measured ]] && wgrad=measured
-  MPIGAN_CUDA_TF32=$3 MPIGAN_CUDA_CONV_API=$4 MPIGAN_CUDA_WGRAD=$wgrad timeout 90 "$mpigan" bench step --device cuda \
+  MPIGAN_CUDA_TF32=$3 MPIGAN_CUDA_CONV_API=$4 MPIGAN_CUDA_WGRAD=$wgrad MPIGAN_CUDA_GRAPH_RTC=${rtc[$3]} \
+    timeout 90 "$mpigan" bench step --device cuda \
     --model "$1" --batch "$2" --steps "$5" --threads 6 --profile 2 --log-level debug > "$logs/mpigan_${tag}_$4.txt" 2>&1
   say "mpigan  $tag conv API $4: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_${tag}_$4.txt" | tr '\n' ' ')" \
     "graph-API directions: $(grep -c 'against legacy' "$logs/mpigan_${tag}_$4.txt")," \
@@ -128,7 +142,8 @@ api=measured
 train_s=$(($(left) - 75))
 say "training for $train_s s (TF32, conv API: $api)"
 if ((train_s > 30)); then
-  MPIGAN_CUDA_TF32=1 MPIGAN_CUDA_CONV_API=$api MPIGAN_CUDA_WGRAD=$api timeout -s TERM "$train_s" "$mpigan" train "$cfg" "${args[@]}" \
+  MPIGAN_CUDA_TF32=1 MPIGAN_CUDA_CONV_API=$api MPIGAN_CUDA_WGRAD=$api MPIGAN_CUDA_GRAPH_RTC=${rtc[1]} \
+    timeout -s TERM "$train_s" "$mpigan" train "$cfg" "${args[@]}" \
     > "$logs/train.txt" 2>&1
   say "train exit $? (124/75: stopped by SIGTERM at the window's end, checkpointed)"
   grep '^physics' "$run/metrics.csv" | tail -n 3 | cut -d, -f1-12 >> "$summary"

@@ -207,6 +207,14 @@ EngineInfo engine_info(const BackendDesc& config) {
         break;
     }
   }
+  std::array<cudnnBackendBehaviorNote_t, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT> behaviour{};
+  count = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               static_cast<std::int64_t>(behaviour.size()), &count,
+                               behaviour.data()) == CUDNN_STATUS_SUCCESS)
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(count, static_cast<std::int64_t>(behaviour.size())); ++i)
+      if (behaviour[static_cast<std::size_t>(i)] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)
+        info.notes.runtime_compiled = true, info.names += " runtime_compiled";
   return info;
 }
 
@@ -345,8 +353,8 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
     if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws) !=
         CUDNN_STATUS_SUCCESS)
       ws = 0;  // read again from the plan below
-    if (auto why =
-            engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit)) {
+    if (auto why = engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit,
+                                  s.graph_runtime_compiled)) {
       refused += fmt::format(" {}:{}", info.index, *why);
       continue;
     }

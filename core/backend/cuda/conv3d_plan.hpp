@@ -120,6 +120,7 @@ struct EngineNotes {
   bool down_convert = false;       ///< converts the inputs to a narrower type (fp16/bf16) first
   bool reduced_reduction = false;  ///< accumulates in a narrower type than the compute type
   bool nondeterministic = false;   ///< results may differ from run to run (atomics)
+  bool runtime_compiled = false;   ///< a kernel compiled at run time (cuDNN's behaviour note)
 };
 
 /// Why the settings refuse an engine, or nothing when they accept it. Float32 convolutions never
@@ -127,12 +128,16 @@ struct EngineNotes {
 /// its cuDNN v8 path does the same); strict fp32 also refuses tensor cores (TF32), which
 /// MPIGAN_CUDA_TF32=1 allows; MPIGAN_CUDA_DETERMINISTIC=1 refuses nondeterministic engines; and an
 /// engine whose workspace exceeds the limit is refused like a legacy algorithm would be.
+/// MPIGAN_CUDA_GRAPH_RTC=0 (@p runtime_compiled false) refuses engines whose kernels cuDNN compiles
+/// at run time.
 inline std::optional<std::string> engine_refusal(const EngineNotes& n, std::size_t workspace, bool tf32,
-                                                 bool deterministic, std::size_t workspace_limit) {
+                                                 bool deterministic, std::size_t workspace_limit,
+                                                 bool runtime_compiled = true) {
   if (n.down_convert) return std::string("converts the inputs to a narrower type");
   if (n.reduced_reduction) return std::string("reduces in less than fp32");
   if (n.tensor_core && !tf32) return std::string("tensor cores (TF32) in strict fp32");
   if (n.nondeterministic && deterministic) return std::string("nondeterministic");
+  if (n.runtime_compiled && !runtime_compiled) return std::string("compiled at run time");
   if (workspace > workspace_limit)
     return "workspace " + std::to_string(workspace >> 20) + " MiB over the limit of " +
            std::to_string(workspace_limit >> 20) + " MiB";

@@ -110,6 +110,7 @@ Settings Settings::from_env() {
   Settings s;
   s.tf32 = env_flag("MPIGAN_CUDA_TF32", false);
   s.deterministic = env_flag("MPIGAN_CUDA_DETERMINISTIC", false);
+  s.graph_runtime_compiled = env_flag("MPIGAN_CUDA_GRAPH_RTC", true);
   s.caching = env_flag("MPIGAN_CUDA_CACHING", true);
   s.conv_algo = env_choice("MPIGAN_CUDA_CONV_ALGO", kConvAlgos, s.conv_algo);
   s.wgrad = env_choice("MPIGAN_CUDA_WGRAD", kWgrads, s.wgrad);
@@ -130,10 +131,11 @@ Settings Settings::from_env() {
 
 std::string Settings::to_string() const {
   return fmt::format(
-      "math {}, conv API {}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
+      "math {}, conv API {}{}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
       tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32", choice_name(kConvApis, conv_api),
-      choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad),
-      workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
+      graph_runtime_compiled ? "" : " (no runtime-compiled engines)", choice_name(kConvAlgos, conv_algo),
+      deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad), workspace_limit >> 20,
+      caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

@@ -329,7 +329,8 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
 TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
   const std::size_t limit = std::size_t{64} << 20;
   const cuda::EngineNotes plain{}, tc{.tensor_core = true}, fp16{.tensor_core = true, .down_convert = true},
-      half_sum{.reduced_reduction = true}, atomics{.nondeterministic = true};
+      half_sum{.reduced_reduction = true}, atomics{.nondeterministic = true},
+      rtc{.tensor_core = true, .runtime_compiled = true};
   // strict fp32: only engines that compute in fp32 on the FMA units
   CHECK_FALSE(cuda::engine_refusal(plain, 0, false, false, limit));
   CHECK(cuda::engine_refusal(tc, 0, false, false, limit) == "tensor cores (TF32) in strict fp32");
@@ -339,6 +340,10 @@ TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
   CHECK(cuda::engine_refusal(half_sum, 0, true, false, limit) == "reduces in less than fp32");
   CHECK_FALSE(cuda::engine_refusal(atomics, 0, false, false, limit));
   CHECK(cuda::engine_refusal(atomics, 0, false, true, limit) == "nondeterministic");
+  // runtime-compiled kernels: taken unless MPIGAN_CUDA_GRAPH_RTC=0
+  CHECK_FALSE(cuda::engine_refusal(rtc, 0, true, false, limit));
+  CHECK(cuda::engine_refusal(rtc, 0, true, false, limit, false) == "compiled at run time");
+  CHECK_FALSE(cuda::engine_refusal(tc, 0, true, false, limit, false));
   CHECK_FALSE(cuda::engine_refusal(plain, limit, false, false, limit));
   CHECK(cuda::engine_refusal(plain, limit + 1, false, false, limit) == "workspace 64 MiB over the limit of 64 MiB");
 
@@ -376,6 +381,13 @@ TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
     const test::ScopedEnv set("MPIGAN_CUDA_CONV_API", name);
     CHECK(cuda::Settings::from_env().conv_api == want);
     CHECK(cuda::Settings::from_env().to_string().find(std::string("conv API ") + name) != std::string::npos);
+  }
+  {
+    const test::ScopedEnv rtc("MPIGAN_CUDA_GRAPH_RTC", nullptr);
+    CHECK(cuda::Settings::from_env().graph_runtime_compiled);
+    const test::ScopedEnv off("MPIGAN_CUDA_GRAPH_RTC", "0");
+    CHECK_FALSE(cuda::Settings::from_env().graph_runtime_compiled);
+    CHECK(cuda::Settings::from_env().to_string().find("(no runtime-compiled engines)") != std::string::npos);
   }
   const test::ScopedEnv bad("MPIGAN_CUDA_CONV_API", "frontend");
   CHECK_THROWS_WITH_AS(cuda::Settings::from_env(), doctest::Contains("MPIGAN_CUDA_CONV_API='frontend': allowed are"),
