@@ -74,7 +74,7 @@ struct Settings {
   /// Which cuDNN API runs the convolutions (conv3d_graph.hpp): the legacy one; the graph API
   /// wherever one of its engines can run the problem (legacy otherwise); or, per direction and
   /// shape, the faster of the two as measured (with ConvAlgo::find; heuristics keep legacy). The
-  /// default stays `legacy` until the graph path has run on a GPU (docs/cuda.md).
+  /// default is `measured` in strict fp32 and `legacy` with TF32 (docs/cuda.md, third window).
   enum class ConvApi { legacy, graph, measured };
   bool tf32 = false;                     ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
   ConvAlgo conv_algo = ConvAlgo::find;   ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
