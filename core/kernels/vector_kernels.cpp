@@ -12,10 +12,12 @@ namespace mpigan::cpu {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define MPIGAN_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #define MPIGAN_STREAMING_MIRROR 1
+#define MPIGAN_X86_DISPATCH 1  // AVX-512 paths picked at run time by __builtin_cpu_supports
 #include <immintrin.h>
 #else
 #define MPIGAN_MULTIVERSION
 #define MPIGAN_STREAMING_MIRROR 0
+#define MPIGAN_X86_DISPATCH 0
 #endif
 
 namespace {
@@ -61,9 +63,10 @@ inline void philox_lanes(std::uint64_t first_block, std::uint64_t seed, std::uin
 }
 }  // namespace
 
+namespace {
 MPIGAN_MULTIVERSION
-void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t begin, std::size_t end, float rate,
-                   float scale, std::uint64_t seed, std::uint64_t stream) {
+void dropout_range_generic(const float* x, float* y, std::uint32_t* bits, std::size_t begin, std::size_t end,
+                           float rate, float scale, std::uint64_t seed, std::uint64_t stream) {
   // 16 blocks = 64 words = 128 elements = 4 mask words per group.
   constexpr std::size_t kGroup = 8 * kLanes;
   std::size_t i = begin;
@@ -104,10 +107,129 @@ void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t be
 }
 
 MPIGAN_MULTIVERSION
-void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
-                            float scale) {
+void dropout_backward_range_generic(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin,
+                                    std::size_t end, float scale) {
 #pragma GCC ivdep
   for (std::size_t i = begin; i < end; ++i) dx[i] = (bits[i / 32] >> (i % 32)) & 1u ? dy[i] * scale : 0.0f;
+}
+
+#if MPIGAN_X86_DISPATCH
+#pragma GCC diagnostic push
+// GCC 12 false positive inside avx512fintrin.h (the undefined pass-through operand of the shifts).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX-512 (F and BW) dropout: the same bits as the generic loops. 16 Philox blocks per group, one
+// per 32-bit lane; a 4x4 transpose of words and of 128-bit lanes puts each block's four words
+// side by side, so that the vector's 32 16-bit halves are the uniforms of 32 consecutive elements
+// and one unsigned compare gives their keep bits as a mask register. keep <=> h * 2^-16 >= rate
+// <=> h >= ceil(rate * 2^16), exact in integers.
+__attribute__((target("avx512f,avx512bw"))) inline __m512i mul_hi_lo(__m512i c, __m512i m, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(c, m);                        // 64-bit products of lanes 0, 2, ...
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m);  // of lanes 1, 3, ...
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void dropout_range_avx512(const float* x, float* y, std::uint32_t* bits,
+                                                                      std::size_t begin, std::size_t end, float rate,
+                                                                      float scale, std::uint64_t seed,
+                                                                      std::uint64_t stream) {
+  constexpr std::size_t kGroup = 128;  // 16 blocks x 4 words x 2 halves
+  // Fewer than one group, or block counters beyond 32 bits (past 2^35 elements): the generic loop.
+  if (end - begin < kGroup || (end / 8 + 16) >> 32 != 0) {
+    dropout_range_generic(x, y, bits, begin, end, rate, scale, seed, stream);
+    return;
+  }
+  // rate <= 0: keep all; rate > 1 - 2^-16 or NaN: keep none (no 16-bit threshold), as the compare
+  // of the generic loop decides.
+  const double t = std::ceil(static_cast<double>(rate) * 65536.0);
+  const bool none = !(t <= 65535.0);
+  const auto thr = _mm512_set1_epi16(static_cast<short>(static_cast<std::uint16_t>(t > 0.0 && !none ? t : 0.0)));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i s_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(stream)));
+  const __m512i s_hi = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(stream >> 32)));
+  const __m512 vscale = _mm512_set1_ps(scale);
+  std::size_t i = begin;
+  for (; i + kGroup <= end; i += kGroup) {
+    // Block counters i / 8 + l: their high words are 0 (checked above).
+    __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i / 8)), lane);
+    __m512i c1 = _mm512_setzero_si512();
+    __m512i c2 = s_lo, c3 = s_hi;
+    std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      __m512i lo0, lo1;
+      const __m512i hi0 = mul_hi_lo(c0, m0, lo0);
+      const __m512i hi1 = mul_hi_lo(c2, m1, lo1);
+      const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+      const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    // Transpose: u_r holds block 4q + r's four words in 128-bit lane q; o_m blocks 4m .. 4m + 3.
+    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u0, u1, 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(u2, u3, 0x44), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    const __m512i o[4] = {_mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xDD),
+                          _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xDD)};
+    for (std::size_t m = 0; m < 4; ++m) {
+      const __mmask32 keep = none ? 0u : _mm512_cmp_epu16_mask(o[m], thr, _MM_CMPINT_NLT);
+      const std::size_t e = i + 32 * m;
+      bits[e / 32] = static_cast<std::uint32_t>(keep);
+      _mm512_storeu_ps(y + e, _mm512_maskz_mul_ps(static_cast<__mmask16>(keep), _mm512_loadu_ps(x + e), vscale));
+      _mm512_storeu_ps(y + e + 16,
+                       _mm512_maskz_mul_ps(static_cast<__mmask16>(keep >> 16), _mm512_loadu_ps(x + e + 16), vscale));
+    }
+  }
+  if (i < end) dropout_range_generic(x, y, bits, i, end, rate, scale, seed, stream);
+}
+
+__attribute__((target("avx512f,avx512bw"))) void dropout_backward_range_avx512(const float* dy, float* dx,
+                                                                               const std::uint32_t* bits,
+                                                                               std::size_t begin, std::size_t end,
+                                                                               float scale) {
+  std::size_t i = begin;
+  const std::size_t head = std::min(end, (begin + 15) / 16 * 16);
+  if (i < head) dropout_backward_range_generic(dy, dx, bits, i, head, scale);
+  i = head;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (; i + 16 <= end; i += 16) {
+    const auto keep = static_cast<__mmask16>(bits[i / 32] >> (i % 32));
+    _mm512_storeu_ps(dx + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(dy + i), vscale));
+  }
+  if (i < end) dropout_backward_range_generic(dy, dx, bits, i, end, scale);
+}
+
+#pragma GCC diagnostic pop
+
+bool has_avx512bw() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+#endif
+}  // namespace
+
+void dropout_range(const float* x, float* y, std::uint32_t* bits, std::size_t begin, std::size_t end, float rate,
+                   float scale, std::uint64_t seed, std::uint64_t stream) {
+#if MPIGAN_X86_DISPATCH
+  if (has_avx512bw()) return dropout_range_avx512(x, y, bits, begin, end, rate, scale, seed, stream);
+#endif
+  dropout_range_generic(x, y, bits, begin, end, rate, scale, seed, stream);
+}
+
+void dropout_backward_range(const float* dy, float* dx, const std::uint32_t* bits, std::size_t begin, std::size_t end,
+                            float scale) {
+#if MPIGAN_X86_DISPATCH
+  if (has_avx512bw()) return dropout_backward_range_avx512(dy, dx, bits, begin, end, scale);
+#endif
+  dropout_backward_range_generic(dy, dx, bits, begin, end, scale);
 }
 
 // Optimizer updates: the same expression order in every ISA version and no FMA contraction

@@ -14,7 +14,8 @@
 //
 // Precision::bf16 (DnnlContext::conv_input): each primitive reads its inputs (src, weights,
 // diff_dst) as bf16 and writes f32 (dst, diff_src, diff_weights, diff_bias). The user's tensors
-// stay f32; the staging reorders at this edge round them to bf16 (nearest even).
+// stay f32; the staging reorders at this edge round them to bf16 (nearest even). The exception is
+// the backward data of a single input channel, which stays f32 (faster there, and exact).
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 
 #include "mpigan/backend/cpu/dnnl_common.hpp"
@@ -123,9 +124,11 @@ class CpuConv3d final : public Conv3dOp {
     auto& p = m_plan;
     if (p.has_bwd_data) return;
     dnnl_call("conv3d backward data " + m_desc.to_string(), [&] {
-      // A single input channel: gemm on ncdhw (see the header comment); f32 only.
-      const auto in = m_ctx.conv_input;
-      const bool gemm = m_desc.ic == 1 && activation_tag() != tag::any && in == dnnl::memory::data_type::f32;
+      // A single input channel: gemm on ncdhw (see the header comment), in f32 whatever the precision
+      // (oneDNN 2.6 has no bf16 gemm convolution, and its bf16 channels-last kernel is 2x slower
+      // than the f32 gemm on this shape).
+      const bool gemm = m_desc.ic == 1 && activation_tag() != tag::any;
+      const auto in = gemm ? dnnl::memory::data_type::f32 : m_ctx.conv_input;
       const tag t = gemm ? tag::ncdhw : activation_tag();
       dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, act_md(m_src.shape, t),
                                               any_md(m_desc.weights_shape(), in), act_md(m_dst.shape, t, in),
