@@ -27,7 +27,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 python=${PYTHON:-/usr/bin/python3}
-mpigan="$root/$build/apps/mpigan"
+[[ $build = /* ]] || build="$root/$build"  # a relative --build is under the repository
+mpigan="$build/apps/mpigan"
 [[ -x $mpigan ]] || { echo "compare_generate.sh: $mpigan is not built" >&2; exit 3; }
 "$python" -c 'import torch' 2>/dev/null || { echo "compare_generate.sh: $python has no torch (apt-get install python3-torch)" >&2; exit 1; }
 value() { grep -o '^showers_per_s=[0-9.]*' | tail -1 | cut -d= -f2; }

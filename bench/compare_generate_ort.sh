@@ -27,7 +27,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case "$precision" in fp32|bf16) ;; *) echo "compare_generate_ort.sh: --precision must be fp32 or bf16" >&2; exit 2 ;; esac
-mpigan="$root/$build/apps/mpigan"
+[[ $build = /* ]] || build="$root/$build"  # a relative --build is under the repository
+mpigan="$build/apps/mpigan"
 [[ -x $mpigan ]] || { echo "compare_generate_ort.sh: $mpigan is not built" >&2; exit 3; }
 [[ -d $root/tests/onnx/node_modules/onnxruntime-node ]] || { echo "compare_generate_ort.sh: run tests/onnx/setup.sh first" >&2; exit 3; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

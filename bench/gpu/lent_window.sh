@@ -46,7 +46,8 @@ cfg="$root/examples/3dgan-25-campaign.yaml"
 data="$work/data"
 if [[ -n $resume && -f $resume ]]; then
   # a resumed run reads its showers where its configuration says (simulated again: same seed, same showers)
-  pattern=$(tar -xOf "$resume" config.yaml | awk '/^data:/ {d = 1} d && /^ *- / {print $2; exit}')
+  # the archive names it ./config.yaml or config.yaml, as the tar that packed it did
+  pattern=$( (tar -xOf "$resume" ./config.yaml 2>/dev/null || tar -xOf "$resume" config.yaml) | awk '/^data:/ {d = 1} d && /^ *- / {print $2; exit}')
   [[ -n $pattern ]] && data=$(dirname "$pattern")
 fi
 "$mpigan" simulate --events 30000 --geometry 25x25x25 --energy 10:500 --events-per-file 3000 --seed 7 \
@@ -59,7 +60,8 @@ sim_pid=$!
 graph_ok=(0 0)
 rtc=(1 1)  # MPIGAN_CUDA_GRAPH_RTC per mode: 0 once the tests pass only without runtime-compiled engines
 for tf32 in 0 1; do
-  MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
+  # with runtime-compiled engines (TF32 refuses them by default): whether cuDNN's engine still faults
+  MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
     -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_conv-graph_tf32-$tf32.txt" 2>&1
   rc=$?
   say "tests MPIGAN_CUDA_CONV_API=graph TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_conv-graph_tf32-$tf32.txt")"
@@ -67,14 +69,14 @@ for tf32 in 0 1; do
     graph_ok[tf32]=1
   else
     # every launch synchronous: the fault surfaces in the test case and conv case that launched it
-    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
+    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
       "$g/build/tests/mpigan_test_core" -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 \
       > "$logs/diagnose_graph_tf32-$tf32.txt" 2>&1
     say "  synchronous launches: exit $?; where it failed:"
     grep -h 'TEST CASE\|case_name\|CUDA error\|cuDNN error' "$logs/diagnose_graph_tf32-$tf32.txt" | head -n 6 |
       cut -c1-300 >> "$summary"
     if command -v compute-sanitizer > /dev/null; then
-      MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 compute-sanitizer --tool memcheck \
+      MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 compute-sanitizer --tool memcheck \
         --print-limit 3 "$g/bin/mpigan_test_core" -tc="*conv3d*<cuda>" --force-colors=0 \
         > "$logs/sanitizer_graph_tf32-$tf32.txt" 2>&1
       say "  compute-sanitizer: exit $?"

@@ -74,14 +74,14 @@ struct Settings {
   /// Which cuDNN API runs the convolutions (conv3d_graph.hpp): the legacy one; the graph API
   /// wherever one of its engines can run the problem (legacy otherwise); or, per direction and
   /// shape, the faster of the two as measured (with ConvAlgo::find; heuristics keep legacy). The
-  /// default is `measured` in strict fp32 and `legacy` with TF32 (docs/cuda.md, third window).
+  /// default is `measured`; with TF32 without runtime-compiled engines (graph_runtime_compiled).
   enum class ConvApi { legacy, graph, measured };
   bool tf32 = false;                     ///< MPIGAN_CUDA_TF32=1: TF32 tensor-core math in cuDNN/cuBLAS
   ConvAlgo conv_algo = ConvAlgo::find;   ///< MPIGAN_CUDA_CONV_ALGO=find|heuristic
   Wgrad wgrad = Wgrad::measured;         ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
-  ConvApi conv_api = ConvApi::measured;  ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured (TF32: legacy)
+  ConvApi conv_api = ConvApi::measured;  ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured
   bool deterministic = false;            ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
-  bool graph_runtime_compiled = true;    ///< MPIGAN_CUDA_GRAPH_RTC=0: no graph-API engine compiled at run time
+  bool graph_runtime_compiled = true;    ///< MPIGAN_CUDA_GRAPH_RTC=0: no graph-API engine compiled at run time (TF32's default)
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
   static Settings from_env();

@@ -374,7 +374,12 @@ TEST_CASE("cuda: the graph API's engine filter, strides and alignment (host)") {
     const test::ScopedEnv strict("MPIGAN_CUDA_TF32", "0");
     CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::measured);
     const test::ScopedEnv tf32("MPIGAN_CUDA_TF32", "1");
-    CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::legacy);
+    CHECK(cuda::Settings::from_env().conv_api == cuda::Settings::ConvApi::measured);
+    // TF32 refuses runtime-compiled graph-API engines unless asked for them
+    const test::ScopedEnv rtc("MPIGAN_CUDA_GRAPH_RTC", nullptr);
+    CHECK_FALSE(cuda::Settings::from_env().graph_runtime_compiled);
+    const test::ScopedEnv on("MPIGAN_CUDA_GRAPH_RTC", "1");
+    CHECK(cuda::Settings::from_env().graph_runtime_compiled);
   }
   for (auto [name, want] :
        {std::pair{"graph", cuda::Settings::ConvApi::graph}, std::pair{"measured", cuda::Settings::ConvApi::measured}}) {
