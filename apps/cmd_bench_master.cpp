@@ -152,6 +152,7 @@ void bench_master(const BenchMasterOptions& o) {
   d.experiment.log_level = "warn";
   d.experiment.log_every = 1 << 30;
   d.experiment.data.train_files = {"(not read)"};
+  d.dist.checkpoints = false;
   {
     ConfigDocument doc = ConfigDocument::parse(fmt::format("algorithm: {{name: {}}}", o.rule), "bench");
     ConfigNode root = doc.root();

@@ -28,6 +28,9 @@ struct DistConfig {
   bool trace = false;
   /// topology.virtual_compute, parsed: worker ranks are virtual (no data, no model).
   std::optional<ComputeModel> virtual_compute;
+  /// Whether the top master writes checkpoints (false for `mpigan bench master`, whose stand-in
+  /// workers hold no state to save).
+  bool checkpoints = true;
 };
 
 struct DistExperiment {

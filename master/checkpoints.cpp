@@ -27,7 +27,8 @@ void save_canonical(train::CheckpointWriter& w, const UpdateService& service, co
 }
 
 void Checkpoints::write(std::int64_t id, dist::MasterResult& result) {
-  if (m_ctx.job.dist.virtual_compute) return;  // virtual workers train nothing: nothing to keep
+  // virtual workers train nothing, the benchmark's stand-ins hold nothing: nothing to keep
+  if (m_ctx.job.dist.virtual_compute || !m_ctx.job.dist.checkpoints) return;
   auto span = m_ctx.trace.span("checkpoint", "io");
   const auto& t = m_ctx.topology;
   const std::string path = dist::checkpoint_main_path(m_ctx.run_dir, id);
