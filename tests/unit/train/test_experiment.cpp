@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -56,6 +57,29 @@ training: {batch: 32, max_updates: 10}
   CHECK(e.resolved["optimizer"]["discriminator"]["lr"].as<double>() == doctest::Approx(1e-3));
   CHECK(e.max_samples == 0);
   CHECK(e.resolved["training"]["max_samples"].as<int>() == 0);
+}
+
+TEST_CASE("own_sections names every top-level key the experiment reads and resolves") {
+  // A resumed run tells the experiment's sections from the distributed layers' by this list
+  // (run_dir.cpp); a section added to parse() but not here would be taken for a layer's.
+  const auto e = parse(R"(
+name: t
+model: {name: 3dgan-25}
+data: {train: "data/*.h5"}
+search: {enabled: false}
+)");
+  std::vector<std::string> resolved{"search"};  // accepted, read by the search (hpo/), not resolved
+  for (const auto& kv : e.resolved) resolved.push_back(kv.first.as<std::string>());
+  std::vector<std::string> own = ExperimentConfig::own_sections();
+  std::sort(resolved.begin(), resolved.end());
+  std::sort(own.begin(), own.end());
+  CHECK(fmt::format("{}", fmt::join(resolved, " ")) == fmt::format("{}", fmt::join(own, " ")));
+  // and each of them is accepted where the experiment is parsed (no "unknown key")
+  for (const auto& key : ExperimentConfig::own_sections()) {
+    CAPTURE(key);
+    CHECK_FALSE(
+        contains(problems_of("name: t\nmodel: {name: 3dgan-25}\ndata: {train: x}\n" + key + ": 7\n"), "unknown"));
+  }
 }
 
 TEST_CASE("optimizer.schedule in a distributed run: the cosine runs over the budget that ends the run first") {
