@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Searches side by side at equal budgets: GP against evolution against random (docs/hpo.md).
+
+    /usr/bin/python3 scripts/search_compare.py LABEL=SEARCH_DIR [LABEL=SEARCH_DIR ...] [--budgets 1,2,3]
+        [--out PREFIX]
+
+Each SEARCH_DIR is a `mpigan optimize` directory; its trials.jsonl is the record. A trial's cost is
+the CPU time of its folds (the sum of their seconds: each fold trains on one core), so searches run
+with other block sizes or fold counts are compared at the same compute. For each search: the trials
+done, pruned and failed, the CPU-hours spent, the best value with its spread over the folds and the
+trial that found it, and the best value found within each budget (CPU-hours) of --budgets (the
+search's best over the trials that ended within it; a budget the search did not reach is "—").
+Writes PREFIX.md (the table) and PREFIX.png (best value so far against CPU-hours), and prints the table.
+Values are minimised (the search's objective as recorded: a maximised metric is stored negated by
+the search, and shown here as recorded).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+
+def load_trials(path):
+    """Ended trials of a trials.jsonl, in the order they ended: dicts with value, spread, status,
+    trial, cpu_s (sum of the folds' seconds), ended."""
+    ended = {}
+    with open(path) as f:
+        lines = f.read().split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError as err:
+            if i == last:  # a search killed while appending (docs/hpo.md): the line being written
+                print(f"search_compare.py: {path}:{i + 1}: torn last line skipped", file=sys.stderr)
+                continue
+            raise SystemExit(f"search_compare.py: {path}:{i + 1}: not JSON: {err}")
+        if e.get("event") != "end":
+            continue
+        folds = e.get("folds") or []
+        cpu = sum(float(fo.get("seconds") or 0.0) for fo in folds)
+        if not folds:
+            cpu = max(0.0, float(e.get("ended") or 0.0) - float(e.get("started") or 0.0))
+        value = e.get("value")
+        ended[e["trial"]] = {
+            "trial": int(e["trial"]),
+            "status": e.get("status", ""),
+            "value": float(value) if value is not None and math.isfinite(float(value)) else None,
+            "spread": float(e.get("spread") or 0.0),
+            "cpu_s": cpu,
+            "ended": float(e.get("ended") or 0.0),
+        }
+    return sorted(ended.values(), key=lambda t: (t["ended"], t["trial"]))
+
+
+def summarise(trials, budgets_h):
+    """The table's numbers for one search."""
+    counts = {"done": 0, "pruned": 0, "failed": 0}
+    for t in trials:
+        if t["status"] in counts:
+            counts[t["status"]] += 1
+    curve = []  # (cumulative CPU-hours, best so far)
+    spent = 0.0
+    best = None
+    for t in trials:
+        spent += t["cpu_s"] / 3600.0
+        if t["value"] is not None and t["status"] in ("done", "pruned") and (best is None or t["value"] < best["value"]):
+            best = t
+        curve.append((spent, best["value"] if best else None))
+    within = []
+    for b in budgets_h:
+        if spent + 1e-12 < b:
+            within.append(None)
+            continue
+        vals = [v for h, v in curve if h <= b + 1e-12 and v is not None]
+        within.append(vals[-1] if vals else None)
+    return {"counts": counts, "cpu_h": spent, "best": best, "curve": curve, "within": within}
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def table(rows, budgets_h):
+    head = ["search", "trials done", "pruned", "failed", "CPU-hours", "best (± fold spread)", "found at trial"]
+    head += [f"best within {b:g} CPU-h" for b in budgets_h]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, s in rows:
+        b = s["best"]
+        cells = [label, str(s["counts"]["done"]), str(s["counts"]["pruned"]), str(s["counts"]["failed"]),
+                 f"{s['cpu_h']:.2f}", f"{fmt(b['value'])} ± {fmt(b['spread'])}" if b else "—",
+                 str(b["trial"]) if b else "—"]
+        cells += [fmt(v) for v in s["within"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, s in rows:
+        pts = [(h, v) for h, v in s["curve"] if v is not None]
+        if not pts:
+            continue
+        ax.step([h for h, _ in pts], [v for _, v in pts], where="post", label=label)
+    ax.set_xlabel("CPU-hours (the folds' training time)")
+    ax.set_ylabel("best objective so far (lower is better)")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("searches", nargs="+", help="LABEL=SEARCH_DIR")
+    ap.add_argument("--budgets", default="1,2", help="CPU-hours at which to compare (comma-separated)")
+    ap.add_argument("--out", default=None, help="write PREFIX.md and PREFIX.png")
+    a = ap.parse_args(argv)
+    try:
+        budgets = [float(x) for x in a.budgets.split(",") if x]
+    except ValueError:
+        ap.error(f"--budgets '{a.budgets}': expected CPU-hours separated by commas, e.g. 1,2,3")
+    rows = []
+    for spec in a.searches:
+        if "=" not in spec:
+            ap.error(f"'{spec}': expected LABEL=SEARCH_DIR")
+        label, d = spec.split("=", 1)
+        path = os.path.join(d, "trials.jsonl")
+        if not os.path.isfile(path):
+            ap.error(f"{label}: {path} does not exist (a `mpigan optimize` directory holds it)")
+        rows.append((label, summarise(load_trials(path), budgets)))
+    md = table(rows, budgets)
+    print(md, end="")
+    if a.out:
+        with open(a.out + ".md", "w") as f:
+            f.write(md)
+        plot(rows, a.out + ".png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
