@@ -81,7 +81,7 @@ struct Settings {
   Wgrad wgrad = Wgrad::measured;         ///< MPIGAN_CUDA_WGRAD=measured|legacy|forward
   ConvApi conv_api = ConvApi::measured;  ///< MPIGAN_CUDA_CONV_API=legacy|graph|measured
   bool deterministic = false;            ///< MPIGAN_CUDA_DETERMINISTIC=1: only deterministic conv algorithms
-  bool graph_runtime_compiled = true;    ///< MPIGAN_CUDA_GRAPH_RTC=0: no graph-API engine compiled at run time (TF32's default)
+  bool graph_runtime_compiled = true;    ///< MPIGAN_CUDA_GRAPH_RTC=0: no runtime-compiled graph engines (TF32)
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
   static Settings from_env();
