@@ -28,6 +28,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 
 
 def targets(run):
@@ -231,7 +232,7 @@ def plot(groups, path):
         ax.plot([i] * len(values), values, "o", color="black", ms=4)
     ax.set_yscale("log")
     ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels([f"{k[0]}\nN = {k[1]}" for k in keys], fontsize=8)
+    ax.set_xticklabels([f"{textwrap.fill(k[0], 18)}\nN = {k[1]}" for k in keys], fontsize=8)
     ax.set_ylabel("fpd_hlf against fresh Monte Carlo (lower is better)")
     ax.set_title("final generators at their runs' budgets (points: seeds, bar: median)", fontsize=9)
     ax.grid(axis="y", which="both", alpha=0.3)
