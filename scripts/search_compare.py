@@ -6,7 +6,8 @@
 
 Each SEARCH_DIR is a `mpigan optimize` directory; its trials.jsonl is the record. A trial's cost is
 the CPU time of its folds (the sum of their seconds: each fold trains on one core), so searches run
-with other block sizes or fold counts are compared at the same compute. For each search: the trials
+with other block sizes or fold counts are compared at the same compute; a trial interrupted by
+stopping the search is left out (its point runs again when the search resumes). For each search: the trials
 done, pruned and failed, the CPU-hours spent, the best value with its spread over the folds and the
 trial that found it, and the best value found within each budget (CPU-hours) of --budgets (the
 search's best over the trials that ended within it; a budget the search did not reach is "—").
@@ -40,8 +41,8 @@ def load_trials(path):
                 print(f"search_compare.py: {path}:{i + 1}: torn last line skipped", file=sys.stderr)
                 continue
             raise SystemExit(f"search_compare.py: {path}:{i + 1}: not JSON: {err}")
-        if e.get("event") != "end":
-            continue
+        if e.get("event") != "end" or e.get("status") == "interrupted":
+            continue  # an interrupted trial (the search was stopped) runs again: its partial time is not the algorithm's
         folds = e.get("folds") or []
         cpu = sum(float(fo.get("seconds") or 0.0) for fo in folds)
         if not folds:
