@@ -24,11 +24,12 @@ namespace {
 // 16 Philox4x32-10 blocks side by side (structure of arrays), so that each round is a loop the
 // compiler turns into vector instructions (vpmuludq for the 32x32->64 products).
 constexpr int kLanes = 16;
+// Philox4x32's round multipliers and Weyl key increments (Random123; core/rng.cpp)
+constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
 
 inline void philox_lanes(std::uint64_t first_block, std::uint64_t seed, std::uint64_t stream,
                          std::uint32_t out[4][kLanes]) {
-  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
   for (int l = 0; l < kLanes; ++l) {
     const std::uint64_t b = first_block + static_cast<std::uint64_t>(l);
@@ -144,8 +145,8 @@ __attribute__((target("avx512f,avx512bw"))) void dropout_range_avx512(const floa
   const double t = std::ceil(static_cast<double>(rate) * 65536.0);
   const bool none = !(t <= 65535.0);
   const auto thr = _mm512_set1_epi16(static_cast<short>(static_cast<std::uint16_t>(t > 0.0 && !none ? t : 0.0)));
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kM1));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i s_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(stream)));
   const __m512i s_hi = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(stream >> 32)));
@@ -167,8 +168,8 @@ __attribute__((target("avx512f,avx512bw"))) void dropout_range_avx512(const floa
       c1 = lo1;
       c2 = n2;
       c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 += kW0;
+      k1 += kW1;
     }
     // Transpose: u_r holds block 4q + r's four words in 128-bit lane q; o_m blocks 4m .. 4m + 3.
     const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
