@@ -18,17 +18,30 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def read_records(path):
+    """The records of a search's trials.jsonl in file order. A torn last line (a search killed
+    while appending it; docs/hpo.md) is skipped with a warning; any other line that is not JSON is
+    an error naming it."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if i != last:
+                raise SystemExit(f"{path}:{i + 1}: not JSON: {err}")
+            print(f"{path}:{i + 1}: torn last line skipped", file=sys.stderr)
+    return records
+
+
 def load(search_dir):
     with open(f"{search_dir}/search.json") as f:
         header = json.load(f)
-    trials = {}
-    with open(f"{search_dir}/trials.jsonl") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line
-            trials[r["trial"]] = r
+    trials = {r["trial"]: r for r in read_records(f"{search_dir}/trials.jsonl")}
     return header, [trials[k] for k in sorted(trials)]
 
 

@@ -17,30 +17,18 @@ the search, and shown here as recorded).
 """
 
 import argparse
-import json
 import math
 import os
 import sys
+
+import plot_search  # scripts/: its reader of trials.jsonl
 
 
 def load_trials(path):
     """Ended trials of a trials.jsonl, in the order they ended: dicts with value, spread, status,
     trial, cpu_s (sum of the folds' seconds), ended."""
     ended = {}
-    with open(path) as f:
-        lines = f.read().split("\n")
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    for i, line in enumerate(lines):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            e = json.loads(line)
-        except json.JSONDecodeError as err:
-            if i == last:  # a search killed while appending (docs/hpo.md): the line being written
-                print(f"search_compare.py: {path}:{i + 1}: torn last line skipped", file=sys.stderr)
-                continue
-            raise SystemExit(f"search_compare.py: {path}:{i + 1}: not JSON: {err}")
+    for e in plot_search.read_records(path):
         if e.get("event") != "end" or e.get("status") == "interrupted":
             continue  # an interrupted trial (the search was stopped) runs again: its partial time is not the algorithm's
         folds = e.get("folds") or []
