@@ -14,11 +14,16 @@
 # Output: OUT/<algorithm>/ (the searches: trials.jsonl, best.yaml, plots), OUT/compare.md and
 # OUT/compare.png.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${1:-runs/search5}
 algorithms=${2:-gp evolution random}
 trials=${3:-20}
+for a in $algorithms; do
+  case $a in gp|evolution|random) ;; *) echo "search_study.sh: algorithm '$a': expected gp, evolution or random" >&2; exit 2 ;; esac
+done
+[[ $trials =~ ^[1-9][0-9]*$ ]] || { echo "search_study.sh: TRIALS '$trials': expected a positive integer" >&2; exit 2; }
 exp=${EXP:-examples/search-3dgan-5.yaml}
 mpigan=${MPIGAN:-build/apps/mpigan}
 ranks=${RANKS:-3}
