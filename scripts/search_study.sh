@@ -14,7 +14,7 @@
 # Output: OUT/<algorithm>/ (the searches: trials.jsonl, best.yaml, plots), OUT/compare.md and
 # OUT/compare.png.
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${1:-runs/search5}
