@@ -35,7 +35,7 @@ class Coordinator {
       : m_hash(config_hash(o, l, s)),
         m_options(o),
         m_world(world),
-        m_l(l),
+        m_layout(l),
         m_study(std::move(s)),
         m_db(dir),
         m_optimizer(make_optimizer(m_study)),
@@ -45,9 +45,9 @@ class Coordinator {
     m_t0 = now_s();
     close_interrupted();
     spdlog::info("search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
-                 m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_l.blocks, m_l.block_size,
-                 m_l.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_l.folds, m_l.per_fold()) : "");
-    int active = m_l.blocks;
+                 m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_layout.blocks, m_layout.block_size,
+                 m_layout.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_layout.folds, m_layout.per_fold()) : "");
+    int active = m_layout.blocks;
     auto last_prune = std::chrono::steady_clock::now();
     while (active > 0) {
       MPI_Status st;
@@ -88,14 +88,7 @@ class Coordinator {
       m_db.end(c);
       spdlog::warn("trial {}: {}", t.id, c.message);
     }
-    for (const TrialRecord& t : m_db.trials())
-      if (t.status == TrialStatus::interrupted && !rerun_done(t.id)) m_reruns.push_back(t.id);
-  }
-
-  bool rerun_done(std::int64_t id) const {
-    for (const TrialRecord& t : m_db.trials())
-      if (t.rerun_of == id) return t.status != TrialStatus::interrupted;
-    return false;
+    m_reruns = pending_reruns(m_db.trials());
   }
 
   std::int64_t counted() const {
@@ -107,7 +100,7 @@ class Coordinator {
   /// Hands the next trial to the block whose leader is @p leader; false (and "stop") when the
   /// search is complete or stopping.
   bool assign(int leader) {
-    const int block = m_l.block_of(leader);
+    const int block = m_layout.block_of(leader);
     if (stop_signal() != 0 || counted() >= m_study.trials) {
       send_string(m_world, json{{"stop", true}}.dump(), leader, kTagAssign);
       return false;
@@ -197,7 +190,7 @@ class Coordinator {
 
   /// The minimised curve of fold @p fold of trial @p t (empty when its run has written none yet).
   Curve curve(const TrialRecord& t, int fold) {
-    const std::string dir = m_l.folds > 1 ? fmt::format("{}/fold-{}", t.run_dir, fold) : t.run_dir;
+    const std::string dir = m_layout.folds > 1 ? fmt::format("{}/fold-{}", t.run_dir, fold) : t.run_dir;
     const bool finished = t.status != TrialStatus::running;
     const std::string key = fmt::format("{}#{}", t.id, fold);
     if (finished) {
@@ -219,7 +212,7 @@ class Coordinator {
   void prune_running() {
     for (const TrialRecord& t : m_db.trials()) {
       if (t.status != TrialStatus::running || m_pruned.count(t.id)) continue;
-      for (int f = 0; f < m_l.folds; ++f) {
+      for (int f = 0; f < m_layout.folds; ++f) {
         const Curve mine = curve(t, f);
         if (mine.empty()) continue;
         std::vector<Curve> others;
@@ -232,8 +225,8 @@ class Coordinator {
         m_prune_reason[t.id] = d.reason;
         spdlog::info("trial {}: pruned at {} samples ({})", t.id, mine.back().step, d.reason);
         const std::int64_t id = t.id;
-        for (int g = 0; g < m_l.folds; ++g)
-          MPIGAN_MPI_CHECK(MPI_Send(&id, 1, MPI_INT64_T, m_l.fold_leader(t.block, g), kTagPrune, m_world.get()));
+        for (int g = 0; g < m_layout.folds; ++g)
+          MPIGAN_MPI_CHECK(MPI_Send(&id, 1, MPI_INT64_T, m_layout.fold_leader(t.block, g), kTagPrune, m_world.get()));
         break;
       }
     }
@@ -243,12 +236,12 @@ class Coordinator {
     OptimizeOutcome out;
     out.search_dir = m_db.dir();
     const TrialRecord* best = nullptr;
-    int n_done = 0, n_failed = 0, n_pruned = 0, n_interrupted = 0;
+    int n_done = 0, n_failed = 0, n_pruned = 0;
+    const auto n_interrupted = pending_reruns(m_db.trials()).size();  // points cut off, not run again yet
     for (const TrialRecord& t : m_db.trials()) {
       n_done += t.status == TrialStatus::done;
       n_failed += t.status == TrialStatus::failed;
       n_pruned += t.status == TrialStatus::pruned;
-      n_interrupted += t.status == TrialStatus::interrupted && !rerun_done(t.id);
       if (t.status != TrialStatus::done || !t.value) continue;
       const double v = m_study.objective.minimize ? *t.value : -*t.value;
       if (!best || v < (m_study.objective.minimize ? *best->value : -*best->value)) best = &t;
@@ -287,11 +280,11 @@ class Coordinator {
     getrusage(RUSAGE_SELF, &ru);
     const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                        1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    if (wall <= 0 || m_l.blocks == 0) return {};
+    if (wall <= 0 || m_layout.blocks == 0) return {};
     return fmt::format(
         "\nBlocks spent {:.1f} % of their time training ({:.0f} s of trials over {} block(s) x {:.0f} s); the "
         "coordinator used {:.1f} s of CPU.\n",
-        100.0 * busy / (wall * m_l.blocks), busy, m_l.blocks, wall, cpu);
+        100.0 * busy / (wall * m_layout.blocks), busy, m_layout.blocks, wall, cpu);
   }
 
   void write_best(const TrialRecord& best) {
@@ -310,7 +303,7 @@ class Coordinator {
   std::string m_hash;  ///< the search's configuration hash (search.json)
   const OptimizeOptions& m_options;
   const Comm& m_world;
-  Layout m_l;
+  Layout m_layout;
   StudyConfig m_study;
   ResultsDb m_db;
   std::unique_ptr<Optimizer> m_optimizer;

@@ -136,6 +136,27 @@ void ResultsDb::end(const TrialRecord& t) {
   apply(to_json(t, "end").dump(), 0);
 }
 
+std::vector<std::int64_t> pending_reruns(const std::vector<TrialRecord>& trials) {
+  const auto n = static_cast<std::int64_t>(trials.size());
+  // The original trial of each one: rerun_of points to an earlier trial (ids are positions).
+  std::vector<std::int64_t> root(trials.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t r = trials[static_cast<std::size_t>(i)].rerun_of;
+    root[static_cast<std::size_t>(i)] = r >= 0 && r < i ? root[static_cast<std::size_t>(r)] : i;
+  }
+  std::vector<std::int64_t> latest(trials.size(), -1);  // per original: its latest trial, -1 once settled
+  std::vector<bool> settled(trials.size(), false);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto o = static_cast<std::size_t>(root[static_cast<std::size_t>(i)]);
+    if (trials[static_cast<std::size_t>(i)].status != TrialStatus::interrupted) settled[o] = true;
+    latest[o] = i;
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t o = 0; o < trials.size(); ++o)
+    if (latest[o] >= 0 && !settled[o]) out.push_back(latest[o]);
+  return out;
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {

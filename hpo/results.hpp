@@ -73,6 +73,12 @@ class ResultsDb {
   int m_skipped = 0;
 };
 
+/// The trials whose points must run again, oldest point first: for each point whose every trial so
+/// far (the original and its reruns, followed through `rerun_of`) ended interrupted, the latest of
+/// them, once. A point that a rerun has since finished (done, pruned or failed) or that one is
+/// running is not repeated, however many of its trials were cut off.
+std::vector<std::int64_t> pending_reruns(const std::vector<TrialRecord>& trials);
+
 /// Writes @p text to @p path through a temporary file and a rename (never a half-written file).
 void write_file_atomically(const std::string& path, const std::string& text);
 

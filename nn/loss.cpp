@@ -232,7 +232,7 @@ double mmd2_rq(std::span<const double> x, std::span<const double> y, std::size_t
 }
 
 EnergyStandardiser::EnergyStandardiser(std::span<const double> reference, std::size_t d, double floor)
-    : m_d(d), m_floor(floor), m_mean(3 * d, 0.0), m_var(2 * d, 0.0) {
+    : m_row(d), m_floor(floor), m_mean(3 * d, 0.0), m_var(2 * d, 0.0) {
   MPIGAN_CHECK(d >= 2 && reference.size() % d == 0 && reference.size() / d >= 3 && floor > 0.0,
                "energy standardiser: {} values for rows of {} (x and a feature at least), 3 rows or more, floor {} > 0",
                reference.size(), d, floor);
@@ -268,13 +268,13 @@ double EnergyStandardiser::sigma(std::size_t k, double x) const {
 }
 
 void EnergyStandardiser::apply(std::span<const double> in, std::span<double> out) const {
-  MPIGAN_CHECK(in.size() == out.size() && in.size() % m_d == 0, "energy standardiser: {} values in, {} out, rows of {}",
-               in.size(), out.size(), m_d);
-  for (std::size_t i = 0; i < in.size() / m_d; ++i) {
-    const double* a = in.data() + i * m_d;
-    double* b = out.data() + i * m_d;
+  MPIGAN_CHECK(in.size() == out.size() && in.size() % m_row == 0, "energy standardiser: {} values in, {} out, rows of {}",
+               in.size(), out.size(), m_row);
+  for (std::size_t i = 0; i < in.size() / m_row; ++i) {
+    const double* a = in.data() + i * m_row;
+    double* b = out.data() + i * m_row;
     b[0] = a[0];
-    for (std::size_t k = 1; k < m_d; ++k) b[k] = (a[k] - mean(k, a[0])) / sigma(k, a[0]);
+    for (std::size_t k = 1; k < m_row; ++k) b[k] = (a[k] - mean(k, a[0])) / sigma(k, a[0]);
   }
 }
 

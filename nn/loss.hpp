@@ -85,7 +85,7 @@ class EnergyStandardiser {
   double sigma(std::size_t k, double x) const;
 
  private:
-  std::size_t m_d;
+  std::size_t m_row;  // values per row: x and the features
   double m_x0 = 0.0, m_floor;
   std::vector<double> m_mean, m_var;  // per column: 3 and 2 coefficients in (x - x0)
 };

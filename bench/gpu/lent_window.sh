@@ -57,36 +57,40 @@ sim_pid=$!
 # 1. correctness of the graph API's convolutions (the op tests of every conv3d case run through it),
 # per math mode; a mode that fails is run once more with every launch synchronous and under
 # compute-sanitizer, to name the engine and kernel at fault, and its steps use the legacy API.
+# conv_tests RTC TF32 LOG [WRAPPER...]: the conv3d op tests of the cuda backend through the graph API,
+# with cuDNN's runtime-compiled engines allowed or not; under compute-sanitizer, the real binary (the
+# build/ one is the bundle's loader wrapper) and the op tests only.
+conv_tests() {
+  local rtc=$1 tf32=$2 log=$3
+  shift 3
+  local bin=$g/build/tests/mpigan_test_core filter="*conv3d*<cuda>,cuda: conv3d*"
+  if (($#)) && [[ $1 == compute-sanitizer ]]; then bin=$g/bin/mpigan_test_core filter="*conv3d*<cuda>"; fi
+  MPIGAN_CUDA_GRAPH_RTC=$rtc MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$@" "$bin" -tc="$filter" \
+    --force-colors=0 > "$log" 2>&1
+}
 graph_ok=(0 0)
 rtc=(1 1)  # MPIGAN_CUDA_GRAPH_RTC per mode: 0 once the tests pass only without runtime-compiled engines
 for tf32 in 0 1; do
   # with runtime-compiled engines (TF32 refuses them by default): whether cuDNN's engine still faults
-  MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 "$g/build/tests/mpigan_test_core" \
-    -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 > "$logs/tests_conv-graph_tf32-$tf32.txt" 2>&1
+  conv_tests 1 "$tf32" "$logs/tests_conv-graph_tf32-$tf32.txt"
   rc=$?
   say "tests MPIGAN_CUDA_CONV_API=graph TF32=$tf32: exit $rc $(grep -h 'test cases:' "$logs/tests_conv-graph_tf32-$tf32.txt")"
   if [[ $rc == 0 ]]; then
     graph_ok[tf32]=1
   else
     # every launch synchronous: the fault surfaces in the test case and conv case that launched it
-    CUDA_LAUNCH_BLOCKING=1 MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
-      "$g/build/tests/mpigan_test_core" -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 \
-      > "$logs/diagnose_graph_tf32-$tf32.txt" 2>&1
+    conv_tests 1 "$tf32" "$logs/diagnose_graph_tf32-$tf32.txt" env CUDA_LAUNCH_BLOCKING=1
     say "  synchronous launches: exit $?; where it failed:"
     grep -h 'TEST CASE\|case_name\|CUDA error\|cuDNN error' "$logs/diagnose_graph_tf32-$tf32.txt" | head -n 6 |
       cut -c1-300 >> "$summary"
     if command -v compute-sanitizer > /dev/null; then
-      MPIGAN_CUDA_GRAPH_RTC=1 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 compute-sanitizer --tool memcheck \
-        --print-limit 3 "$g/bin/mpigan_test_core" -tc="*conv3d*<cuda>" --force-colors=0 \
-        > "$logs/sanitizer_graph_tf32-$tf32.txt" 2>&1
+      conv_tests 1 "$tf32" "$logs/sanitizer_graph_tf32-$tf32.txt" compute-sanitizer --tool memcheck --print-limit 3
       say "  compute-sanitizer: exit $?"
       grep -h -A3 'Invalid\|misaligned\|Misaligned' "$logs/sanitizer_graph_tf32-$tf32.txt" | head -n 8 | cut -c1-300 \
         >> "$summary"
     fi
     # the kernel at fault so far (TF32) came from cuDNN's runtime-compiled engines: without them?
-    MPIGAN_CUDA_GRAPH_RTC=0 MPIGAN_CUDA_CONV_API=graph MPIGAN_CUDA_TF32=$tf32 timeout 90 \
-      "$g/build/tests/mpigan_test_core" -tc="*conv3d*<cuda>,cuda: conv3d*" --force-colors=0 \
-      > "$logs/tests_conv-graph-nortc_tf32-$tf32.txt" 2>&1
+    conv_tests 0 "$tf32" "$logs/tests_conv-graph-nortc_tf32-$tf32.txt"
     rc=$?
     say "  without runtime-compiled engines (MPIGAN_CUDA_GRAPH_RTC=0): exit $rc $(grep -h 'test cases:' \
       "$logs/tests_conv-graph-nortc_tf32-$tf32.txt")"

@@ -52,7 +52,7 @@ class SpotGamma {
     m_has_spare = true;
     return a * f;
   }
-  double m_d, m_c;
+  double m_d, m_c;  // Marsaglia and Tsang's d = a - 1/3 and c = 1 / sqrt(9 d)
   double m_spare = 0;
   bool m_has_spare = false;
 };

@@ -241,3 +241,34 @@ TEST_CASE("results database: replayed after a kill, the torn last line skipped")
   CHECK(db.trials()[1].status == TrialStatus::running);  // its end was torn: still running, resumed as interrupted
   CHECK(db.next_id() == 2);
 }
+
+TEST_CASE("results database: a point cut off several times runs again once, and not after a rerun finished it") {
+  auto trial = [](std::int64_t id, TrialStatus s, std::int64_t rerun_of) {
+    TrialRecord t;
+    t.id = id;
+    t.status = s;
+    t.rerun_of = rerun_of;
+    return t;
+  };
+  using S = TrialStatus;
+  // Point A (trial 1) interrupted, its rerun 2 interrupted, a second rerun of 1 (3) interrupted: once, the latest.
+  std::vector<TrialRecord> ts = {trial(0, S::done, -1), trial(1, S::interrupted, -1), trial(2, S::interrupted, 1),
+                                 trial(3, S::interrupted, 1)};
+  CHECK(pending_reruns(ts) == std::vector<std::int64_t>{3});
+  // A rerun of a rerun (chained ids) belongs to the same point.
+  ts.push_back(trial(4, S::interrupted, 3));
+  CHECK(pending_reruns(ts) == std::vector<std::int64_t>{4});
+  // Once any trial of the point has finished (done, pruned, failed) or runs, nothing is repeated.
+  for (S s : {S::done, S::pruned, S::failed, S::running}) {
+    auto u = ts;
+    u.push_back(trial(5, s, 1));
+    CHECK(pending_reruns(u).empty());
+  }
+  // Two cut-off points, oldest first; a finished rerun of one leaves the other.
+  ts.push_back(trial(5, S::interrupted, -1));
+  CHECK(pending_reruns(ts) == std::vector<std::int64_t>{4, 5});
+  ts.push_back(trial(6, S::done, 4));
+  CHECK(pending_reruns(ts) == std::vector<std::int64_t>{5});
+  // A rerun_of that does not point to an earlier trial is its own point.
+  CHECK(pending_reruns({trial(0, S::interrupted, 7)}) == std::vector<std::int64_t>{0});
+}
