@@ -44,9 +44,10 @@ class Coordinator {
   OptimizeOutcome run() {
     m_t0 = now_s();
     close_interrupted();
-    spdlog::info("search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
-                 m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_layout.blocks, m_layout.block_size,
-                 m_layout.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_layout.folds, m_layout.per_fold()) : "");
+    spdlog::info(
+        "search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
+        m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_layout.blocks, m_layout.block_size,
+        m_layout.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_layout.folds, m_layout.per_fold()) : "");
     int active = m_layout.blocks;
     auto last_prune = std::chrono::steady_clock::now();
     while (active > 0) {

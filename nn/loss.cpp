@@ -268,8 +268,8 @@ double EnergyStandardiser::sigma(std::size_t k, double x) const {
 }
 
 void EnergyStandardiser::apply(std::span<const double> in, std::span<double> out) const {
-  MPIGAN_CHECK(in.size() == out.size() && in.size() % m_row == 0, "energy standardiser: {} values in, {} out, rows of {}",
-               in.size(), out.size(), m_row);
+  MPIGAN_CHECK(in.size() == out.size() && in.size() % m_row == 0,
+               "energy standardiser: {} values in, {} out, rows of {}", in.size(), out.size(), m_row);
   for (std::size_t i = 0; i < in.size() / m_row; ++i) {
     const double* a = in.data() + i * m_row;
     double* b = out.data() + i * m_row;
