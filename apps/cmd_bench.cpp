@@ -158,7 +158,8 @@ void bench_step(const BenchStepOptions& o) {
 
 /// `mpigan bench generate`: what `mpigan generate` spends per shower, on an initialised model:
 /// the generator's inference pass (GanStep::generate: latent, G in inference mode) and the inverse
-/// preprocessing (data::postprocess_images). Last line: showers_per_s over the timed batches.
+/// preprocessing (data::postprocess_images), the showers ending in host memory. Last line:
+/// showers_per_s over the timed batches.
 void bench_generate(const BenchStepOptions& o, int batches) {
   BackendOptions bo;
   bo.threads = o.threads;
@@ -199,6 +200,8 @@ void bench_generate(const BenchStepOptions& o, int batches) {
     std::fflush(stdout);
   }
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
+  if (const std::size_t gpu = backend->device_memory_peak(); gpu > 0)
+    std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(gpu) / (1 << 20));
   std::printf("showers_per_s=%.2f\n", static_cast<double>(o.batch) * batches / total);
 }
 

@@ -13,7 +13,8 @@
 #     convolution direction on the faster of the graph API and the legacy API by measurement
 #     (MPIGAN_CUDA_CONV_API=measured, weight gradients also as forward convolutions where faster)
 #     and with cuDNN's legacy algorithms alone, beside the PyTorch peer in the same math, all on
-#     this GPU;
+#     this GPU; then generation (3dgan-25, batch 1 024, TF32) beside PyTorch's eval
+#     (bench/compare_generate.sh --device cuda);
 #  3. one window of the 3dgan-25 campaign (examples/3dgan-25-campaign.yaml, TF32): continues the run
 #     packed in RESUME.tar (a previous window's OUT_DIR/run.tar, with the run's own configuration;
 #     its showers are simulated again where that configuration names them) or starts it, trains until the
@@ -128,6 +129,12 @@ done
 if (($(left) > 360)); then
   [[ ${graph_ok[1]} == 1 ]] && bench anglegan-51 64 1 measured 4
   peer anglegan-51 64 1 4
+fi
+# generation, both sides, TF32: the generator in inference mode and the showers in host memory
+if (($(left) > 330)); then
+  PYTHON=$py timeout 120 "$root/bench/compare_generate.sh" --device cuda --tf32 --batch 1024 --batches 8 --repeat 2 \
+    --threads 6 --build "$g/build" > "$logs/generate_3dgan-25_b1024_tf32-1.txt" 2>&1
+  say "generate: exit $? $(tail -n 1 "$logs/generate_3dgan-25_b1024_tf32-1.txt")"
 fi
 
 # 3. the campaign's window
