@@ -139,7 +139,12 @@ void bench_step(const BenchStepOptions& o) {
   const double activations =
       static_cast<double>(model->generator.activation_bytes() + model->discriminator.activation_bytes()) / (1 << 20);
   std::printf("step_time_s=%.4f\n", total / o.steps);
-  std::printf("activation_mb=%.1f\n", activations);
+  const double workspaces =
+      static_cast<double>(model->generator.gradient_workspace_bytes() +
+                          model->discriminator.gradient_workspace_bytes()) /
+      (1 << 20);
+  std::printf("activation_mb=%.1f (layer outputs %.1f, backward's gradient workspaces %.1f)\n", activations,
+              activations - workspaces, workspaces);
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
   if (const std::size_t gpu = backend->device_memory_peak(); gpu > 0)
     std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(gpu) / (1 << 20));

@@ -234,7 +234,8 @@ void Network::setup_for(const TensorDesc& input) {
   }
   for (auto& w : m_workspace) w = be.allocate_storage(max_elems * sizeof(float));
   m_input_diff = be.allocate(TensorDesc{input.shape, nullptr});
-  m_activation_bytes += 2 * max_elems * sizeof(float);
+  m_gradient_workspace_bytes = 2 * max_elems * sizeof(float);
+  m_activation_bytes += m_gradient_workspace_bytes;
   m_input_desc = input;
   m_planned = true;
 }

@@ -102,6 +102,8 @@ class Network {
   std::string summary() const;
   /// Physical bytes of activations and gradient workspaces planned for the last input shape.
   std::size_t activation_bytes() const { return m_activation_bytes; }
+  /// Of those, the two gradient workspaces backward alternates between (each the largest tensor).
+  std::size_t gradient_workspace_bytes() const { return m_gradient_workspace_bytes; }
   /// Time every layer into @p times from now on (nullptr: stop). @p times must outlive the calls.
   void set_layer_times(LayerTimes* times) { m_times = times; }
 
@@ -137,7 +139,7 @@ class Network {
   std::vector<Tensor> m_outputs;
   std::shared_ptr<Storage> m_workspace[2];
   Tensor m_input_diff;
-  std::size_t m_activation_bytes = 0;
+  std::size_t m_activation_bytes = 0, m_gradient_workspace_bytes = 0;
   LayerTimes* m_times = nullptr;
 };
 
