@@ -69,7 +69,7 @@ json run_fold(const OptimizeOptions& o, const Layout& l, const Comm& fold_comm, 
   }
   if (o.quiet_trials) all.push_back("logging.level=warn");
   json r{{"fold", fold}, {"run_dir", dir}, {"status", "done"}, {"value", nullptr}, {"message", ""}, {"seconds", 0.0}};
-  const double t0 = now_s();
+  const double t0 = now_s(), cpu0 = process_cpu_seconds();
   // Pruning: the coordinator's message for this trial ends the run after its validation.
   train::RunOptions ro{dir, "", {}};
   if (fold_comm.rank() == 0)
@@ -105,6 +105,12 @@ json run_fold(const OptimizeOptions& o, const Layout& l, const Comm& fold_comm, 
     failure = e.what();
   }
   r["seconds"] = now_s() - t0;
+  // The fold's CPU time over its ranks (every thread of each): what the fold cost, whatever else
+  // shared the cores.
+  double cpu = process_cpu_seconds() - cpu0;
+  if (fold_comm.size() > 1)
+    MPIGAN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &cpu, 1, MPI_DOUBLE, MPI_SUM, fold_comm.get()));
+  r["cpu_seconds"] = cpu;
   if (fold_comm.rank() != 0) return r;
   if (by_signal) {
     r["status"] = "interrupted";

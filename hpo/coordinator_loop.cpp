@@ -155,7 +155,8 @@ class Coordinator {
                     f.at("status").get<std::string>(),
                     std::nullopt,
                     f.at("message").get<std::string>(),
-                    f.at("seconds").get<double>()};
+                    f.at("seconds").get<double>(),
+                    f.value("cpu_seconds", -1.0)};
       if (!f.at("value").is_null()) fr.value = f.at("value").get<double>();
       if (fr.status == "failed") failed = true;
       if (fr.status == "interrupted") interrupted = true;

@@ -42,7 +42,8 @@ json to_json(const TrialRecord& t, const char* event) {
                      {"status", f.status},
                      {"value", optional_json(f.value)},
                      {"message", f.message},
-                     {"seconds", f.seconds}});
+                     {"seconds", f.seconds},
+                     {"cpu_seconds", f.cpu_seconds}});
   return {{"event", event},
           {"trial", t.id},
           {"x", t.x},
@@ -74,8 +75,8 @@ TrialRecord from_json(const json& j) {
   t.spread = j.at("spread").get<double>();
   for (const json& f : j.at("folds"))
     t.folds.push_back({f.at("fold").get<int>(), f.at("run_dir").get<std::string>(), f.at("status").get<std::string>(),
-                       optional_value(f.at("value")), f.at("message").get<std::string>(),
-                       f.at("seconds").get<double>()});
+                       optional_value(f.at("value")), f.at("message").get<std::string>(), f.at("seconds").get<double>(),
+                       f.value("cpu_seconds", -1.0)});
   t.message = j.at("message").get<std::string>();
   t.rerun_of = j.value("rerun_of", std::int64_t{-1});
   t.config_hash = j.value("config_hash", std::string());

@@ -28,7 +28,8 @@ struct FoldResult {
   std::string status = "done";  ///< done | pruned | failed
   std::optional<double> value;  ///< the objective as written in metrics.csv (not sign-flipped)
   std::string message;          ///< why it failed
-  double seconds = 0;
+  double seconds = 0;           ///< wall time
+  double cpu_seconds = -1;      ///< CPU time over the fold's ranks and threads (-1: not recorded)
 };
 
 struct TrialRecord {

@@ -5,8 +5,9 @@
         [--out PREFIX]
 
 Each SEARCH_DIR is a `mpigan optimize` directory; its trials.jsonl is the record. A trial's cost is
-the CPU time of its folds (the sum of their seconds: each fold trains on one core), so searches run
-with other block sizes or fold counts are compared at the same compute; a trial interrupted by
+the CPU time of its folds (each fold's `cpu_seconds`, over its ranks and threads, unaffected by
+other work on the same cores; a fold recorded without it counts its wall seconds, one core), so
+searches run with other block sizes or fold counts are compared at the same compute; a trial interrupted by
 stopping the search is left out (its point runs again when the search resumes). For each search: the trials
 done, pruned and failed, the CPU-hours spent, the best value with its spread over the folds and the
 trial that found it, and the best value found within each budget (CPU-hours) of --budgets (the
@@ -24,15 +25,23 @@ import sys
 import plot_search  # scripts/: its reader of trials.jsonl
 
 
+def fold_cpu_seconds(fold):
+    """A fold's CPU seconds; its wall seconds (one core) when the search did not record them."""
+    cpu = fold.get("cpu_seconds")
+    if cpu is not None and float(cpu) >= 0.0:
+        return float(cpu)
+    return float(fold.get("seconds") or 0.0)
+
+
 def load_trials(path):
     """Ended trials of a trials.jsonl, in the order they ended: dicts with value, spread, status,
-    trial, cpu_s (sum of the folds' seconds), ended."""
+    trial, cpu_s (sum of the folds' CPU seconds, or wall seconds where those were not recorded), ended."""
     ended = {}
     for e in plot_search.read_records(path):
         if e.get("event") != "end" or e.get("status") == "interrupted":
             continue  # an interrupted trial (the search was stopped) runs again: its partial time is not the algorithm's
         folds = e.get("folds") or []
-        cpu = sum(float(fo.get("seconds") or 0.0) for fo in folds)
+        cpu = sum(fold_cpu_seconds(fo) for fo in folds)
         if not folds:
             cpu = max(0.0, float(e.get("ended") or 0.0) - float(e.get("started") or 0.0))
         value = e.get("value")

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """scripts/search_compare.py on two searches written by hand. Search A: trial 0 ends after 0.8
 CPU-hours (two folds of 1 440 s) with 5.0, trial 1 fails after 0.2 h more (1.0 h in all), trial 2
-after 0.5 h more (1.5 h) with 3.0 +- 0.4 (its spread); the start events, trial 1's interruption
+after 0.5 h more (1.5 h) with 3.0 +- 0.4 (its spread: one fold's CPU seconds, 900 of its
+5 000 wall seconds, the other's wall seconds where no CPU time was recorded); the start events, trial 1's interruption
 before its re-run (its 5 000 s not counted) and a torn last line are ignored. Search B: one trial, pruned, with 4.0, recorded without folds: its wall time of 0.5 h
 counts. Budgets 1, 1.5 and 2 CPU-hours: A's best within them is 5.0, 3.0 and not reached (A spent
 1.5 h); B reached none of them. A bad line in the middle is named by line."""
@@ -37,7 +38,9 @@ def main():
             json.dumps({"event": "start", "trial": 1}),
             end(1, "interrupted", None, [{"seconds": 5000.0}], ended=15),
             end(1, "failed", None, [{"seconds": 360.0}, {"seconds": 360.0}], ended=20),
-            end(2, "done", 3.0, [{"seconds": 900.0}, {"seconds": 900.0}], spread=0.4, ended=30),
+            # fold 0 ran beside other work: 5 000 s of wall time, 900 s of CPU; fold 1 has no CPU time
+            end(2, "done", 3.0, [{"seconds": 5000.0, "cpu_seconds": 900.0}, {"seconds": 900.0, "cpu_seconds": -1}],
+                spread=0.4, ended=30),
             '{"event": "end", "tri',
         ])
         write(b, [end(0, "pruned", 4.0, None, started=100.0, ended=1900.0)])

@@ -217,7 +217,7 @@ TEST_CASE("results database: replayed after a kill, the torn last line skipped")
     t.status = TrialStatus::done;
     t.value = 12.5;
     t.spread = 0.5;
-    t.folds = {{0, dir + "/trial-0000/fold-0", "done", 12.0, "", 3.0},
+    t.folds = {{0, dir + "/trial-0000/fold-0", "done", 12.0, "", 3.0, 2.75},
                {1, dir + "/trial-0000/fold-1", "done", 13.0, "", 3.5}};
     db.end(t);
     TrialRecord u;
@@ -238,6 +238,8 @@ TEST_CASE("results database: replayed after a kill, the torn last line skipped")
   REQUIRE(t.folds.size() == 2);
   CHECK(*t.folds[1].value == 13.0);
   CHECK(t.folds[1].seconds == 3.5);
+  CHECK(t.folds[0].cpu_seconds == 2.75);
+  CHECK(t.folds[1].cpu_seconds == -1.0);                 // not recorded
   CHECK(db.trials()[1].status == TrialStatus::running);  // its end was torn: still running, resumed as interrupted
   CHECK(db.next_id() == 2);
 }
