@@ -12,6 +12,10 @@ stopping the search is left out (its point runs again when the search resumes). 
 done, pruned and failed, the CPU-hours spent, the best value with its spread over the folds and the
 trial that found it, and the best value found within each budget (CPU-hours) of --budgets (the
 search's best over the trials that ended within it; a budget the search did not reach is "—").
+--baseline DIR: the experiment's own configuration trained on the same folds (DIR/fold-*/metrics.csv,
+as scripts/search_study.sh makes it), scored like a trial (--metric, the mean of its --last scores
+per fold, then the mean and spread over the folds): the line a search has to beat, in the table's
+last line and as a band on the plot.
 Writes PREFIX.md (the table) and PREFIX.png (best value so far against CPU-hours), and prints the table.
 Values are minimised (the search's objective as recorded: a maximised metric is stored negated by
 the search, and shown here as recorded).
@@ -56,6 +60,31 @@ def load_trials(path):
     return sorted(ended.values(), key=lambda t: (t["ended"], t["trial"]))
 
 
+def fold_objective(path, metric, last):
+    """The mean of the last `last` values of `metric` in a run's metrics.csv (its physics rows)."""
+    import csv
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows and metric not in rows[0]:
+        raise SystemExit(f"{path}: no column '{metric}'")
+    vals = [float(r[metric]) for r in rows if r.get(metric) not in (None, "", "nan")]
+    vals = [v for v in vals if math.isfinite(v)]
+    if len(vals) < last:
+        raise SystemExit(f"{path}: {len(vals)} value(s) of {metric}, expected at least {last} (has the run ended?)")
+    return sum(vals[-last:]) / last
+
+
+def baseline(d, metric, last):
+    """(mean, spread over folds, folds) of the experiment's own configuration in d/fold-*."""
+    folds = sorted(f for f in os.listdir(d) if f.startswith("fold-")) if os.path.isdir(d) else []
+    if not folds:
+        raise SystemExit(f"--baseline {d}: no fold-*/ directories")
+    v = [fold_objective(os.path.join(d, f, "metrics.csv"), metric, last) for f in folds]
+    mean = sum(v) / len(v)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
+    return mean, spread, len(v)
+
+
 def summarise(trials, budgets_h):
     """The table's numbers for one search."""
     counts = {"done": 0, "pruned": 0, "failed": 0}
@@ -86,7 +115,7 @@ def fmt(v):
     return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
-def table(rows, budgets_h):
+def table(rows, budgets_h, base=None):
     head = ["search", "trials done", "pruned", "failed", "CPU-hours", "best (± fold spread)", "found at trial"]
     head += [f"best within {b:g} CPU-h" for b in budgets_h]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -97,10 +126,14 @@ def table(rows, budgets_h):
                  str(b["trial"]) if b else "—"]
         cells += [fmt(v) for v in s["within"]]
         lines.append("| " + " | ".join(cells) + " |")
+    if base:
+        mean, spread, n = base
+        cells = [f"the experiment's own configuration ({n} folds)", "", "", "", "", f"{fmt(mean)} ± {fmt(spread)}", ""]
+        lines.append("| " + " | ".join(cells + [""] * len(budgets_h)) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path):
+def plot(rows, path, base=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -110,7 +143,11 @@ def plot(rows, path):
         if not pts:
             continue
         ax.step([h for h, _ in pts], [v for _, v in pts], where="post", label=label)
-    ax.set_xlabel("CPU-hours (the folds' training time)")
+    if base:
+        mean, spread, _ = base
+        ax.axhline(mean, color="k", lw=1, ls="--", label="the experiment's own configuration")
+        ax.axhspan(mean - spread, mean + spread, color="k", alpha=0.1)
+    ax.set_xlabel("CPU-hours (the folds' CPU time)")
     ax.set_ylabel("best objective so far (lower is better)")
     ax.set_yscale("log")
     ax.grid(alpha=0.3)
@@ -124,6 +161,9 @@ def main(argv=None):
     ap.add_argument("searches", nargs="+", help="LABEL=SEARCH_DIR")
     ap.add_argument("--budgets", default="1,2", help="CPU-hours at which to compare (comma-separated)")
     ap.add_argument("--out", default=None, help="write PREFIX.md and PREFIX.png")
+    ap.add_argument("--baseline", default=None, help="DIR with fold-*/metrics.csv: the experiment's own configuration")
+    ap.add_argument("--metric", default="fpd_hlf", help="the objective's column in metrics.csv (for --baseline)")
+    ap.add_argument("--last", type=int, default=2, help="the objective: the mean of the last N scores (for --baseline)")
     a = ap.parse_args(argv)
     try:
         budgets = [float(x) for x in a.budgets.split(",") if x]
@@ -138,12 +178,13 @@ def main(argv=None):
         if not os.path.isfile(path):
             ap.error(f"{label}: {path} does not exist (a `mpigan optimize` directory holds it)")
         rows.append((label, summarise(load_trials(path), budgets)))
-    md = table(rows, budgets)
+    base = baseline(a.baseline, a.metric, a.last) if a.baseline else None
+    md = table(rows, budgets, base)
     print(md, end="")
     if a.out:
         with open(a.out + ".md", "w") as f:
             f.write(md)
-        plot(rows, a.out + ".png")
+        plot(rows, a.out + ".png", base)
     return 0
 
 

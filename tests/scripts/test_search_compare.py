@@ -5,7 +5,9 @@ after 0.5 h more (1.5 h) with 3.0 +- 0.4 (its spread: one fold's CPU seconds, 90
 5 000 wall seconds, the other's wall seconds where no CPU time was recorded); the start events, trial 1's interruption
 before its re-run (its 5 000 s not counted) and a torn last line are ignored. Search B: one trial, pruned, with 4.0, recorded without folds: its wall time of 0.5 h
 counts. Budgets 1, 1.5 and 2 CPU-hours: A's best within them is 5.0, 3.0 and not reached (A spent
-1.5 h); B reached none of them. A bad line in the middle is named by line."""
+1.5 h); B reached none of them. The experiment's own configuration on two folds (--baseline)
+scores 3.5 +- 0.707; a fold of it that has not ended is named. A bad line in the middle is named
+by line."""
 
 import json
 import os
@@ -44,8 +46,17 @@ def main():
             '{"event": "end", "tri',
         ])
         write(b, [end(0, "pruned", 4.0, None, started=100.0, ended=1900.0)])
+        # the experiment's own configuration on the two folds: fpd_hlf 9, 4, 2 and 5, 3, 5 among
+        # training rows without it: the mean of the last two, 3 and 4; over the folds 3.5 ± 0.707
+        base = os.path.join(root, "base")
+        for f, vals in ((0, (9, 4, 2)), (1, (5, 3, 5))):
+            os.makedirs(os.path.join(base, f"fold-{f}"))
+            with open(os.path.join(base, f"fold-{f}", "metrics.csv"), "w") as m:
+                m.write("kind,samples,d_loss,fpd_hlf\n")
+                for i, v in enumerate(vals):
+                    m.write(f"train,{i * 10},1.5,\nphysics,{i * 10},,{v}\n")
         r = subprocess.run([sys.executable, SCRIPT, f"A={a}", f"B={b}", "--budgets", "1,1.5,2",
-                            "--out", os.path.join(root, "cmp")], capture_output=True, text=True)
+                            "--out", os.path.join(root, "cmp"), "--baseline", base], capture_output=True, text=True)
         if r.returncode != 0:
             failures.append(f"exit {r.returncode}: {r.stderr}")
         rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
@@ -55,6 +66,14 @@ def main():
         for k, v in want.items():
             if rows.get(k) != v:
                 failures.append(f"row {k}: {rows.get(k)}, expected {v}")
+        own = [line for line in r.stdout.splitlines() if "own configuration (2 folds)" in line]
+        if not own or "3.5 ± 0.707" not in own[0]:
+            failures.append(f"the baseline row: {own}")
+        with open(os.path.join(base, "fold-1", "metrics.csv"), "w") as m:
+            m.write("kind,samples,fpd_hlf\nphysics,0,7\n")
+        r2 = subprocess.run([sys.executable, SCRIPT, f"A={a}", "--baseline", base], capture_output=True, text=True)
+        if r2.returncode == 0 or "fold-1/metrics.csv: 1 value(s) of fpd_hlf, expected at least 2" not in r2.stderr:
+            failures.append(f"a baseline fold that has not ended: exit {r2.returncode}, {r2.stderr}")
         if "torn last line" not in r.stderr:
             failures.append(f"the torn last line was not reported: {r.stderr}")
         for ext in ("md", "png"):
