@@ -18,7 +18,8 @@ per fold, then the mean and spread over the folds): the line a search has to bea
 last line and as a band on the plot.
 Writes PREFIX.md (the table) and PREFIX.png (best value so far against CPU-hours), and prints the table.
 Values are minimised (the search's objective as recorded: a maximised metric is stored negated by
-the search, and shown here as recorded).
+the search, and shown here as recorded). The last line names the best trial over all the searches
+with its overrides (--set KEY=VALUE each), the configuration to confirm with fresh seeds.
 """
 
 import argparse
@@ -56,6 +57,7 @@ def load_trials(path):
             "spread": float(e.get("spread") or 0.0),
             "cpu_s": cpu,
             "ended": float(e.get("ended") or 0.0),
+            "overrides": list(e.get("overrides") or []),
         }
     return sorted(ended.values(), key=lambda t: (t["ended"], t["trial"]))
 
@@ -180,6 +182,11 @@ def main(argv=None):
         rows.append((label, summarise(load_trials(path), budgets)))
     base = baseline(a.baseline, a.metric, a.last) if a.baseline else None
     md = table(rows, budgets, base)
+    done = [(label, s["best"]) for label, s in rows if s["best"]]
+    if done:
+        label, b = min(done, key=lambda lb: lb[1]["value"])
+        md += (f"\nBest over all: {label}, trial {b['trial']}, {fmt(b['value'])} ± {fmt(b['spread'])}: "
+               f"{' '.join(b['overrides']) or '(no overrides recorded)'}\n")
     print(md, end="")
     if a.out:
         with open(a.out + ".md", "w") as f:

@@ -6,7 +6,7 @@ after 0.5 h more (1.5 h) with 3.0 +- 0.4 (its spread: one fold's CPU seconds, 90
 before its re-run (its 5 000 s not counted) and a torn last line are ignored. Search B: one trial, pruned, with 4.0, recorded without folds: its wall time of 0.5 h
 counts. Budgets 1, 1.5 and 2 CPU-hours: A's best within them is 5.0, 3.0 and not reached (A spent
 1.5 h); B reached none of them. The experiment's own configuration on two folds (--baseline)
-scores 3.5 +- 0.707; a fold of it that has not ended is named. A bad line in the middle is named
+scores 3.5 +- 0.707; the best over all is A's trial 2 with its overrides; a fold of it that has not ended is named. A bad line in the middle is named
 by line."""
 
 import json
@@ -41,8 +41,9 @@ def main():
             end(1, "interrupted", None, [{"seconds": 5000.0}], ended=15),
             end(1, "failed", None, [{"seconds": 360.0}, {"seconds": 360.0}], ended=20),
             # fold 0 ran beside other work: 5 000 s of wall time, 900 s of CPU; fold 1 has no CPU time
-            end(2, "done", 3.0, [{"seconds": 5000.0, "cpu_seconds": 900.0}, {"seconds": 900.0, "cpu_seconds": -1}],
-                spread=0.4, ended=30),
+            json.dumps({"event": "end", "trial": 2, "status": "done", "value": 3.0, "spread": 0.4, "ended": 30,
+                        "overrides": ["optimizer.lr=0.0003", "training.batch=48"],
+                        "folds": [{"seconds": 5000.0, "cpu_seconds": 900.0}, {"seconds": 900.0, "cpu_seconds": -1}]}),
             '{"event": "end", "tri',
         ])
         write(b, [end(0, "pruned", 4.0, None, started=100.0, ended=1900.0)])
@@ -66,6 +67,8 @@ def main():
         for k, v in want.items():
             if rows.get(k) != v:
                 failures.append(f"row {k}: {rows.get(k)}, expected {v}")
+        if "Best over all: A, trial 2, 3 ± 0.4: optimizer.lr=0.0003 training.batch=48" not in r.stdout:
+            failures.append(f"the best over all: {r.stdout}")
         own = [line for line in r.stdout.splitlines() if "own configuration (2 folds)" in line]
         if not own or "3.5 ± 0.707" not in own[0]:
             failures.append(f"the baseline row: {own}")
