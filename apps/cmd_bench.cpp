@@ -90,6 +90,15 @@ void print_layer_times(const nn::LayerTimes& t, int steps, double step_s) {
                 static_cast<long long>((r->forward_calls + r->backward_calls) / steps), r->options.c_str());
 }
 
+/// GPU memory at its peak (nothing on host backends): over the whole run (peak_gpu_mem_mb, what
+/// PyTorch's max_memory_allocated() reports without a reset) and over the timed steps alone
+/// (peak_gpu_mem_steps_mb, the steady state).
+void print_gpu_peaks(std::size_t warmup_peak, std::size_t steps_peak) {
+  if (std::max(warmup_peak, steps_peak) == 0) return;
+  std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(std::max(warmup_peak, steps_peak)) / (1 << 20));
+  std::printf("peak_gpu_mem_steps_mb=%.1f\n", static_cast<double>(steps_peak) / (1 << 20));
+}
+
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -129,6 +138,10 @@ void bench_step(const BenchStepOptions& o) {
     return std::pair{std::chrono::duration<double>(clock::now() - t0).count(), l};
   };
   for (int w = 0; w < o.warmup; ++w) std::printf("warmup %d: %.3f s\n", w, timed_step(w).first);
+  // The warm-up's peak (cuDNN's algorithm searches time their candidates on scratch operands),
+  // then the timed steps' own.
+  const std::size_t warmup_peak = backend->device_memory_peak();
+  backend->reset_device_memory_peak();
   double total = 0.0;
   for (int s = 0; s < o.steps; ++s) {
     const auto [dt, l] = timed_step(o.warmup + s);
@@ -139,15 +152,13 @@ void bench_step(const BenchStepOptions& o) {
   const double activations =
       static_cast<double>(model->generator.activation_bytes() + model->discriminator.activation_bytes()) / (1 << 20);
   std::printf("step_time_s=%.4f\n", total / o.steps);
-  const double workspaces =
-      static_cast<double>(model->generator.gradient_workspace_bytes() +
-                          model->discriminator.gradient_workspace_bytes()) /
-      (1 << 20);
+  const double workspaces = static_cast<double>(model->generator.gradient_workspace_bytes() +
+                                                model->discriminator.gradient_workspace_bytes()) /
+                            (1 << 20);
   std::printf("activation_mb=%.1f (layer outputs %.1f, backward's gradient workspaces %.1f)\n", activations,
               activations - workspaces, workspaces);
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
-  if (const std::size_t gpu = backend->device_memory_peak(); gpu > 0)
-    std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(gpu) / (1 << 20));
+  print_gpu_peaks(warmup_peak, backend->device_memory_peak());
   std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);
   if (o.profile > 0) {
     nn::LayerTimes times;
@@ -195,6 +206,8 @@ void bench_generate(const BenchStepOptions& o, int batches) {
     one(static_cast<std::uint64_t>(w));
     std::printf("warmup %d: %.3f s\n", w, std::chrono::duration<double>(clock::now() - t0).count());
   }
+  const std::size_t warmup_peak = backend->device_memory_peak();
+  backend->reset_device_memory_peak();
   double total = 0;
   for (int b = 0; b < batches; ++b) {
     const auto t0 = clock::now();
@@ -205,8 +218,7 @@ void bench_generate(const BenchStepOptions& o, int batches) {
     std::fflush(stdout);
   }
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
-  if (const std::size_t gpu = backend->device_memory_peak(); gpu > 0)
-    std::printf("peak_gpu_mem_mb=%.1f\n", static_cast<double>(gpu) / (1 << 20));
+  print_gpu_peaks(warmup_peak, backend->device_memory_peak());
   std::printf("showers_per_s=%.2f\n", static_cast<double>(o.batch) * batches / total);
 }
 

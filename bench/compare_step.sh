@@ -8,7 +8,8 @@
 #   DIR/apps/mpigan bench step --model M --batch B --steps S --threads T
 #   /usr/bin/python3 bench/pytorch/bench_step.py --model M --batch B --steps S --threads T [--device D]
 # then prints a table of samples/s (from each program's last line `samples_per_s=X`), their ratio
-# (mpigan / PyTorch) and peak memory (`peak_rss_mb=`, and `peak_gpu_mem_mb=` on cuda).
+# (mpigan / PyTorch) and peak memory (`peak_rss_mb=`, and on cuda `peak_gpu_mem_mb=` over the run
+# and `peak_gpu_mem_steps_mb=` over the timed steps, after the warm-up's algorithm searches).
 # Defaults: model 3dgan-25, batch 16, steps 5, threads $(nproc), device cpu, build dir `build`.
 # --device other than cpu is passed on to mpigan too. --precision bf16: mpigan's bf16 convolutions
 # (`bench step --precision bf16`) against PyTorch's bf16 autocast (`bench_step.py --bf16`); on a
@@ -124,13 +125,16 @@ m_rss=$(value peak_rss_mb "$logs/mpigan.log"); p_rss=$(value peak_rss_mb "$logs/
 echo
 printf '%-12s %6s %8s %-6s %22s %22s %7s %15s %15s' model batch threads device \
   "mpigan samples/s" "pytorch samples/s" ratio "mpigan rss MB" "pytorch rss MB"
-[[ $device = cuda ]] && printf ' %15s %15s' "mpigan gpu MB" "pytorch gpu MB"
+[[ $device = cuda ]] && printf ' %15s %15s %17s %17s' "mpigan gpu MB" "pytorch gpu MB" "mpigan steps MB" \
+  "pytorch steps MB"
 echo
 printf '%-12s %6s %8s %-6s %22s %22s %7s %15s %15s' "$model" "$batch" "$threads" "$device" \
   "$m_rate" "$p_rate" "$ratio" "${m_rss:-n/a}" "${p_rss:-n/a}"
 if [[ $device = cuda ]]; then
   m_gpu=$(value peak_gpu_mem_mb "$logs/mpigan.log"); p_gpu=$(value peak_gpu_mem_mb "$logs/pytorch.log")
-  printf ' %15s %15s' "${m_gpu:-n/a}" "${p_gpu:-n/a}"
+  m_steps=$(value peak_gpu_mem_steps_mb "$logs/mpigan.log")
+  p_steps=$(value peak_gpu_mem_steps_mb "$logs/pytorch.log")
+  printf ' %15s %15s %17s %17s' "${m_gpu:-n/a}" "${p_gpu:-n/a}" "${m_steps:-n/a}" "${p_steps:-n/a}"
 fi
 echo
 [[ -n ${LOG_DIR:-} ]] && echo "(logs in $logs)"

@@ -228,8 +228,12 @@ class Backend {
   virtual void from_host(const Tensor& host, Tensor& dst);
   /// Wait for queued device work.
   virtual void synchronize() {}
-  /// Most bytes of device memory this backend has had in use at once (0 for host backends).
+  /// Most bytes of device memory this backend has had in use at once (0 for host backends), since
+  /// it was made or since the last reset_device_memory_peak().
   virtual std::size_t device_memory_peak() const { return 0; }
+  /// Start the peak again from the bytes in use now (e.g. after a warm-up whose algorithm searches
+  /// held scratch operands a steady state never holds).
+  virtual void reset_device_memory_peak() {}
 
   // --- ops (throw Error naming the descriptor when unsupported)
   virtual std::unique_ptr<Conv3dOp> make_conv3d(const Conv3dDesc& desc) = 0;

@@ -171,6 +171,9 @@ std::size_t CudaBackend::memory_cached() const {
 std::size_t CudaBackend::device_memory_peak() const {
   return m_ctx->allocator()->stats().peak_in_use;
 }
+void CudaBackend::reset_device_memory_peak() {
+  m_ctx->allocator()->reset_peak();
+}
 void CudaBackend::empty_cache() {
   m_ctx->allocator()->empty_cache();
 }

@@ -118,6 +118,7 @@ class CudaBackend final : public Backend {
   std::size_t memory_in_use() const;
   std::size_t memory_cached() const;
   std::size_t device_memory_peak() const override;
+  void reset_device_memory_peak() override;
   /// Return cached device memory to the driver (e.g. before handing the GPU to another library).
   void empty_cache();
 

@@ -128,6 +128,11 @@ DeviceAllocator::Stats DeviceAllocator::stats() const {
   return m_stats;
 }
 
+void DeviceAllocator::reset_peak() {
+  std::lock_guard lock(m_mutex);
+  m_stats.peak_in_use = m_stats.in_use;
+}
+
 std::shared_ptr<Storage> device_storage(const std::shared_ptr<DeviceAllocator>& allocator, std::size_t bytes) {
   std::size_t block = 0;
   void* p = allocator->allocate(bytes, &block);

@@ -50,6 +50,8 @@ class DeviceAllocator {
   /// cudaFree every cached block.
   void empty_cache() noexcept;
   Stats stats() const;
+  /// The peak starts again from the bytes in use now.
+  void reset_peak();
   int device() const { return m_device; }
   bool caching() const { return m_caching; }
 

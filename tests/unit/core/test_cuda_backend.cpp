@@ -613,6 +613,8 @@ TEST_CASE("cuda: memory, copies and device choice") {
   }
   CHECK(cuda_backend.memory_in_use() == before);
   CHECK(gpu->device_memory_peak() >= before + (4u << 20));  // the 4 MiB block, gone but counted
+  gpu->reset_device_memory_peak();
+  CHECK(gpu->device_memory_peak() == cuda_backend.memory_in_use());  // from the bytes in use now
   cuda_backend.empty_cache();
   CHECK(cuda_backend.memory_cached() == 0);
 
