@@ -12,6 +12,8 @@ stopping the search is left out (its point runs again when the search resumes). 
 done, pruned and failed, the CPU-hours spent, the best value with its spread over the folds and the
 trial that found it, and the best value found within each budget (CPU-hours) of --budgets (the
 search's best over the trials that ended within it; a budget the search did not reach is "—").
+The best is over trials that ran to the end, as the search's own best.yaml is: a pruned trial's
+value is its score where it was stopped, at fewer samples than the objective's.
 --baseline DIR: the experiment's own configuration trained on the same folds (DIR/fold-*/metrics.csv,
 as scripts/search_study.sh makes it), scored like a trial (--metric, the mean of its --last scores
 per fold, then the mean and spread over the folds): the line a search has to beat, in the table's
@@ -98,7 +100,7 @@ def summarise(trials, budgets_h):
     best = None
     for t in trials:
         spent += t["cpu_s"] / 3600.0
-        if t["value"] is not None and t["status"] in ("done", "pruned") and (best is None or t["value"] < best["value"]):
+        if t["value"] is not None and t["status"] == "done" and (best is None or t["value"] < best["value"]):
             best = t
         curve.append((spent, best["value"] if best else None))
     within = []
