@@ -124,7 +124,12 @@ class Coordinator {
         else if (finished || r.status == TrialStatus::failed)
           done.push_back({r.x, 0.0, true});  // no value to learn from: worse than every finished trial
       }
-      Rng rng(m_study.seed, 0x5EA2C4000000ull + static_cast<std::uint64_t>(t.id));
+      // The point's random stream is its index among the search's new points (reruns of interrupted
+      // trials excluded), so a search stopped and resumed draws the points of one never stopped,
+      // and searches with the same seed share their first points whatever was interrupted.
+      std::uint64_t fresh = 0;
+      for (const TrialRecord& r : m_db.trials()) fresh += r.rerun_of < 0;
+      Rng rng(m_study.seed, 0x5EA2C4000000ull + fresh);
       t.x = m_optimizer->suggest(done, pending, rng);
       // The trial runs with the value as written in its override (6 significant digits): the
       // database keeps that value, so the optimiser learns what was really run.

@@ -8,7 +8,8 @@
 #   3. a diverging trial is recorded as failed with the trainer's reason, the search goes on;
 #   4. the median rule prunes a poor trial while it runs;
 #   5. a search killed with SIGKILL resumes: the cut-off trial is closed as interrupted and its
-#      point runs again, nothing recorded is lost, the trial count is honoured;
+#      point runs again, nothing recorded is lost, the trial count is honoured, and its points are
+#      those of the same search never stopped;
 #   6. bad input: every problem named before any trial; a resume of a changed search is refused.
 # Usage: hpo_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
@@ -194,12 +195,20 @@ before=$(grep -c '"event":"end"' "$dir/trials.jsonl")
 [[ $before -eq 2 ]] || fail "expected 2 trials ended before the kill, found $before"
 "$mpiexec" -n 2 "$mpigan" optimize "$work/resume.yaml" --block-size 1 --out "$dir" --resume --no-plots \
   >"$work/resume2.log" 2>&1 || fail "resume: exit $? $(tail -20 "$work/resume2.log")"
-$py - "$dir" <<'PY' || fail "resumed search"
+# The same search never stopped: the resumed one draws its points (trial 4, the one after the re-run,
+# is the uninterrupted search's trial 3).
+"$mpiexec" -n 2 "$mpigan" optimize "$work/resume.yaml" --block-size 1 --out "$work/s-straight" --no-plots \
+  >"$work/straight.log" 2>&1 || fail "the uninterrupted search: exit $? $(tail -20 "$work/straight.log")"
+$py - "$dir" "$work/s-straight" <<'PY' || fail "resumed search"
 import json, sys
 d = sys.argv[1]
-last = {}
-for l in open(f"{d}/trials.jsonl"):
-    r = json.loads(l); last[r["trial"]] = r
+def trials(d):
+    last = {}
+    for l in open(f"{d}/trials.jsonl"):
+        r = json.loads(l); last[r["trial"]] = r
+    return last
+last, straight = trials(d), trials(sys.argv[2])
+assert [last[i]["x"] for i in (0, 1, 2, 4)] == [straight[i]["x"] for i in (0, 1, 2, 3)], (last, straight)
 assert last[2]["status"] == "interrupted", last[2]
 rerun = [t for t in last.values() if t["rerun_of"] == 2]
 assert len(rerun) == 1 and rerun[0]["x"] == last[2]["x"] and rerun[0]["status"] == "done", rerun
@@ -211,7 +220,7 @@ assert rerun[0]["config_hash"] == last[2]["config_hash"] != "", rerun
 assert len({t["config_hash"] for t in counted}) == 4
 PY
 grep -q "interrupted" "$work/resume2.log" || fail "the resumed search does not say a trial was interrupted"
-pass "SIGKILL in trial 2, --resume: trial 2 interrupted and run again, 4 trials counted, nothing lost"
+pass "SIGKILL in trial 2, --resume: trial 2 interrupted and run again, 4 trials counted, nothing lost, the points of a search never stopped"
 
 # 6. Bad input, all problems at once, before anything runs.
 out=$("$mpiexec" -n 4 "$mpigan" optimize "$work/folds.yaml" --block-size 2 --folds 2 --out "$work/s-folds" 2>&1)
