@@ -155,14 +155,7 @@ class Coordinator {
     bool failed = false, interrupted = false, pruned = m_pruned.count(t.id) > 0;
     std::vector<std::string> messages;
     for (const json& f : r.at("folds")) {
-      FoldResult fr{f.at("fold").get<int>(),
-                    f.at("run_dir").get<std::string>(),
-                    f.at("status").get<std::string>(),
-                    std::nullopt,
-                    f.at("message").get<std::string>(),
-                    f.at("seconds").get<double>(),
-                    f.value("cpu_seconds", -1.0)};
-      if (!f.at("value").is_null()) fr.value = f.at("value").get<double>();
+      const FoldResult fr = fold_from_json(f);
       if (fr.status == "failed") failed = true;
       if (fr.status == "interrupted") interrupted = true;
       if (fr.value) values.push_back(*fr.value);

@@ -73,10 +73,7 @@ TrialRecord from_json(const json& j) {
   t.ended = j.at("ended").get<double>();
   t.value = optional_value(j.at("value"));
   t.spread = j.at("spread").get<double>();
-  for (const json& f : j.at("folds"))
-    t.folds.push_back({f.at("fold").get<int>(), f.at("run_dir").get<std::string>(), f.at("status").get<std::string>(),
-                       optional_value(f.at("value")), f.at("message").get<std::string>(), f.at("seconds").get<double>(),
-                       f.value("cpu_seconds", -1.0)});
+  for (const json& f : j.at("folds")) t.folds.push_back(fold_from_json(f));
   t.message = j.at("message").get<std::string>();
   t.rerun_of = j.value("rerun_of", std::int64_t{-1});
   t.config_hash = j.value("config_hash", std::string());
@@ -135,6 +132,12 @@ void ResultsDb::start(const TrialRecord& t) {
 void ResultsDb::end(const TrialRecord& t) {
   append(to_json(t, "end").dump());
   apply(to_json(t, "end").dump(), 0);
+}
+
+FoldResult fold_from_json(const json& f) {
+  return {f.at("fold").get<int>(),       f.at("run_dir").get<std::string>(), f.at("status").get<std::string>(),
+          optional_value(f.at("value")), f.at("message").get<std::string>(), f.at("seconds").get<double>(),
+          f.value("cpu_seconds", -1.0)};
 }
 
 std::vector<std::int64_t> pending_reruns(const std::vector<TrialRecord>& trials) {

@@ -12,6 +12,8 @@
 #include "mpigan/hpo/optimizer.hpp"
 #include "mpigan/hpo/pruner.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +33,9 @@ struct FoldResult {
   double seconds = 0;           ///< wall time
   double cpu_seconds = -1;      ///< CPU time over the fold's ranks and threads (-1: not recorded)
 };
+
+/// A fold's result as a block reports it and trials.jsonl records it (cpu_seconds -1 when absent).
+FoldResult fold_from_json(const nlohmann::json& f);
 
 struct TrialRecord {
   std::int64_t id = 0;
