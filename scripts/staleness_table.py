@@ -18,7 +18,8 @@ fpd_hlf ('reaches 1-worker fpd_hlf at'; '>S' when no row does, S its last). One 
 swings by 2-4x from the next, so this is as coarse as the rows are far apart.
 
 --rows adds the rows of an earlier study.csv as they are (their reach_1worker too), so that runs
-scored before and runs scored now make one table; --target gives one worker's fpd_hlf where no
+scored before and runs scored now make one table (a run, i.e. a rule, N and seed, counts once: one
+scored now replaces its earlier row, and an earlier row repeated is taken once); --target gives one worker's fpd_hlf where no
 N = 1 run directory is read (the value an earlier study.md states).
 """
 
@@ -186,8 +187,16 @@ def main(argv):
         target = float(option(argv, "--target")[0])
     for r in rows:
         r["reach_1worker"] = reach(r["physics"], target) if target is not None else None
+    scored_now = {(r["rule"], r["workers"], r["seed"]) for r in rows}
     for path in option(argv, "--rows"):
-        rows.extend(earlier_rows(path))
+        for r in earlier_rows(path):
+            key = (r["rule"], r["workers"], r["seed"])
+            if key in scored_now:
+                print(f"staleness_table.py: {path}: the row of {key[0]}, N = {key[1]}, seed {key[2]} is replaced by "
+                      "the run scored now", file=sys.stderr)
+                continue
+            scored_now.add(key)  # a second copy in the earlier files is dropped as well
+            rows.append(r)
     rows.sort(key=lambda r: (r["rule"], r["workers"], r["seed"]))
     groups = {}  # (label, workers) -> [rows]
     for r in rows:

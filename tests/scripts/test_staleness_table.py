@@ -3,7 +3,8 @@
 values computed by hand: one new gem run at N = 16 (its physics rows cross one worker's fpd_hlf of
 1.0 at 192 000 samples) beside two earlier ones (reached at 128 000 and never, by 320 000); the
 group's median fpd_hlf of 0.5, 0.7 and 0.9 is 0.7, its range 0.5-0.9, and its reach 160k (the
-median of the two that reached it) with one not reached. A bad earlier row is named by line."""
+median of the two that reached it) with one not reached. A run counts once however often its row
+is joined; a bad earlier row is named by line."""
 
 import json
 import os
@@ -59,11 +60,22 @@ def main():
             failures.append(f"study.csv lacks the new run's row with reach 192000:\n{csv_text}")
         if csv_text.count("\ngem,16,") != 3:
             failures.append(f"study.csv should hold three gem rows:\n{csv_text}")
+        # the earlier file holding the new run's row (a study.csv written by the same join) and a
+        # repeated row: each run counts once, the one scored now winning
+        with open(earlier, "a") as f:
+            f.write("gem,16,3,320000,16.0,9.0,0.1,0.99,1,1,6,-320000,,runs/old\n")
+            f.write("gem,16,2,320000,16.0,0.7,0.1,0.85,6,3,6,-320000,,runs/b\n")
+        p = run([out, "--rows", earlier, "--target", "1.0"])
+        md = open(os.path.join(out, "study.md")).read()
+        if p.returncode != 0 or want not in md:
+            failures.append(f"a re-scored and a repeated row: exit {p.returncode}, study.md\n{md}")
+        if "seed 3 is replaced by the run scored now" not in p.stderr:
+            failures.append(f"the replaced row is not reported: {p.stderr!r}")
         # a bad earlier row: named with its file, line and column
         with open(earlier, "a") as f:
             f.write("gem,16,4,320000,16.0,zero,0.1,0.85,6,3,6,128000,,runs/c\n")
         p = run([out, "--rows", earlier, "--target", "1.0"])
-        if p.returncode == 0 or f"{earlier} line 4: column fpd_hlf holds 'zero'" not in p.stderr:
+        if p.returncode == 0 or f"{earlier} line 6: column fpd_hlf holds 'zero'" not in p.stderr:
             failures.append(f"a bad row: exit {p.returncode}, stderr {p.stderr!r}")
     for f in failures:
         print("FAIL:", f)
