@@ -15,6 +15,7 @@
 #include "mpigan/train/experiment.hpp"
 #include "mpigan/train/trainer.hpp"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,34 @@ std::string check_experiment(const OptimizeOptions& o, const std::vector<std::st
   return {};
 }
 
+/// ASHA's rung steps of @p s (empty for another rule): recorded in search.json, since they follow
+/// from the experiment and from mpigan's rule, which may change between a search's start and its
+/// resume.
+std::vector<std::int64_t> asha_rungs(const StudyConfig& s) {
+  if (s.early_stopping.kind != PrunerKind::asha) return {};
+  return AshaPruner(s.early_stopping).rungs();
+}
+
+/// A resumed search prunes at the rungs it started with: refused when this mpigan's differ.
+void check_rungs(const std::string& dir, const json& header, const StudyConfig& s) {
+  const std::vector<std::int64_t> now = asha_rungs(s);
+  if (now.empty()) return;
+  if (!header.contains("rungs")) {
+    spdlog::warn(
+        "--resume {}: search.json does not record ASHA's rungs (an older mpigan started it); this mpigan's "
+        "are at {} samples",
+        dir, fmt::join(now, ", "));
+    return;
+  }
+  const auto then = header.at("rungs").get<std::vector<std::int64_t>>();
+  if (then != now)
+    MPIGAN_THROW(ConfigError,
+                 "--resume {}: ASHA's rungs were at [{}] samples when the search started and are at [{}] with this "
+                 "mpigan (rungs stop at the budget / eta); resume with the mpigan that started it, or start a new "
+                 "search directory",
+                 dir, fmt::join(then, ", "), fmt::join(now, ", "));
+}
+
 /// The search directory, checked: a new search must not overwrite one, a resumed one must be the
 /// same search (its hash). @p e: the base experiment. Throws ConfigError.
 std::string check_search_dir(const OptimizeOptions& o, const Layout& l, const StudyConfig& s,
@@ -80,6 +109,7 @@ std::string check_search_dir(const OptimizeOptions& o, const Layout& l, const St
                    "changed since the search started (hash {} then, {} now); resume with the same ones or start a "
                    "new search directory",
                    dir, then, now);
+    check_rungs(dir, json::parse(std::ifstream(header)), s);
   } else if (fs::exists(dir + "/trials.jsonl")) {
     MPIGAN_THROW(ConfigError,
                  "{} already holds a search (trials.jsonl): continue it with --resume, or choose another --out", dir);
@@ -105,6 +135,7 @@ void write_header(const OptimizeOptions& o, const Layout& l, const StudyConfig& 
                                                    {"objective", s.objective.metric},
                                                    {"mode", s.objective.minimize ? "min" : "max"},
                                                    {"early_stopping", pruner_kind_name(s.early_stopping.kind)},
+                                                   {"rungs", asha_rungs(s)},
                                                    {"dimensions", dims}}
                                                   .dump(2));
 }
@@ -129,6 +160,23 @@ class BaseExperiment {
   const OptimizeOptions& m_options;
   std::optional<train::ExperimentConfig> m_experiment;
 };
+
+/// ASHA's budget when `early_stopping.max_samples` is not given: the trials' training.max_samples,
+/// unless a dimension varies it (then none, and rungs without end). A budget that leaves no rung
+/// (below min_samples * eta) is a problem.
+void asha_budget(StudyConfig& study, const train::ExperimentConfig& e, ConfigDocument& doc) {
+  PrunerOptions& p = study.early_stopping;
+  const auto& dims = study.space.dims();
+  const bool varied = std::ranges::any_of(dims, [](const Dimension& d) { return d.key == "training.max_samples"; });
+  if (p.max_resource != 0 || varied || e.max_samples == 0) return;  // given, varied, or no budget
+  if (e.max_samples / p.eta < p.min_resource)
+    doc.problem(
+        fmt::format("search.early_stopping: asha's budget, training.max_samples {}, leaves no rung: it must "
+                    "be at least min_samples * eta = {} * {}; lower min_samples or eta",
+                    e.max_samples, p.min_resource, p.eta));
+  else
+    p.max_resource = e.max_samples;
+}
 
 /// Rank 0's checks of the search, the layout and the experiment, every problem at once: the study
 /// (with the command line's folds, trials and algorithm) into @p study, the folds into @p l; the
@@ -176,6 +224,7 @@ std::string check_search(const OptimizeOptions& o, Layout& l, StudyConfig& study
     const train::ExperimentConfig& e = experiment.get();
     if (e.validate_every == 0 && study.objective.source().first == "validation")
       doc.problem("search.early_stopping needs validation.every > 0: a trial is judged at its validations");
+    if (study.early_stopping.kind == PrunerKind::asha) asha_budget(study, e, doc);
   }
   doc.finish();
   return check_search_dir(o, l, study, experiment.get());

@@ -48,6 +48,7 @@ class Coordinator {
         "search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
         m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_layout.blocks, m_layout.block_size,
         m_layout.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_layout.folds, m_layout.per_fold()) : "");
+    if (m_pruner->name() != "none") spdlog::info("search: early stopping by {}", m_pruner->describe());
     int active = m_layout.blocks;
     auto last_prune = std::chrono::steady_clock::now();
     while (active > 0) {

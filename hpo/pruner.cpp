@@ -7,6 +7,7 @@
 #include "mpigan/core/error.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -135,14 +136,18 @@ AshaPruner::AshaPruner(const PrunerOptions& options) : m_eta(options.eta) {
   if (options.eta < 2) problems.push_back(fmt::format("asha pruner: eta must be >= 2, got {}", options.eta));
   if (options.min_resource < 1)
     problems.push_back(fmt::format("asha pruner: min_resource must be >= 1, got {}", options.min_resource));
-  if (options.max_resource != 0 && options.max_resource <= options.min_resource)
-    problems.push_back(fmt::format("asha pruner: max_resource must be 0 (no limit) or > min_resource {}, got {}",
-                                   options.min_resource, options.max_resource));
+  if (options.eta >= 2 && options.max_resource != 0 && options.max_resource / options.eta < options.min_resource)
+    problems.push_back(fmt::format(
+        "asha pruner: max_resource {} leaves no rung: it must be 0 (no limit) or at least min_resource * eta = {} * {}",
+        options.max_resource, options.min_resource, options.eta));
   MPIGAN_CHECK_PROBLEMS(problems);
 
+  // A rung decides only where the trials it keeps have at least eta times its steps still to come:
+  // r_k <= max_resource / eta. Beyond that a stop saves little (a rung at 96 % of the budget
+  // saves 4 %) and the budget itself is ASHA's top rung, where nothing is decided.
   const std::int64_t limit =
-      options.max_resource == 0 ? std::numeric_limits<std::int64_t>::max() : options.max_resource;
-  for (std::int64_t r = options.min_resource; r < limit; r *= m_eta) {
+      options.max_resource == 0 ? std::numeric_limits<std::int64_t>::max() : options.max_resource / m_eta;
+  for (std::int64_t r = options.min_resource; r <= limit; r *= m_eta) {
     m_rungs.push_back(r);
     if (r > std::numeric_limits<std::int64_t>::max() / m_eta) break;  // the next rung would overflow
   }
@@ -176,6 +181,12 @@ PruneDecision AshaPruner::decide(std::span<const CurvePoint> mine, std::span<con
     if (decision.stop) return decision;
   }
   return decision;
+}
+
+std::string AshaPruner::describe() const {
+  if (m_rungs.size() <= 6) return fmt::format("asha: eta {}, rungs at {} steps", m_eta, fmt::join(m_rungs, ", "));
+  return fmt::format("asha: eta {}, rungs at {}, ... steps (no budget)", m_eta,
+                     fmt::join(m_rungs.begin(), m_rungs.begin() + 5, ", "));
 }
 
 std::unique_ptr<Pruner> make_pruner(const PrunerOptions& options) {

@@ -24,7 +24,9 @@
 //
 // ASHA (Li et al., "A System for Massively Parallel Hyperparameter Tuning", MLSys 2020), in the
 // stopping form of Optuna's SuccessiveHalvingPruner. Rung k sits at r_k = min_resource * eta^k
-// steps, for every k with r_k < max_resource (no last rung when max_resource = 0). A trial's value
+// steps, for every k with r_k * eta <= max_resource (no last rung when max_resource = 0): as in
+// ASHA, max_resource (the trials' budget) is the top rung, where nothing is decided, and a trial
+// kept at a rung has at least eta times its steps still to come. A trial's value
 // at rung k is the best of its values up to and including its first point at or after r_k (a
 // GAN's validation metric is noisy, and the study's objective is the trial's best value). When
 // the trial's last point is the first at or after r_k, for each rung k so crossed (lowest first):
@@ -65,6 +67,8 @@ class Pruner {
     return decide(mine, others).stop;
   }
   virtual std::string name() const = 0;
+  /// The rule with its settings, for the search's log.
+  virtual std::string describe() const { return name(); }
 };
 
 enum class PrunerKind { none, median, asha };
@@ -84,7 +88,7 @@ struct PrunerOptions {
   // asha
   int eta = 3;                    ///< reduction factor; >= 2
   std::int64_t min_resource = 1;  ///< r_0, steps; >= 1
-  std::int64_t max_resource = 0;  ///< rungs only below this step; 0: no limit, else > min_resource
+  std::int64_t max_resource = 0;  ///< the budget; rungs up to max_resource / eta; 0: no limit, else >= min * eta
 };
 
 /// Never stops a trial (kind none).
@@ -113,8 +117,9 @@ class AshaPruner final : public Pruner {
   explicit AshaPruner(const PrunerOptions& options);
   PruneDecision decide(std::span<const CurvePoint> mine, std::span<const Curve> others) const override;
   std::string name() const override { return "asha"; }
+  std::string describe() const override;
 
-  /// r_0, r_1, ...: every rung step below max_resource (below the int64 limit when it is 0).
+  /// r_0, r_1, ...: every rung step up to max_resource / eta (to the int64 limit when it is 0).
   const std::vector<std::int64_t>& rungs() const { return m_rungs; }
 
  private:

@@ -6,7 +6,7 @@
 #   2. blocks of 2 ranks without folds: each trial is a distributed job (master + worker); a
 #      leftover rank is named and idles;
 #   3. a diverging trial is recorded as failed with the trainer's reason, the search goes on;
-#   4. the median rule prunes a poor trial while it runs;
+#   4. the median rule prunes a poor trial while it runs; ASHA's rungs end at the budget / eta;
 #   5. a search killed with SIGKILL resumes: the cut-off trial is closed as interrupted and its
 #      point runs again, nothing recorded is lost, the trial count is honoured, and its points are
 #      those of the same search never stopped;
@@ -155,6 +155,41 @@ cut = sum(1 for l in open(f"{d}/trial-0004/metrics.csv") if l.startswith("valida
 assert cut < full, (cut, full)
 PY
 pass "median rule: the poor trial pruned while it ran"
+
+# 4b. ASHA's budget is the trials' training.max_samples: rungs up to it / eta (512 of 2 048 at eta
+# 3, not 1 536), recorded in search.json and the log; a budget leaving no rung is refused at once.
+asha_search() {  # asha_search NAME MAX_SAMPLES
+  { base "$1" 512 8; cat <<YAML
+search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-3}
+  objective: {metric: val_g_loss}
+  algorithm: random
+  trials: 1
+  early_stopping: {rule: asha, eta: 3, min_samples: 512}
+YAML
+  } >"$work/$1.yaml"
+  "$mpiexec" -n 2 "$mpigan" optimize "$work/$1.yaml" --block-size 1 --out "$work/s-$1" --no-plots \
+    --set training.max_samples="$2" --set logging.level=info >"$work/$1.log" 2>&1
+}
+asha_search asha 2048 || fail "asha search: exit $? $(tail -20 "$work/asha.log")"
+grep -q "early stopping by asha: eta 3, rungs at 512 steps" "$work/asha.log" ||
+  fail "the log does not name asha's one rung: $(grep -i asha "$work/asha.log")"
+$py -c 'import json,sys; r=json.load(open(sys.argv[1]))["rungs"]; assert r == [512], r' "$work/s-asha/search.json" ||
+  fail "search.json's rungs"
+if asha_search asha-short 1500; then fail "a budget of 1 500 samples (below 512 * 3) was accepted"; fi
+grep -q "asha's budget, training.max_samples 1500, leaves no rung: it must be at least min_samples \* eta = 512 \* 3" \
+  "$work/asha-short.log" || fail "the short budget's message: $(tail -5 "$work/asha-short.log")"
+# a search started with other rungs (an older rule) is not resumed under these
+$py -c 'import json,sys; p=sys.argv[1]; h=json.load(open(p)); h["rungs"]=[512,1536]; json.dump(h,open(p,"w"))' \
+  "$work/s-asha/search.json"
+if "$mpiexec" -n 2 "$mpigan" optimize "$work/asha.yaml" --block-size 1 --out "$work/s-asha" --no-plots \
+  --set training.max_samples=2048 --set logging.level=info --resume >"$work/asha-resume.log" 2>&1; then
+  fail "a search started with other rungs was resumed"
+fi
+grep -q "ASHA's rungs were at \[512, 1536\] samples when the search started and are at \[512\]" \
+  "$work/asha-resume.log" || fail "the rungs' refusal: $(tail -5 "$work/asha-resume.log")"
+pass "asha: rungs up to the trials' budget / eta, a budget without a rung refused, other rungs not resumed"
 
 # 5. SIGKILL the whole search in its third trial; --resume closes it as interrupted and runs its point again.
 { base resume 512 4; cat <<YAML

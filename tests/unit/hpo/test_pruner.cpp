@@ -112,10 +112,15 @@ TEST_CASE("pruners: curves with steps out of order are an error") {
   }
 }
 
-TEST_CASE("asha pruner: rung steps are min_resource * eta^k below max_resource") {
-  CHECK(AshaPruner(asha_options(3, 1, 100)).rungs() == std::vector<std::int64_t>{1, 3, 9, 27, 81});
+TEST_CASE("asha pruner: rung steps are min_resource * eta^k up to max_resource / eta") {
+  // 81 * 3 > 100: a trial kept at 81 would have less than eta times its steps still to come.
+  CHECK(AshaPruner(asha_options(3, 1, 100)).rungs() == std::vector<std::int64_t>{1, 3, 9, 27});
   CHECK(AshaPruner(asha_options(3, 1, 81)).rungs() == std::vector<std::int64_t>{1, 3, 9, 27});
-  CHECK(AshaPruner(asha_options(4, 250, 20000)).rungs() == std::vector<std::int64_t>{250, 1000, 4000, 16000});
+  CHECK(AshaPruner(asha_options(3, 1, 80)).rungs() == std::vector<std::int64_t>{1, 3, 9});
+  CHECK(AshaPruner(asha_options(4, 250, 20000)).rungs() == std::vector<std::int64_t>{250, 1000, 4000});
+  // A search's trials of 200 000 samples from 64 000: one rung, not one at 192 000 (96 % spent).
+  CHECK(AshaPruner(asha_options(3, 64000, 200000)).rungs() == std::vector<std::int64_t>{64000});
+  CHECK(AshaPruner(asha_options(3, 64000, 192000)).rungs() == std::vector<std::int64_t>{64000});
   // No limit: every rung that fits in int64, 2^1 .. 2^62.
   const std::vector<std::int64_t> unbounded = AshaPruner(asha_options(2, 2, 0)).rungs();
   REQUIRE(unbounded.size() == 62);
@@ -168,10 +173,14 @@ TEST_CASE("asha pruner: rung values are the best so far at the first report past
   const PruneDecision d = pruner.decide(Curve{{5, 0.2}, {35, 0.25}}, others);
   CHECK(d.stop);
   CHECK(d.reason == "asha: rung 1 (step 30): value 0.2 is outside the top 1 of 2 values (cut-off 0.05)");
-  // Past the last rung (810; 2430 is beyond max_resource 1000): no more checks, however bad.
+  // Past the last rung (270; 810 * 3 is beyond max_resource 1000): no more checks, however bad.
   const PruneDecision past = pruner.decide(Curve{{850, 0.2}, {900, 5.0}}, others);
   CHECK_FALSE(past.stop);
   CHECK(past.reason.empty());
+  // Crossing 810 against a trial far better there decides nothing: 810 is no rung of a 1000 budget.
+  const PruneDecision no_rung = pruner.decide(Curve{{300, 0.2}, {850, 5.0}}, std::vector<Curve>{{{820, 0.01}}});
+  CHECK_FALSE(no_rung.stop);
+  CHECK(no_rung.reason.empty());
   // A diverged value stops at any step.
   CHECK(pruner.should_stop(Curve{{15, std::numeric_limits<double>::infinity()}}, {}));
 }
@@ -194,6 +203,16 @@ TEST_CASE("pruners: factory, names and option checks") {
     CHECK(e.problems()[1] == "asha pruner: min_resource must be >= 1, got 0");
   }
   CHECK_THROWS_AS(make_pruner(asha_options(3, 10, 10)), ConfigError);
+  // A budget below min_resource * eta leaves no rung: named, not a pruner that never prunes.
+  try {
+    make_pruner(asha_options(3, 64000, 191999));
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.problems().size() == 1);
+    CHECK(e.problems()[0] ==
+          "asha pruner: max_resource 191999 leaves no rung: it must be 0 (no limit) or at least min_resource * eta "
+          "= 64000 * 3");
+  }
   PrunerOptions o = median_options();
   o.min_trials = 0;
   CHECK_THROWS_AS(make_pruner(o), ConfigError);

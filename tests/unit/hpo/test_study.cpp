@@ -152,6 +152,31 @@ TEST_CASE("search section: a valid one, with its defaults") {
   CHECK(make_optimizer(s)->name() == "evolution");
 }
 
+TEST_CASE("search section: asha's max_samples must leave a rung (at least min_samples * eta)") {
+  const auto parse = [](const std::string& max_samples) {
+    ConfigDocument doc = ConfigDocument::parse(R"(search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-2}
+  early_stopping: {rule: asha, eta: 3, min_samples: 64000, max_samples: )" +
+                                                   max_samples + "}\n",
+                                               "asha.yaml");
+    const StudyConfig s = parse_study(doc, [](const std::vector<std::string>&) { return std::string(); });
+    std::string problems;
+    try {
+      doc.finish();
+    } catch (const ConfigError& e) {
+      problems = e.what();
+    }
+    return std::pair{s.early_stopping.max_resource, problems};
+  };
+  CHECK(parse("192000") == std::pair<std::int64_t, std::string>{192000, ""});
+  const auto [budget, problems] = parse("191999");
+  CHECK(budget == 191999);
+  CHECK(problems.find("asha.yaml:4") != std::string::npos);
+  CHECK(problems.find("191999 leaves no rung: it must be 0 (the trials' training.max_samples) or at least "
+                      "min_samples * eta = 64000 * 3") != std::string::npos);
+}
+
 TEST_CASE("objective: last, best and mean of a curve, minimised or maximised; non-finite is no value") {
   Objective o;
   const std::vector<double> v{5, 2, 4, 3};
