@@ -27,6 +27,7 @@ with its overrides (--set KEY=VALUE each), the configuration to confirm with fre
 import argparse
 import math
 import os
+import re
 import sys
 
 import plot_search  # scripts/: its reader of trials.jsonl
@@ -80,7 +81,9 @@ def fold_objective(path, metric, last):
 
 def baseline(d, metric, last):
     """(mean, spread over folds, folds) of the experiment's own configuration in d/fold-*."""
-    folds = sorted(f for f in os.listdir(d) if f.startswith("fold-")) if os.path.isdir(d) else []
+    # fold-F directories only: search_study.sh writes each fold's log beside it (fold-F.log)
+    folds = sorted(f for f in os.listdir(d) if re.fullmatch(r"fold-\d+", f) and os.path.isdir(os.path.join(d, f))) \
+        if os.path.isdir(d) else []
     if not folds:
         raise SystemExit(f"--baseline {d}: no fold-*/ directories")
     v = [fold_objective(os.path.join(d, f, "metrics.csv"), metric, last) for f in folds]

@@ -56,6 +56,9 @@ def main():
                 m.write("kind,samples,d_loss,fpd_hlf\n")
                 for i, v in enumerate(vals):
                     m.write(f"train,{i * 10},1.5,\nphysics,{i * 10},,{v}\n")
+            # the fold's log beside it, as search_study.sh writes it: not a fold
+            with open(os.path.join(base, f"fold-{f}.log"), "w") as log:
+                log.write("training\n")
         r = subprocess.run([sys.executable, SCRIPT, f"A={a}", f"B={b}", "--budgets", "1,1.5,2",
                             "--out", os.path.join(root, "cmp"), "--baseline", base], capture_output=True, text=True)
         if r.returncode != 0:
