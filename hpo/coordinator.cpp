@@ -102,14 +102,15 @@ std::string check_search_dir(const OptimizeOptions& o, const Layout& l, const St
   if (o.resume) {
     std::ifstream in(header);
     if (!in) MPIGAN_THROW(ConfigError, "--resume {}: there is no search.json there (not a search directory)", dir);
-    const std::string then = json::parse(in).at("hash").get<std::string>(), now = config_hash(o, l, s);
+    const json started = json::parse(in);
+    const std::string then = started.at("hash").get<std::string>(), now = config_hash(o, l, s);
     if (then != now)
       MPIGAN_THROW(ConfigError,
                    "--resume {}: the experiment, its --set overrides, the block size, folds, algorithm or seed "
                    "changed since the search started (hash {} then, {} now); resume with the same ones or start a "
                    "new search directory",
                    dir, then, now);
-    check_rungs(dir, json::parse(std::ifstream(header)), s);
+    check_rungs(dir, started, s);
   } else if (fs::exists(dir + "/trials.jsonl")) {
     MPIGAN_THROW(ConfigError,
                  "{} already holds a search (trials.jsonl): continue it with --resume, or choose another --out", dir);

@@ -19,8 +19,8 @@ swings by 2-4x from the next, so this is as coarse as the rows are far apart.
 
 --rows adds the rows of an earlier study.csv as they are (their reach_1worker too), so that runs
 scored before and runs scored now make one table (a run, i.e. a rule, N and seed, counts once: one
-scored now replaces its earlier row, and an earlier row repeated is taken once); --target gives one worker's fpd_hlf where no
-N = 1 run directory is read (the value an earlier study.md states).
+scored now replaces its earlier row, and an earlier row repeated is taken once); --target gives
+one worker's fpd_hlf where no N = 1 run directory is read (the value an earlier study.md states).
 """
 
 import csv
