@@ -149,14 +149,15 @@ void bench_step(const BenchStepOptions& o) {
     std::printf("step %d: %.3f s  d_loss %.4f  g_loss %.4f\n", s, dt, l.d_loss(), l.g);
     std::fflush(stdout);
   }
-  const double activations =
-      static_cast<double>(model->generator.activation_bytes() + model->discriminator.activation_bytes()) / (1 << 20);
+  const nn::GradientWorkspaces& g_ws = model->generator.gradient_workspaces();
+  const nn::GradientWorkspaces& d_ws = model->discriminator.gradient_workspaces();
+  const double outputs =
+      static_cast<double>(model->generator.output_bytes() + model->discriminator.output_bytes()) / (1 << 20);
+  const double workspaces =
+      static_cast<double>(&g_ws == &d_ws ? g_ws.bytes() : g_ws.bytes() + d_ws.bytes()) / (1 << 20);
   std::printf("step_time_s=%.4f\n", total / o.steps);
-  const double workspaces = static_cast<double>(model->generator.gradient_workspace_bytes() +
-                                                model->discriminator.gradient_workspace_bytes()) /
-                            (1 << 20);
-  std::printf("activation_mb=%.1f (layer outputs %.1f, backward's gradient workspaces %.1f)\n", activations,
-              activations - workspaces, workspaces);
+  std::printf("activation_mb=%.1f (layer outputs %.1f, backward's gradient workspaces %.1f%s)\n", outputs + workspaces,
+              outputs, workspaces, &g_ws == &d_ws ? ", shared by G and D" : "");
   std::printf("peak_rss_mb=%.1f\n", peak_rss_mb());
   print_gpu_peaks(warmup_peak, backend->device_memory_peak());
   std::printf("samples_per_s=%.3f\n", static_cast<double>(o.batch) * o.steps / total);

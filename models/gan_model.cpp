@@ -349,6 +349,8 @@ std::unique_ptr<GanModel> make_gan(const ModelOptions& o, Backend& backend, std:
   if (m->loss_weights.hlf < 0.0f) m->loss_weights.hlf = m->loss_weights.bce;
   m->generator.build(backend, {m->latent});
   m->discriminator.build(backend, m->discriminator_input());
+  // The step runs one network's backward at a time: one pair of gradient workspaces serves both.
+  m->generator.share_gradient_workspaces(m->discriminator);
   Rng rng(seed, hash_string("model-init"));
   m->generator.initialize(rng);
   m->discriminator.initialize(rng);

@@ -210,10 +210,34 @@ void Network::plan_inplace(Node& node) {
   }
 }
 
+void GradientWorkspaces::reserve(Backend& backend, std::size_t bytes) {
+  MPIGAN_CHECK(m_backend == nullptr || m_backend == &backend,
+               "gradient workspaces shared by networks on two backends; share them only on one");
+  m_backend = &backend;
+  if (bytes <= m_bytes) return;
+  for (auto& b : m_buffers) {
+    b.reset();  // free before allocating the larger one
+    b = backend.allocate_storage(bytes);
+  }
+  m_bytes = bytes;
+}
+
+void Network::share_gradient_workspaces(const Network& other) {
+  MPIGAN_CHECK(m_backend == other.m_backend, "network '{}' sharing the gradient workspaces of '{}' on another backend",
+               m_name, other.m_name);
+  m_workspaces = other.m_workspaces;
+  if (m_planned) m_workspaces->reserve(backend(), m_workspace_elems * sizeof(float));
+}
+
+void Network::use_own_gradient_workspaces() {
+  m_workspaces = std::make_shared<GradientWorkspaces>();
+  if (m_planned) m_workspaces->reserve(backend(), m_workspace_elems * sizeof(float));
+}
+
 void Network::setup_for(const TensorDesc& input) {
   Backend& be = backend();
   std::size_t max_elems = input.physical_elems();
-  m_activation_bytes = 0;
+  m_output_bytes = 0;
   for (auto& node : m_nodes) {
     plan_inplace(node);
     TensorDesc d = node.source < 0 ? input : m_nodes[static_cast<std::size_t>(node.source)].out_desc;
@@ -222,7 +246,7 @@ void Network::setup_for(const TensorDesc& input) {
       max_elems = std::max(max_elems, d.physical_elems());
       node.in_descs.push_back(d);
       const TensorDesc out = l->setup(d);
-      if (!l->inplace() && !l->output_aliases_input()) m_activation_bytes += out.physical_elems() * sizeof(float);
+      if (!l->inplace() && !l->output_aliases_input()) m_output_bytes += out.physical_elems() * sizeof(float);
       d = out;
     }
     max_elems = std::max(max_elems, d.physical_elems());
@@ -232,10 +256,9 @@ void Network::setup_for(const TensorDesc& input) {
     if (!d.canonical() && node.is_output) node.canonical_out = be.allocate(node.out_desc);
     node.diff = be.allocate(node.out_desc);
   }
-  for (auto& w : m_workspace) w = be.allocate_storage(max_elems * sizeof(float));
+  m_workspace_elems = max_elems;
+  m_workspaces->reserve(be, max_elems * sizeof(float));
   m_input_diff = be.allocate(TensorDesc{input.shape, nullptr});
-  m_gradient_workspace_bytes = 2 * max_elems * sizeof(float);
-  m_activation_bytes += m_gradient_workspace_bytes;
   m_input_desc = input;
   m_planned = true;
 }
@@ -287,7 +310,7 @@ const Tensor& Network::backward(const std::vector<Tensor>& diff_outputs, const B
     Tensor cur = node.diff;
     int ws = 0;
     if (!same_layout(node.last_desc.layout, node.out_desc.layout)) {
-      Tensor in_layout = Tensor::in_storage(node.last_desc, m_workspace[ws]);
+      Tensor in_layout = Tensor::in_storage(node.last_desc, m_workspaces->buffer(ws));
       be.reorder(cur, in_layout);
       cur = in_layout;
       ws ^= 1;
@@ -297,7 +320,7 @@ const Tensor& Network::backward(const std::vector<Tensor>& diff_outputs, const B
       BackwardContext lctx = ctx;
       lctx.need_diff_src = j > 0 || source_wants;
       Tensor next;
-      if (lctx.need_diff_src) next = Tensor::in_storage(node.in_descs[j], m_workspace[ws]);
+      if (lctx.need_diff_src) next = Tensor::in_storage(node.in_descs[j], m_workspaces->buffer(ws));
       run_layer(m_times, be, m_name, *node.layers[j], true, [&] { node.layers[j]->backward(cur, next, lctx); });
       cur = next;
       ws ^= 1;

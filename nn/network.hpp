@@ -9,7 +9,9 @@
 // Memory plan (per input shape, made in setup): each layer owns its output, except element-wise
 // layers that run in place over their predecessor's output when that is safe (Layer::OutputUse);
 // gradients flow through two ping-pong workspaces sized to the largest tensor, plus one
-// accumulator per node output that several nodes read. Parameter gradients accumulate (+=);
+// accumulator per node output that several nodes read. Networks whose backward passes never
+// overlap (a GAN's generator and discriminator) can share the workspaces: sized to the larger
+// network, they save the smaller one's pair. Parameter gradients accumulate (+=);
 // zero_grads() is the caller's job.
 #pragma once
 
@@ -39,6 +41,24 @@ struct LayerTimes {
   std::vector<Row> rows;  // in the order the layers first ran forward
   std::map<const Layer*, std::size_t> index;
   Row& row(const std::string& network, const Layer& l);
+};
+
+/// The two buffers a network's backward alternates between, each as large as the largest tensor
+/// of the networks using it. Shared by networks on one backend whose backward passes never run at
+/// the same time; a network takes the buffers anew at each backward, so growing them for one
+/// network does not leave another holding freed memory.
+class GradientWorkspaces {
+ public:
+  /// Each buffer at least @p bytes on @p backend (reallocated when larger; never shrinks).
+  void reserve(Backend& backend, std::size_t bytes);
+  const std::shared_ptr<Storage>& buffer(int i) const { return m_buffers[i]; }
+  /// Bytes of both buffers together.
+  std::size_t bytes() const { return 2 * m_bytes; }
+
+ private:
+  Backend* m_backend = nullptr;
+  std::size_t m_bytes = 0;
+  std::shared_ptr<Storage> m_buffers[2];
 };
 
 class Network {
@@ -100,10 +120,16 @@ class Network {
 
   /// A table of every layer: node, name, kind, output shape (batch 1), parameters, options.
   std::string summary() const;
-  /// Physical bytes of activations and gradient workspaces planned for the last input shape.
-  std::size_t activation_bytes() const { return m_activation_bytes; }
-  /// Of those, the two gradient workspaces backward alternates between (each the largest tensor).
-  std::size_t gradient_workspace_bytes() const { return m_gradient_workspace_bytes; }
+  /// Physical bytes of the layer outputs planned for the last input shape.
+  std::size_t output_bytes() const { return m_output_bytes; }
+  /// The gradient workspaces backward alternates between: this network's own, or those it shares
+  /// (share_gradient_workspaces; compare the pointers before adding two networks' bytes).
+  const GradientWorkspaces& gradient_workspaces() const { return *m_workspaces; }
+  /// From now on use @p other's gradient workspaces (both networks on one backend, their backward
+  /// passes never at the same time): the pair is sized to the larger network.
+  void share_gradient_workspaces(const Network& other);
+  /// Workspaces of its own again (as built).
+  void use_own_gradient_workspaces();
   /// Time every layer into @p times from now on (nullptr: stop). @p times must outlive the calls.
   void set_layer_times(LayerTimes* times) { m_times = times; }
 
@@ -137,9 +163,10 @@ class Network {
   bool m_planned = false;
   TensorDesc m_input_desc;
   std::vector<Tensor> m_outputs;
-  std::shared_ptr<Storage> m_workspace[2];
+  std::shared_ptr<GradientWorkspaces> m_workspaces = std::make_shared<GradientWorkspaces>();
+  std::size_t m_workspace_elems = 0;  ///< the largest tensor of the planned shapes, which the workspaces hold
   Tensor m_input_diff;
-  std::size_t m_activation_bytes = 0, m_gradient_workspace_bytes = 0;
+  std::size_t m_output_bytes = 0;
   LayerTimes* m_times = nullptr;
 };
 

@@ -210,9 +210,9 @@ for _ in $(seq 1 1200); do
   kill -0 "$job" 2>/dev/null || fail "the search ended before its third trial: $(tail -20 "$work/resume1.log")"
   sleep 0.1
 done
-sleep 1
-# SIGKILL the block's rank (rank 1): the search's watchdog names it, in SEARCH/FAILED too, and the
-# search ends at once.
+# SIGKILL the block's rank (rank 1) as soon as the third trial has started (a trial takes about a
+# second here, so waiting longer let it finish first): the search's watchdog names it, in
+# SEARCH/FAILED too, and the search ends at once.
 source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
 victim=$(rank_pid "$job" 1 optimize)
 [[ -n $victim ]] || fail "could not find rank 1's process"

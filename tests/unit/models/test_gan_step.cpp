@@ -87,6 +87,32 @@ struct Trainer {
 
 }  // namespace
 
+TEST_CASE(
+    "G and D share one pair of gradient workspaces, sized to the larger; the step is bitwise as with a pair each") {
+  Trainer shared(11), own(11);
+  own.m->generator.use_own_gradient_workspaces();
+  CHECK(&shared.m->generator.gradient_workspaces() == &shared.m->discriminator.gradient_workspaces());
+  CHECK(&own.m->generator.gradient_workspaces() != &own.m->discriminator.gradient_workspaces());
+  Rng ra(5), rb(5);
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    const auto la = shared.run(synthetic_batch(8, ra), s);
+    const auto lb = own.run(synthetic_batch(8, rb), s);
+    CHECK(la.g == lb.g);
+    CHECK(la.d_fake == lb.d_fake);
+  }
+  for (auto net : {&GanModel::generator, &GanModel::discriminator}) {
+    const auto& wa = (*shared.m.*net).weights();
+    const auto& wb = (*own.m.*net).weights();
+    REQUIRE(wa.size() == wb.size());
+    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(wa.data()[i] == wb.data()[i]);
+  }
+  const std::size_t g = own.m->generator.gradient_workspaces().bytes();
+  const std::size_t d = own.m->discriminator.gradient_workspaces().bytes();
+  CHECK(g > 0);
+  CHECK(d > 0);
+  CHECK(shared.m->generator.gradient_workspaces().bytes() == std::max(g, d));
+}
+
 TEST_CASE("the GAN step updates D twice then G twice, and is deterministic for a seed") {
   Trainer a(11), b(11);
   Rng ra(5), rb(5);
