@@ -170,7 +170,7 @@ void asha_budget(StudyConfig& study, const train::ExperimentConfig& e, ConfigDoc
   const auto& dims = study.space.dims();
   const bool varied = std::ranges::any_of(dims, [](const Dimension& d) { return d.key == "training.max_samples"; });
   if (p.max_resource != 0 || varied || e.max_samples == 0) return;  // given, varied, or no budget
-  if (e.max_samples / p.eta < p.min_resource)
+  if (!asha_budget_has_rung(e.max_samples, p.min_resource, p.eta))
     doc.problem(
         fmt::format("search.early_stopping: asha's budget, training.max_samples {}, leaves no rung: it must "
                     "be at least min_samples * eta = {} * {}; lower min_samples or eta",

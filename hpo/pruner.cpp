@@ -136,7 +136,8 @@ AshaPruner::AshaPruner(const PrunerOptions& options) : m_eta(options.eta) {
   if (options.eta < 2) problems.push_back(fmt::format("asha pruner: eta must be >= 2, got {}", options.eta));
   if (options.min_resource < 1)
     problems.push_back(fmt::format("asha pruner: min_resource must be >= 1, got {}", options.min_resource));
-  if (options.eta >= 2 && options.max_resource != 0 && options.max_resource / options.eta < options.min_resource)
+  if (options.eta >= 2 && options.max_resource != 0 &&
+      !asha_budget_has_rung(options.max_resource, options.min_resource, options.eta))
     problems.push_back(fmt::format(
         "asha pruner: max_resource {} leaves no rung: it must be 0 (no limit) or at least min_resource * eta = {} * {}",
         options.max_resource, options.min_resource, options.eta));

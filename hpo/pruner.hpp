@@ -91,6 +91,13 @@ struct PrunerOptions {
   std::int64_t max_resource = 0;  ///< the budget; rungs up to max_resource / eta; 0: no limit, else >= min * eta
 };
 
+/// Whether ASHA has a rung within @p budget steps: its first rung, @p min_resource, with at least
+/// @p eta times its steps still to come (r_0 <= budget / eta). Every layer that sets a budget asks
+/// this one question (the pruner, the search section, the budget taken from the trials).
+constexpr bool asha_budget_has_rung(std::int64_t budget, std::int64_t min_resource, int eta) {
+  return eta >= 2 && budget / eta >= min_resource;
+}
+
 /// Never stops a trial (kind none).
 class NoPruner final : public Pruner {
  public:

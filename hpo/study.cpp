@@ -116,7 +116,7 @@ void parse_early_stopping(ConfigNode& search, PrunerOptions& p) {
   p.eta = static_cast<int>(n.get_int("eta", p.eta, 2, 1000));
   p.min_resource = n.get_int("min_samples", p.min_resource, 1);
   p.max_resource = n.get_int("max_samples", p.max_resource, 0);
-  if (p.max_resource > 0 && p.max_resource / p.eta < p.min_resource)
+  if (p.max_resource > 0 && !asha_budget_has_rung(p.max_resource, p.min_resource, p.eta))
     n.problem("max_samples", fmt::format("{} leaves no rung: it must be 0 (the trials' training.max_samples) or at "
                                          "least min_samples * eta = {} * {}",
                                          p.max_resource, p.min_resource, p.eta));

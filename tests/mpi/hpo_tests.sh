@@ -205,17 +205,24 @@ YAML
 dir=$work/s-resume
 "$mpiexec" -n 2 "$mpigan" optimize "$work/resume.yaml" --block-size 1 --out "$dir" --no-plots >"$work/resume1.log" 2>&1 &
 job=$!
+# The block's rank (rank 1) runs every trial: found while the first trial runs, so that the kill
+# below follows the third trial's start at once (a trial takes about a second here; looking the
+# process up under load took long enough for the third trial to finish first).
+source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
+victim=
 for _ in $(seq 1 1200); do
-  [[ $(grep -c '"event":"start"' "$dir/trials.jsonl" 2>/dev/null) -ge 3 ]] && break
-  kill -0 "$job" 2>/dev/null || fail "the search ended before its third trial: $(tail -20 "$work/resume1.log")"
+  [[ -s $dir/trials.jsonl ]] && victim=$(rank_pid "$job" 1 optimize)
+  [[ -n $victim ]] && break
+  kill -0 "$job" 2>/dev/null || fail "the search ended before its first trial: $(tail -20 "$work/resume1.log")"
   sleep 0.1
 done
-# SIGKILL the block's rank (rank 1) as soon as the third trial has started (a trial takes about a
-# second here, so waiting longer let it finish first): the search's watchdog names it, in
-# SEARCH/FAILED too, and the search ends at once.
-source "$(dirname "${BASH_SOURCE[0]}")/job_processes.sh"
-victim=$(rank_pid "$job" 1 optimize)
 [[ -n $victim ]] || fail "could not find rank 1's process"
+while [[ $(grep -c '"event":"start"' "$dir/trials.jsonl" 2>/dev/null) -lt 3 ]]; do
+  kill -0 "$job" 2>/dev/null || fail "the search ended before its third trial: $(tail -20 "$work/resume1.log")"
+  sleep 0.05
+done
+# SIGKILL the block's rank as soon as the third trial has started: the search's watchdog names it,
+# in SEARCH/FAILED too, and the search ends at once.
 kill -9 "$victim"
 for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$job" 2>/dev/null && fail "the search still runs 30 s after rank 1 was killed"

@@ -127,6 +127,24 @@ TEST_CASE("asha pruner: rung steps are min_resource * eta^k up to max_resource /
   CHECK(unbounded.back() == std::int64_t{1} << 62);
 }
 
+TEST_CASE("asha: a budget has a rung when min_resource * eta fits in it, the pruner's own rungs agreeing") {
+  static_assert(asha_budget_has_rung(192000, 64000, 3));
+  static_assert(!asha_budget_has_rung(191999, 64000, 3));
+  static_assert(!asha_budget_has_rung(1000, 1, 1));  // eta below 2: no rung structure at all
+  for (std::int64_t budget : {2, 5, 6, 7, 80, 81, 100, 191999, 192000, 200000}) {
+    for (int eta : {2, 3, 4}) {
+      CAPTURE(budget);
+      CAPTURE(eta);
+      const bool has = asha_budget_has_rung(budget, 2, eta);
+      if (has) {
+        CHECK(!AshaPruner(asha_options(eta, 2, budget)).rungs().empty());
+      } else {
+        CHECK_THROWS_AS(AshaPruner(asha_options(eta, 2, budget)), ConfigError);
+      }
+    }
+  }
+}
+
 TEST_CASE("asha pruner: asynchronous arrivals keep the top ceil(n/eta) at each rung") {
   // eta 3, rungs at 10, 30, 90, ... Trials arrive at rung 0 (step 10) one after another; each is
   // judged against the values recorded there so far, its own included, and never judged again.
