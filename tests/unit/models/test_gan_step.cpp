@@ -10,6 +10,8 @@
 #include <omp.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 using namespace mpigan;
 using namespace mpigan::models;
@@ -85,6 +87,28 @@ struct Trainer {
   }
 };
 
+/// Both trainers through the same three batches of 8 (drawn from Rng(5)), step by step: each
+/// step's losses, a's then b's.
+std::vector<std::pair<StepLosses, StepLosses>> run_side_by_side(Trainer& a, Trainer& b) {
+  Rng ra(5), rb(5);
+  std::vector<std::pair<StepLosses, StepLosses>> losses;
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    StepLosses la = a.run(synthetic_batch(8, ra), s);
+    losses.emplace_back(std::move(la), b.run(synthetic_batch(8, rb), s));
+  }
+  return losses;
+}
+
+/// Both networks' weights of @p a and @p b, bit for bit.
+void require_same_weights(GanModel& a, GanModel& b) {
+  for (auto net : {&GanModel::generator, &GanModel::discriminator}) {
+    const auto& wa = (a.*net).weights();
+    const auto& wb = (b.*net).weights();
+    REQUIRE(wa.size() == wb.size());
+    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(wa.data()[i] == wb.data()[i]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -93,19 +117,11 @@ TEST_CASE(
   own.m->generator.use_own_gradient_workspaces();
   CHECK(&shared.m->generator.gradient_workspaces() == &shared.m->discriminator.gradient_workspaces());
   CHECK(&own.m->generator.gradient_workspaces() != &own.m->discriminator.gradient_workspaces());
-  Rng ra(5), rb(5);
-  for (std::uint64_t s = 0; s < 3; ++s) {
-    const auto la = shared.run(synthetic_batch(8, ra), s);
-    const auto lb = own.run(synthetic_batch(8, rb), s);
+  for (const auto& [la, lb] : run_side_by_side(shared, own)) {
     CHECK(la.g == lb.g);
     CHECK(la.d_fake == lb.d_fake);
   }
-  for (auto net : {&GanModel::generator, &GanModel::discriminator}) {
-    const auto& wa = (*shared.m.*net).weights();
-    const auto& wb = (*own.m.*net).weights();
-    REQUIRE(wa.size() == wb.size());
-    for (std::size_t i = 0; i < wa.size(); ++i) REQUIRE(wa.data()[i] == wb.data()[i]);
-  }
+  require_same_weights(*shared.m, *own.m);
   const std::size_t g = own.m->generator.gradient_workspaces().bytes();
   const std::size_t d = own.m->discriminator.gradient_workspaces().bytes();
   CHECK(g > 0);
@@ -115,10 +131,7 @@ TEST_CASE(
 
 TEST_CASE("the GAN step updates D twice then G twice, and is deterministic for a seed") {
   Trainer a(11), b(11);
-  Rng ra(5), rb(5);
-  for (std::uint64_t s = 0; s < 3; ++s) {
-    const auto la = a.run(synthetic_batch(8, ra), s);
-    const auto lb = b.run(synthetic_batch(8, rb), s);
+  for (const auto& [la, lb] : run_side_by_side(a, b)) {
     CHECK(la.d_real == lb.d_real);
     CHECK(la.d_fake == lb.d_fake);
     CHECK(la.g == lb.g);
@@ -128,8 +141,7 @@ TEST_CASE("the GAN step updates D twice then G twice, and is deterministic for a
   CHECK(a.order == std::vector<Net>{Net::discriminator, Net::discriminator, Net::generator, Net::generator,
                                     Net::discriminator, Net::discriminator, Net::generator, Net::generator,
                                     Net::discriminator, Net::discriminator, Net::generator, Net::generator});
-  for (std::size_t i = 0; i < a.m->generator.weights().size(); ++i)
-    REQUIRE(a.m->generator.weights().data()[i] == b.m->generator.weights().data()[i]);
+  require_same_weights(*a.m, *b.m);
   // A different seed gives a different trajectory.
   Trainer c(12);
   Rng rc(5);
