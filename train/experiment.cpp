@@ -244,10 +244,12 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.ecal_mean_bins = static_cast<int>(t.get_int("ecal_mean_bins", 0, 0, 1000));
   e.step.hlf_mmd = static_cast<float>(t.get_real("hlf_mmd", 0.0, 0.0, 1e6));
   e.step.response_mmd = static_cast<float>(t.get_real("response_mmd", 0.0, 0.0, 1e6));
+  e.step.longitudinal_mmd = static_cast<float>(t.get_real("longitudinal_mmd", 0.0, 0.0, 1e6));
   e.step.mmd_energy_scale = t.get_choice("mmd_scale", "batch", {"batch", "energy"}) == "energy";
   e.step.response_spread = static_cast<float>(t.get_real("response_spread", 0.0, 0.0, 1e6));
-  for (const auto& [key, w] : {std::pair{"hlf_mmd", e.step.hlf_mmd}, std::pair{"response_mmd", e.step.response_mmd},
-                               std::pair{"response_spread", e.step.response_spread}})
+  for (const auto& [key, w] :
+       {std::pair{"hlf_mmd", e.step.hlf_mmd}, std::pair{"response_mmd", e.step.response_mmd},
+        std::pair{"longitudinal_mmd", e.step.longitudinal_mmd}, std::pair{"response_spread", e.step.response_spread}})
     if (w > 0.0f && !e.model.condition)
       t.problem(key,
                 "compares showers of like energy, read from a conditioned discriminator's input: it needs "
@@ -389,6 +391,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["ecal_mean_bins"] = e.step.ecal_mean_bins;
   r["training"]["hlf_mmd"] = e.step.hlf_mmd;
   r["training"]["response_mmd"] = e.step.response_mmd;
+  r["training"]["longitudinal_mmd"] = e.step.longitudinal_mmd;
   r["training"]["mmd_scale"] = e.step.mmd_energy_scale ? "energy" : "batch";
   r["training"]["response_spread"] = e.step.response_spread;
   for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);
@@ -449,7 +452,21 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
                                      e.name.size() > 100 ? fmt::format("{} characters", e.name.size())
                                                          : "'" + printable(e.name) + "'"));
   e.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
-  e.backend = root.get_choice("backend", e.backend, backend_names());
+  {
+    // Every backend mpigan has is a known name; one this build lacks is named as such, so an
+    // experiment written for a GPU machine fails on a CPU-only build with the reason, not a typo.
+    const std::string b = root.get_choice("backend", e.backend, {"reference", "cpu", "cuda"});
+    const auto built = backend_names();
+    if (std::find(built.begin(), built.end(), b) != built.end())
+      e.backend = b;
+    else {
+      std::string have;
+      for (const auto& n : built) have += (have.empty() ? "" : ", ") + n;
+      root.problem("backend", fmt::format("'{}': this build has no {} backend (build with -DMPIGAN_CUDA=ON where the "
+                                          "CUDA toolkit is installed); this build has {}",
+                                          b, b, have));
+    }
+  }
   e.threads = static_cast<int>(root.get_int("threads", 0, 0, 1024));
   e.precision = root.get_choice("precision", e.precision, {"fp32", "bf16"});
   for (const auto& s : extra_sections) root.accept(s);

@@ -155,6 +155,23 @@ optimizer:
   CHECK(contains(p, "exp.yaml:13:10: optimizer.beta1: value 1.5 is out of range"));
 }
 
+TEST_CASE("a backend this build lacks is named as such; an unknown one lists every backend") {
+  const auto unknown = problems_of("name: t\nbackend: tpu\ndata: {train: a.h5}\n");
+  INFO(fmt::format("{}", fmt::join(unknown, "\n")));
+  CHECK(unknown.size() == 1);
+  CHECK(contains(unknown, "exp.yaml:2:10: backend: value 'tpu' is not allowed: expected one of reference, cpu, cuda"));
+  const auto gpu = problems_of("name: t\nbackend: cuda\ndata: {train: a.h5}\n");
+  INFO(fmt::format("{}", fmt::join(gpu, "\n")));
+#if MPIGAN_HAVE_CUDA
+  CHECK(gpu.empty());
+  CHECK(parse("name: t\nbackend: cuda\ndata: {train: a.h5}\n").backend == "cuda");
+#else
+  CHECK(gpu.size() == 1);
+  CHECK(contains(gpu, "exp.yaml:2:10: backend: 'cuda': this build has no cuda backend (build with -DMPIGAN_CUDA=ON"));
+  CHECK(contains(gpu, "this build has reference, cpu"));
+#endif
+}
+
 TEST_CASE("--set overrides any key, and bad overrides are reported") {
   const std::string base = "name: t\ndata: {train: a.h5}\n";
   const auto e = parse(base, {"training.max_updates=40", "model.name=anglegan-51", "optimizer.generator.lr=0.0005"});
@@ -348,6 +365,15 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
                              "training: {response_mmd: 10}\n"),
                  "training.response_mmd"));
+  CHECK(mmd.step.longitudinal_mmd == 0.0f);
+  const auto lon = parse(
+      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
+      "training: {longitudinal_mmd: 7}\n");
+  CHECK(lon.step.longitudinal_mmd == doctest::Approx(7.0));
+  CHECK(lon.resolved["training"]["longitudinal_mmd"].as<double>() == doctest::Approx(7.0));
+  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
+                             "training: {longitudinal_mmd: 10}\n"),
+                 "training.longitudinal_mmd"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\ntraining: {hlf_mmd: 10}\n"),
                  "training.hlf_mmd"));
   CHECK(mmd.step.response_spread == 0.0f);
