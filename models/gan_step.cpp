@@ -30,11 +30,14 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
                config.generator_passes);
   MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
                "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
-  MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f && config.response_spread >= 0.0f,
-               "gan step: hlf_mmd, response_mmd and response_spread are loss weights, >= 0, got {}, {} and {}",
-               config.hlf_mmd, config.response_mmd, config.response_spread);
+  MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f && config.longitudinal_mmd >= 0.0f &&
+                   config.response_spread >= 0.0f,
+               "gan step: hlf_mmd, response_mmd, longitudinal_mmd and response_spread are loss weights, >= 0, got {}, "
+               "{}, {} and {}",
+               config.hlf_mmd, config.response_mmd, config.longitudinal_mmd, config.response_spread);
   MPIGAN_CHECK(!config.feature_terms() || (model.conditioned && !model.angle_model),
-               "gan step: hlf_mmd, response_mmd and response_spread compare showers of like energy and read it from a "
+               "gan step: the feature terms (hlf_mmd, response_mmd, longitudinal_mmd, response_spread) compare showers "
+               "of like energy and read it from a "
                "conditioned discriminator's input: model '{}' needs condition: true (and a fixed angle)",
                model.name);
   m_heads = m_model.discriminator.output_names();
@@ -59,6 +62,7 @@ std::vector<std::string> GanStep::loss_names() const {
   std::vector<std::string> names = m_heads;
   if (m_config.hlf_mmd > 0.0f) names.emplace_back("hlf_mmd");
   if (m_config.response_mmd > 0.0f) names.emplace_back("response_mmd");
+  if (m_config.longitudinal_mmd > 0.0f) names.emplace_back("longitudinal_mmd");
   if (m_config.response_spread > 0.0f) names.emplace_back("response_spread");
   return names;
 }
@@ -114,6 +118,16 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
     std::vector<double> pair(F, 0.0);
     for (std::size_t k = 0; k < 2; ++k) pair[k] = scale[k] * std::sqrt(static_cast<double>(F) / 2.0);
     terms.push_back({m_config.response_mmd, std::move(pair)});
+  }
+  if (m_config.longitudinal_mmd > 0.0f) {
+    // the energy, the response and each layer's fraction (feature 2 + 5z of nn::shower_features),
+    // grown likewise by sqrt(F / (2 + Z))
+    const std::size_t Z = (F - 2) / 5;
+    const double grow = std::sqrt(static_cast<double>(F) / static_cast<double>(2 + Z));
+    std::vector<double> profile(F, 0.0);
+    for (std::size_t k = 0; k < 2; ++k) profile[k] = scale[k] * grow;
+    for (std::size_t z = 0; z < Z; ++z) profile[2 + 5 * z] = scale[2 + 5 * z] * grow;
+    terms.push_back({m_config.longitudinal_mmd, std::move(profile)});
   }
   return ref;
 }

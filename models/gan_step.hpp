@@ -73,6 +73,11 @@ struct StepConfig {
   /// the distribution of sum/E at each energy, i.e. the sampling fraction and the resolution,
   /// which in the full features' kernel is one dimension of 27.
   float response_mmd = 0.0f;
+  /// > 0: the same with the energy, the response and the layers' energy fractions (features 0, 1
+  /// and 2 + 5z): the joint distribution of the shower's depth profile and its sum at each energy.
+  /// At high energy the resolution is mostly the spread of the showers' depth (the layers sample
+  /// differently), which the response alone does not constrain and the 27 features dilute.
+  float longitudinal_mmd = 0.0f;
   /// How the MMD terms scale the features: false, each by the real batch's spread (all energies
   /// together); true, each in units of its spread at the shower's energy (nn::EnergyStandardiser
   /// fitted on the real batch), so that a feature's error counts as much at 500 GeV, where the
@@ -86,7 +91,9 @@ struct StepConfig {
   /// too wide; the mean response stays with the ECAL loss. Needs a conditioned discriminator.
   float response_spread = 0.0f;
   /// Whether any term on the features is on (the step then computes the real batch's features).
-  bool feature_terms() const { return hlf_mmd > 0.0f || response_mmd > 0.0f || response_spread > 0.0f; }
+  bool feature_terms() const {
+    return hlf_mmd > 0.0f || response_mmd > 0.0f || longitudinal_mmd > 0.0f || response_spread > 0.0f;
+  }
 };
 
 /// The bins of energy (quantiles of the real batch) of StepConfig::response_spread.
