@@ -324,6 +324,8 @@ class ScopedHostThreads {
 
 /// Backends compiled into this build ("reference", "cpu", and "cuda" when built with CUDA).
 std::vector<std::string> backend_names();
+/// Every backend mpigan has, whether this build has it or not ("reference", "cpu", "cuda").
+std::vector<std::string> known_backend_names();
 /// Create a backend by name; throws Error listing the available ones for an unknown name.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
 /// Devices the backend can use here (GPUs for "cuda"; 0 for host backends).

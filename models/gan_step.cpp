@@ -112,22 +112,21 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
   }
   scale[0] *= kMmdEnergyWeight;
   if (m_config.hlf_mmd > 0.0f) terms.push_back({m_config.hlf_mmd, scale});
-  if (m_config.response_mmd > 0.0f) {
-    // the energy and the response alone: the other scales 0, these two grown by sqrt(F / 2) so
-    // that s (a mean over the F dimensions) is their mean
-    std::vector<double> pair(F, 0.0);
-    for (std::size_t k = 0; k < 2; ++k) pair[k] = scale[k] * std::sqrt(static_cast<double>(F) / 2.0);
-    terms.push_back({m_config.response_mmd, std::move(pair)});
-  }
+  // A term on some of the features: the other scales 0, these grown by sqrt(F / their count) so
+  // that s (a mean over the F dimensions) is their mean.
+  const auto only = [&](const std::vector<std::size_t>& keep) {
+    const double grow = std::sqrt(static_cast<double>(F) / static_cast<double>(keep.size()));
+    std::vector<double> some(F, 0.0);
+    for (const std::size_t k : keep) some[k] = scale[k] * grow;
+    return some;
+  };
+  // the energy and the response alone
+  if (m_config.response_mmd > 0.0f) terms.push_back({m_config.response_mmd, only({0, 1})});
   if (m_config.longitudinal_mmd > 0.0f) {
-    // the energy, the response and each layer's fraction (feature 2 + 5z of nn::shower_features),
-    // grown likewise by sqrt(F / (2 + Z))
-    const std::size_t Z = (F - 2) / 5;
-    const double grow = std::sqrt(static_cast<double>(F) / static_cast<double>(2 + Z));
-    std::vector<double> profile(F, 0.0);
-    for (std::size_t k = 0; k < 2; ++k) profile[k] = scale[k] * grow;
-    for (std::size_t z = 0; z < Z; ++z) profile[2 + 5 * z] = scale[2 + 5 * z] * grow;
-    terms.push_back({m_config.longitudinal_mmd, std::move(profile)});
+    // the energy, the response and each layer's fraction (feature 2 + 5z of nn::shower_features)
+    std::vector<std::size_t> keep{0, 1};
+    for (std::size_t z = 0; z < (F - 2) / 5; ++z) keep.push_back(2 + 5 * z);
+    terms.push_back({m_config.longitudinal_mmd, only(keep)});
   }
   return ref;
 }

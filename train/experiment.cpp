@@ -455,7 +455,7 @@ ExperimentConfig ExperimentConfig::parse(ConfigDocument& doc, const std::vector<
   {
     // Every backend mpigan has is a known name; one this build lacks is named as such, so an
     // experiment written for a GPU machine fails on a CPU-only build with the reason, not a typo.
-    const std::string b = root.get_choice("backend", e.backend, {"reference", "cpu", "cuda"});
+    const std::string b = root.get_choice("backend", e.backend, known_backend_names());
     const auto built = backend_names();
     if (std::find(built.begin(), built.end(), b) != built.end())
       e.backend = b;

@@ -22,6 +22,10 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
+std::vector<std::string> known_backend_names() {
+  return {"reference", "cpu", "cuda"};
+}
+
 int host_threads() {
   return omp_get_max_threads();
 }

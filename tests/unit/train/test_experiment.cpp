@@ -365,26 +365,24 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
                              "training: {response_mmd: 10}\n"),
                  "training.response_mmd"));
-  CHECK(mmd.step.longitudinal_mmd == 0.0f);
-  const auto lon = parse(
-      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
-      "training: {longitudinal_mmd: 7}\n");
-  CHECK(lon.step.longitudinal_mmd == doctest::Approx(7.0));
-  CHECK(lon.resolved["training"]["longitudinal_mmd"].as<double>() == doctest::Approx(7.0));
-  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
-                             "training: {longitudinal_mmd: 10}\n"),
-                 "training.longitudinal_mmd"));
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\ntraining: {hlf_mmd: 10}\n"),
                  "training.hlf_mmd"));
-  CHECK(mmd.step.response_spread == 0.0f);
-  const auto spread = parse(
-      "name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
-      "training: {response_spread: 4}\n");
-  CHECK(spread.step.response_spread == doctest::Approx(4.0));
-  CHECK(spread.resolved["training"]["response_spread"].as<double>() == doctest::Approx(4.0));
-  CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5}\ndata: {train: \"d/*.h5\"}\n"
-                             "training: {response_spread: 4}\n"),
-                 "training.response_spread"));
+  // The other feature terms: off by default, parsed and resolved, and refused without a
+  // conditioned discriminator.
+  for (const auto& [key, weight] : {std::pair{"longitudinal_mmd", &models::StepConfig::longitudinal_mmd},
+                                    std::pair{"response_spread", &models::StepConfig::response_spread}}) {
+    CAPTURE(key);
+    CHECK(mmd.step.*weight == 0.0f);
+    const auto on =
+        parse(fmt::format("name: t\nmodel: {{name: 3dgan-5, condition: true}}\ndata: {{train: \"d/*.h5\"}}\n"
+                          "training: {{{}: 4}}\n",
+                          key));
+    CHECK(on.step.*weight == doctest::Approx(4.0));
+    CHECK(on.resolved["training"][key].as<double>() == doctest::Approx(4.0));
+    CHECK(contains(problems_of(fmt::format(
+                       "name: t\nmodel: {{name: 3dgan-5}}\ndata: {{train: \"d/*.h5\"}}\ntraining: {{{}: 4}}\n", key)),
+                   std::string("training.") + key));
+  }
   CHECK(contains(problems_of("name: t\nmodel: {name: 3dgan-5, condition: true}\ndata: {train: \"d/*.h5\"}\n"
                              "training: {hlf_mmd: -1}\n"),
                  "training.hlf_mmd"));
