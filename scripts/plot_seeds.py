@@ -5,7 +5,7 @@ with the band of its seeds, for runs of mpigan and of another trainer scored the
     /usr/bin/python3 scripts/plot_seeds.py OUT.png LABEL=RUN[,RUN...] [LABEL=RUN,...] [--csv OUT.csv]
 
 Each RUN is a run directory with metrics.csv (its `physics` rows) or a CSV file with the columns
-samples, fpd_hlf, fpd_hlf_error[, auc, auc_error] (bench/pytorch/score_rung.sh writes one per
+samples, fpd_hlf, fpd_hlf_error[, auc, auc_error] (scripts/score_snapshots.sh writes one per
 PyTorch run). Runs of one group are put on a common grid of sample counts (the counts the runs
 share; a run without that metric, e.g. a run from before the metric was recorded, is left out of
 its panel, and the legend says over how many seeds each median is). Panels: fpd_hlf (log y) and, where

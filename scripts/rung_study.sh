@@ -39,16 +39,7 @@ if ((${#tasks[@]})); then
   printf '%s\0' "${tasks[@]}" | xargs -0 -P "$jobs" -I{} bash -c '{}'
 fi
 for s in $seeds; do
-  d=$out/pytorch-seed$s
-  echo "samples,fpd_hlf,fpd_hlf_error,fpd_hlf_bootstrap_error,auc,auc_error" > "$d/scores.csv"
-  for n in ${snapshots//,/ }; do
-    OMP_NUM_THREADS=1 "$mpigan" validate --generated "$d/gen-$n.h5" --reference "$ref" --events 2000 --no-plots \
-      --out "$d/val-$n" > /dev/null
-    /usr/bin/python3 -c "
-import json, sys
-r = json.load(open('$d/val-$n/report.json')); f = r['figure_of_merit']; c = r.get('classifier', {})
-print($n, f['value'], f['error'], f.get('bootstrap_error', ''), c.get('auc', ''), c.get('auc_error', ''), sep=',')" >> "$d/scores.csv"
-  done
+  MPIGAN=$mpigan scripts/score_snapshots.sh "$out/pytorch-seed$s" "$ref" 2000
 done
 mp=$(for s in $seeds; do printf '%s,' "$out/mpigan-seed$s"; done)
 pt=$(for s in $seeds; do printf '%s,' "$out/pytorch-seed$s/scores.csv"; done)

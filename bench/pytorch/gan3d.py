@@ -475,6 +475,15 @@ def binned_spread(x_fake: torch.Tensor, r_fake: torch.Tensor, x_real: torch.Tens
     return total
 
 
+def subset_scales(scale: torch.Tensor, keep: list) -> torch.Tensor:
+    """mpigan's MMD term on some of the features (models/gan_step.cpp): the kept features' scales
+    grown by sqrt(F / their count), the others 0, so that the kernel's mean over the F dimensions
+    is their mean."""
+    some = torch.zeros_like(scale)
+    some[keep] = scale[keep] * (scale.numel() / len(keep)) ** 0.5
+    return some
+
+
 def mmd2_rq(x: torch.Tensor, y: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """mpigan's nn::mmd2_rq: the unbiased MMD^2 between the rows of x (n, d) and y (m, d) under
     sum_{a in 0.2, 0.5, 1, 2, 5} (1 + s/(2a))^-a, s = |scale (a - b)|^2 / d."""

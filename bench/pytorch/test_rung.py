@@ -12,6 +12,7 @@ two-snapshot run of train_rung.main on a small made-up data set.
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import math
 import os
@@ -320,19 +321,35 @@ def test_hlf_mmd():
     f = torch.tensor([[0.0, 1.0, 5.0], [1.0, 1.0, 7.0], [2.0, 1.0, 9.0]], dtype=torch.float64)
     sc = gan3d.mmd_scales(f)   # std 0.816, 0 (floored to 0.05), 1.633; the energy's times 4
     assert close(sc[0], 4.0 / math.sqrt(2.0 / 3.0)) and close(sc[1], 20.0) and close(sc[2], 1.0 / math.sqrt(8.0 / 3.0))
+    # a term on some features (response_mmd, longitudinal_mmd): the others 0, these times sqrt(F / count)
+    some = gan3d.subset_scales(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), [0, 1, 4])
+    assert torch.allclose(some, torch.tensor([1.0, 2.0, 0.0, 0.0, 5.0, 0.0]) * math.sqrt(2.0))
     with tempfile.TemporaryDirectory() as tmp:
         data = rung_files(tmp, np.random.default_rng(2))
         common = ["--data-dir", data, "--max-samples", "32", "--batch", "16", "--events", "20", "--optimizer",
                   "adam", "--condition", "--log-every", "100"]
-        runs = {"plain": [], "mmd": ["--hlf-mmd", "10"], "both": ["--hlf-mmd", "10", "--response-mmd", "5"]}
+        runs = {"plain": [], "mmd": ["--hlf-mmd", "10"], "both": ["--hlf-mmd", "10", "--response-mmd", "5"],
+                "long": ["--hlf-mmd", "10", "--response-mmd", "5", "--longitudinal-mmd", "5"]}
         for name, extra in runs.items():
             assert tr.main(common + extra + ["--out", os.path.join(tmp, name)]) == 0
+        with open(os.path.join(tmp, "long", "losses.csv")) as fh:
+            head = fh.readline().strip().split(",")
+        assert head[-3:] == ["d_real_longitudinal_mmd", "d_fake_longitudinal_mmd", "g_longitudinal_mmd"], head
 
         def showers(name):
             with h5py.File(os.path.join(tmp, name, "gen-32.h5"), "r") as fh:
                 return fh["ECAL"][...]
         assert not np.array_equal(showers("plain"), showers("mmd"))
         assert not np.array_equal(showers("mmd"), showers("both"))
+        assert not np.array_equal(showers("both"), showers("long"))
+        # --like: one shower at each energy of another file, and the generator's weights
+        like = sorted(glob.glob(os.path.join(data, "*.h5")))[0]
+        assert tr.main(common + ["--like", like, "--out", os.path.join(tmp, "like")]) == 0
+        with h5py.File(like, "r") as fh:
+            want = np.asarray(fh["energy"]).reshape(-1)
+        with h5py.File(os.path.join(tmp, "like", "like-32.h5"), "r") as fh:
+            assert np.allclose(np.asarray(fh["energy"]).reshape(-1), want) and fh["ECAL"].shape[0] == want.size
+        assert os.path.isfile(os.path.join(tmp, "like", "generator-32.pt"))
         try:
             tr.main(["--data-dir", data, "--hlf-mmd", "1", "--out", os.path.join(tmp, "bad")])
             assert False, "hlf_mmd without condition was accepted"

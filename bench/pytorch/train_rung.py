@@ -158,6 +158,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("ecal_mean_bins", "ecal_mean_bins", "training.ecal_mean_bins", 0),
         ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
         ("response_mmd", "response_mmd", "training.response_mmd", 0.0),
+        ("longitudinal_mmd", "longitudinal_mmd", "training.longitudinal_mmd", 0.0),
         ("mmd_scale", "mmd_scale", "training.mmd_scale", "batch"),
         ("response_spread", "response_spread", "training.response_spread", 0.0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
@@ -188,7 +189,7 @@ def resolve_settings(args, y: dict) -> dict:
     s["generator_width"] = int(s["generator_width"])
     if s["generator_width"] < 1:
         raise SystemExit("model.generator_width is an integer >= 1 (as in mpigan)")
-    for k in ("hlf_mmd", "response_mmd", "response_spread"):
+    for k in ("hlf_mmd", "response_mmd", "longitudinal_mmd", "response_spread"):
         s[k] = float(s[k])
         if s[k] < 0.0 or (s[k] > 0.0 and not s["condition"]):
             raise SystemExit(f"training.{k} is a weight >= 0 and needs model.condition (as in mpigan)")
@@ -320,6 +321,7 @@ class RungStep:
         self.power = float(s["power"])
         self.mmd = float(s.get("hlf_mmd", 0.0))
         self.response_mmd = float(s.get("response_mmd", 0.0))
+        self.longitudinal_mmd = float(s.get("longitudinal_mmd", 0.0))
         self.mmd_by_energy = s.get("mmd_scale", "batch") == "energy"
         self.response_spread = float(s.get("response_spread", 0.0))
         self.hlf_head = bool(s.get("hlf_head", False))
@@ -391,7 +393,7 @@ class RungStep:
         g_heads = {}  # unweighted, averaged over the passes, in the order of head_names()
         terms = []   # (weight, kernel scales): the features' MMD^2, and the energy's and response's alone
         spread = None  # training.response_spread: the real batch's curve, energies and residuals
-        if self.mmd > 0.0 or self.response_mmd > 0.0 or self.response_spread > 0.0:
+        if self.mmd > 0.0 or self.response_mmd > 0.0 or self.longitudinal_mmd > 0.0 or self.response_spread > 0.0:
             with torch.no_grad():
                 real_raw = self._features(self._scaled(image, energy), energy)
                 fit = gan3d.EnergyStandardiser(real_raw)
@@ -403,10 +405,11 @@ class RungStep:
                 scale = gan3d.mmd_scales(real_f)
             if self.mmd > 0.0:
                 terms.append((self.mmd, scale))
-            if self.response_mmd > 0.0:
-                pair = torch.zeros_like(scale)
-                pair[:2] = scale[:2] * (scale.numel() / 2.0) ** 0.5
-                terms.append((self.response_mmd, pair))
+            if self.response_mmd > 0.0:   # the energy and the response alone
+                terms.append((self.response_mmd, gan3d.subset_scales(scale, [0, 1])))
+            if self.longitudinal_mmd > 0.0:   # and each layer's energy fraction (feature 2 + 5z)
+                terms.append((self.longitudinal_mmd,
+                              gan3d.subset_scales(scale, [0, 1] + list(range(2, scale.numel(), 5)))))
         with gan3d.frozen(d):
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
@@ -447,6 +450,8 @@ class RungStep:
             names.append("hlf_mmd")
         if self.response_mmd > 0.0:
             names.append("response_mmd")
+        if self.longitudinal_mmd > 0.0:
+            names.append("longitudinal_mmd")
         if self.response_spread > 0.0:
             names.append("response_spread")
         return names
@@ -560,6 +565,9 @@ def parse_args(argv=None):
                    help="the weight of MMD^2 between fake and real showers' features in G's loss (training.hlf_mmd)")
     p.add_argument("--response-mmd", dest="response_mmd", type=float,
                    help="the same on the energy and the response alone (training.response_mmd)")
+    p.add_argument("--longitudinal-mmd", dest="longitudinal_mmd", type=float,
+                   help="the same on the energy, the response and the layers' energy fractions "
+                        "(training.longitudinal_mmd)")
     p.add_argument("--response-spread", dest="response_spread", type=float,
                    help="the weight of the response's spread about its curve, per energy bin, in G's loss "
                         "(training.response_spread)")
@@ -577,6 +585,10 @@ def parse_args(argv=None):
     p.add_argument("--snapshots", default="",
                    help="N1,N2,...: sample counts after which DIR/gen-N.h5 is written (default: the last step)")
     p.add_argument("--events", type=int, default=10000, help="held-out events to generate like")
+    p.add_argument("--like", default="",
+                   help="FILE.h5: after the last step also write DIR/like-N.h5, one shower at each of that "
+                        "file's energies (a Monte Carlo sample of another seed, as `mpigan generate --like`), "
+                        "and the generator's weights DIR/generator-N.pt")
     p.add_argument("--stop-after", dest="stop_after", type=int, default=0,
                    help="stop once this many samples are seen (the schedule still spans max_samples): the first "
                         "part of a full-length run")
@@ -656,16 +668,16 @@ def main(argv=None) -> int:
     written = []
     si = 0
 
-    def snapshot(net, kind: str, attrs: dict) -> None:
-        """OUT/KIND-N.h5: @p net's showers at the held-out energies, the run's fixed noise."""
+    def snapshot(net, kind: str, attrs: dict, at: int, energies: np.ndarray) -> None:
+        """OUT/KIND-AT.h5: @p net's showers at @p energies (GeV), the run's fixed noise."""
         tg = time.perf_counter()
-        showers = generate(net, val_e, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
+        showers = generate(net, energies, float(s["xscale"]), GEN_SEED ^ seed, power=float(s["power"]),
                            sphere=s["noise"] == "sphere", concat=s["input"] == "concat")
-        path = os.path.join(args.out, f"{kind}-{snaps[si]}.h5")
-        write_showers(path, showers, val_e, {"samples": samples, "step": step + 1, "seed": seed, **attrs})
+        path = os.path.join(args.out, f"{kind}-{at}.h5")
+        write_showers(path, showers, energies, {"samples": samples, "step": step + 1, "seed": seed, **attrs})
         empty = int((showers.reshape(len(showers), -1).sum(1) <= 0).sum())
         print(f"snapshot {path}: {len(showers)} showers at {samples} samples, mean sum/E "
-              f"{float(np.mean(showers.reshape(len(showers), -1).sum(1) / val_e)):.4f}, {empty} empty "
+              f"{float(np.mean(showers.reshape(len(showers), -1).sum(1) / energies)):.4f}, {empty} empty "
               f"({time.perf_counter() - tg:.1f} s)", flush=True)
         written.append(path)
 
@@ -694,12 +706,16 @@ def main(argv=None) -> int:
             print(f"step {step + 1}/{total_steps} samples {samples} epoch {epoch + 1}: D real {L['d_real']:.4f} "
                   f"fake {L['d_fake']:.4f}  G {L['g']:.4f}  ({samples / train_s:.1f} samples/s)", flush=True)
         while si < len(snaps) and samples >= snaps[si]:
-            snapshot(g, "gen", {})
+            snapshot(g, "gen", {}, snaps[si], val_e)
             if ema is not None:
                 recalibrate(ema, s, GEN_SEED ^ seed ^ 0x5EED)
-                snapshot(ema, "ema", {"ema": args.g_ema})
+                snapshot(ema, "ema", {"ema": args.g_ema}, snaps[si], val_e)
             si += 1
     csv.close()
+    if args.like:
+        _, like_e = read_files([args.like])
+        snapshot(g, "like", {"like": os.path.abspath(args.like)}, samples, like_e)
+        torch.save(g.state_dict(), os.path.join(args.out, f"generator-{samples}.pt"))
     rate = samples / train_s if train_s > 0 else float("nan")
     cfg["result"] = {"samples": samples, "train_seconds": train_s, "samples_per_s": rate, "written": written}
     with open(os.path.join(args.out, "config.json"), "w") as f:
