@@ -7,7 +7,8 @@ script compares, per window of training:
 
   * the training losses (D on real, D on fake, G's weighted total), each run's mean over the
     window's steps: mpigan's metrics.csv step rows against the peer's losses.csv;
-  * the figure of merit fpd_hlf, each run's geometric mean over the checkpoints in the window:
+  * the figure of merit fpd_hlf, each run's geometric mean over the checkpoints in the window
+    that every run of both sides has:
     mpigan's physics rows against the peer's scores.csv (scripts/rung_study.sh writes both, scored
     by `mpigan validate` against the same 2 000 held-out showers).
 
@@ -105,16 +106,19 @@ def main(argv=None):
             counts[verdict] += 1
             lines.append(f"| {lo}–{hi} | {name} | {fmt(sides[0], 3)} | {fmt(sides[1], 3)} | {verdict} |")
     lines += ["", f"Loss windows: {counts['both']} both, {counts['one']} one, {counts['neither']} neither.", "",
-              "fpd_hlf, each run's geometric mean over its checkpoints in the range; median [range] over seeds.", "",
+              "fpd_hlf, each run's geometric mean over the checkpoints in the range that every run has; "
+              "median [range] over seeds.", "",
               "| checkpoints | mpigan per seed | PyTorch per seed | mpigan | PyTorch | medians inside |",
               "|---|---|---|---|---|---|"]
+    # the sample counts every run of both sides scored, so that both average the same checkpoints
+    common = set.intersection(*(set(fpd) for _, fpd in mp + pt))
     for w in a.fpd_windows.split(","):
         lo, hi = (int(x) for x in w.split(":"))
         sides = []
         for runs in (mp, pt):
             vals = []
             for _, fpd in runs:
-                pts = [v for s, v in fpd.items() if lo <= s <= hi and s in runs[0][1]]
+                pts = [v for s, v in fpd.items() if lo <= s <= hi and s in common]
                 if not pts:
                     sys.exit(f"no fpd_hlf checkpoint in {lo}-{hi} in every run")
                 vals.append(math.exp(statistics.fmean(math.log(v) for v in pts)))
