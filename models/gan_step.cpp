@@ -31,12 +31,14 @@ GanStep::GanStep(GanModel& model, Backend& backend, const StepConfig& config, st
   MPIGAN_CHECK(!config.normalise_energy || !model.angle_model,
                "gan step: normalise_energy is for the fixed-angle models, not '{}'", model.name);
   MPIGAN_CHECK(config.hlf_mmd >= 0.0f && config.response_mmd >= 0.0f && config.longitudinal_mmd >= 0.0f &&
-                   config.response_spread >= 0.0f,
-               "gan step: hlf_mmd, response_mmd, longitudinal_mmd and response_spread are loss weights, >= 0, got {}, "
-               "{}, {} and {}",
-               config.hlf_mmd, config.response_mmd, config.longitudinal_mmd, config.response_spread);
+                   config.transverse_mmd >= 0.0f && config.response_spread >= 0.0f,
+               "gan step: hlf_mmd, response_mmd, longitudinal_mmd, transverse_mmd and response_spread are loss "
+               "weights, >= 0, got {}, {}, {}, {} and {}",
+               config.hlf_mmd, config.response_mmd, config.longitudinal_mmd, config.transverse_mmd,
+               config.response_spread);
   MPIGAN_CHECK(!config.feature_terms() || (model.conditioned && !model.angle_model),
-               "gan step: the feature terms (hlf_mmd, response_mmd, longitudinal_mmd, response_spread) compare showers "
+               "gan step: the feature terms (hlf_mmd, response_mmd, longitudinal_mmd, transverse_mmd, response_spread) "
+               "compare showers "
                "of like energy and read it from a "
                "conditioned discriminator's input: model '{}' needs condition: true (and a fixed angle)",
                model.name);
@@ -63,6 +65,7 @@ std::vector<std::string> GanStep::loss_names() const {
   if (m_config.hlf_mmd > 0.0f) names.emplace_back("hlf_mmd");
   if (m_config.response_mmd > 0.0f) names.emplace_back("response_mmd");
   if (m_config.longitudinal_mmd > 0.0f) names.emplace_back("longitudinal_mmd");
+  if (m_config.transverse_mmd > 0.0f) names.emplace_back("transverse_mmd");
   if (m_config.response_spread > 0.0f) names.emplace_back("response_spread");
   return names;
 }
@@ -74,19 +77,27 @@ std::vector<float> GanStep::MmdReference::weights() const {
   return w;
 }
 
+std::int64_t GanStep::feature_count() const {
+  const Dims3 dims{m_model.image[1], m_model.image[2], m_model.image[3]};
+  return nn::shower_feature_count(dims.w) + (m_config.transverse_mmd > 0.0f ? nn::transverse_feature_count(dims) : 0);
+}
+
 std::vector<double> GanStep::features_of(const Tensor& input) const {
   const Tensor host = to_host(input);
   const Shape& s = host.shape();
-  const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
+  const std::int64_t n = s[0], item = s.item_numel(), F = feature_count(), H = nn::shower_feature_count(s[4]);
   std::vector<double> f(static_cast<std::size_t>(n * F));
-  for (std::int64_t i = 0; i < n; ++i)
+  for (std::int64_t i = 0; i < n; ++i) {
     nn::shower_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data() + i * F);
+    if (F > H)
+      nn::transverse_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data() + i * F + H);
+  }
   return f;
 }
 
 GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
   MmdReference ref;
-  const std::size_t F = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
+  const auto F = static_cast<std::size_t>(feature_count());
   const std::vector<double> raw = features_of(real_input);
   ref.features = raw;
   if (m_config.mmd_energy_scale || m_config.response_spread > 0.0f) ref.by_energy.emplace(raw, F, kMmdScaleFloor);
@@ -111,7 +122,6 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
     scale[k] = 1.0 / std::max(std::sqrt(v / static_cast<double>(n)), kMmdScaleFloor);
   }
   scale[0] *= kMmdEnergyWeight;
-  if (m_config.hlf_mmd > 0.0f) terms.push_back({m_config.hlf_mmd, scale});
   // A term on some of the features: the other scales 0, these grown by sqrt(F / their count) so
   // that s (a mean over the F dimensions) is their mean.
   const auto only = [&](const std::vector<std::size_t>& keep) {
@@ -120,13 +130,24 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
     for (const std::size_t k : keep) some[k] = scale[k] * grow;
     return some;
   };
+  // the shower features (the transverse profiles, when computed, follow them)
+  const auto H = static_cast<std::size_t>(nn::shower_feature_count(m_model.image[3]));
+  std::vector<std::size_t> shower(H);
+  for (std::size_t k = 0; k < H; ++k) shower[k] = k;
+  if (m_config.hlf_mmd > 0.0f) terms.push_back({m_config.hlf_mmd, only(shower)});
   // the energy and the response alone
   if (m_config.response_mmd > 0.0f) terms.push_back({m_config.response_mmd, only({0, 1})});
   if (m_config.longitudinal_mmd > 0.0f) {
     // the energy, the response and each layer's fraction (feature 2 + 5z of nn::shower_features)
     std::vector<std::size_t> keep{0, 1};
-    for (std::size_t z = 0; z < (F - 2) / 5; ++z) keep.push_back(2 + 5 * z);
+    for (std::size_t z = 0; z < (H - 2) / 5; ++z) keep.push_back(2 + 5 * z);
     terms.push_back({m_config.longitudinal_mmd, only(keep)});
+  }
+  if (m_config.transverse_mmd > 0.0f) {
+    // the energy, the response and the transverse profiles (after the shower features)
+    std::vector<std::size_t> keep{0, 1};
+    for (std::size_t k = H; k < F; ++k) keep.push_back(k);
+    terms.push_back({m_config.transverse_mmd, only(keep)});
   }
   return ref;
 }
@@ -134,7 +155,7 @@ GanStep::MmdReference GanStep::mmd_reference(const Tensor& real_input) const {
 std::vector<double> GanStep::mmd_losses(const Tensor& input, const MmdReference& real, Tensor* d_input_grad) const {
   const Tensor host = to_host(input);
   const Shape& s = host.shape();
-  const std::int64_t n = s[0], item = s.item_numel(), F = nn::shower_feature_count(s[4]);
+  const std::int64_t n = s[0], item = s.item_numel(), F = feature_count(), H = nn::shower_feature_count(s[4]);
   const std::vector<double> fake_features = features_of(host);
   std::vector<double> fake = fake_features;
   const auto& st = real.by_energy;
@@ -170,9 +191,14 @@ std::vector<double> GanStep::mmd_losses(const Tensor& input, const MmdReference&
   for (std::int64_t i = 0; i < n; ++i) {
     for (std::int64_t k = 0; k < F; ++k)
       gy[static_cast<std::size_t>(k)] = static_cast<float>(sum[static_cast<std::size_t>(i * F + k)]);
-    nn::shower_features(host.data() + i * item, s[1], s.spatial(), m_model.ecal_power, f.data(), gy.data(), gx.data());
+    const float* x = host.data() + i * item;
     float* dst = g.data() + i * item;
+    nn::shower_features(x, s[1], s.spatial(), m_model.ecal_power, f.data(), gy.data(), gx.data());
     for (std::int64_t j = 0; j < item; ++j) dst[j] += gx[static_cast<std::size_t>(j)];
+    if (F > H) {
+      nn::transverse_features(x, s[1], s.spatial(), m_model.ecal_power, f.data(), gy.data() + H, gx.data());
+      for (std::int64_t j = 0; j < item; ++j) dst[j] += gx[static_cast<std::size_t>(j)];
+    }
   }
   *d_input_grad = to_device(g);
   return values;

@@ -78,6 +78,12 @@ struct StepConfig {
   /// At high energy the resolution is mostly the spread of the showers' depth (the layers sample
   /// differently), which the response alone does not constrain and the 27 features dilute.
   float longitudinal_mmd = 0.0f;
+  /// > 0: the same with the energy, the response and the two transverse profiles (the columns' and
+  /// the rows' percentages of the sum, nn::transverse_features, appended to the features): the
+  /// joint distribution of the lateral shape and the sum at each energy. The per-layer widths of
+  /// the 27 features fix the second moment only; this term fixes how the energy divides between
+  /// the shower's axis, the cells beside it and the outer ones.
+  float transverse_mmd = 0.0f;
   /// How the MMD terms scale the features: false, each by the real batch's spread (all energies
   /// together); true, each in units of its spread at the shower's energy (nn::EnergyStandardiser
   /// fitted on the real batch), so that a feature's error counts as much at 500 GeV, where the
@@ -92,7 +98,8 @@ struct StepConfig {
   float response_spread = 0.0f;
   /// Whether any term on the features is on (the step then computes the real batch's features).
   bool feature_terms() const {
-    return hlf_mmd > 0.0f || response_mmd > 0.0f || longitudinal_mmd > 0.0f || response_spread > 0.0f;
+    return hlf_mmd > 0.0f || response_mmd > 0.0f || longitudinal_mmd > 0.0f || transverse_mmd > 0.0f ||
+           response_spread > 0.0f;
   }
 };
 
@@ -220,6 +227,9 @@ class GanStep {
     /// each value's weight in the generator's loss, in the order of mmd_losses' values
     std::vector<float> weights() const;
   };
+  /// The features the MMD terms compare: nn::shower_features, then with transverse_mmd
+  /// nn::transverse_features.
+  std::int64_t feature_count() const;
   std::vector<double> features_of(const Tensor& input) const;
   MmdReference mmd_reference(const Tensor& real_input) const;
   std::vector<double> mmd_losses(const Tensor& input, const MmdReference& real, Tensor* d_input_grad) const;

@@ -314,6 +314,44 @@ void shower_features(const float* item, std::int64_t channels, Dims3 dims, float
       }
 }
 
+std::int64_t transverse_feature_count(Dims3 dims) {
+  return dims.d + dims.h;
+}
+
+void transverse_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* t, const float* gy,
+                         float* grad_out) {
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w, cells = X * Y * Z;
+  constexpr double kEps = 1e-3;
+  const double inv_p = 1.0 / power;
+  std::vector<double> C(static_cast<std::size_t>(X + Y), 0.0);
+  double S = 0.0;
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const float v = item[(x * Y + y) * Z + z];
+        const double c = v > 0.0f ? std::pow(static_cast<double>(v), inv_p) : 0.0;
+        S += c;
+        C[static_cast<std::size_t>(x)] += c;
+        C[static_cast<std::size_t>(X + y)] += c;
+      }
+  const double St = S + kEps;
+  for (std::size_t k = 0; k < C.size(); ++k) t[k] = 100.0 * C[k] / St;
+  if (!gy || !grad_out) return;
+  // d t_k / d c_j = 100 ([j in k] - t_k / 100) / St
+  double common = 0.0;
+  for (std::size_t k = 0; k < C.size(); ++k) common += static_cast<double>(gy[k]) * t[k] / 100.0;
+  std::fill_n(grad_out, channels * cells, 0.0f);
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const std::int64_t j = (x * Y + y) * Z + z;
+        if (!(item[j] > 0.0f)) continue;
+        const double g_c = 100.0 * (static_cast<double>(gy[x]) + static_cast<double>(gy[X + y]) - common) / St;
+        const double x0 = item[j];
+        grad_out[j] = static_cast<float>(g_c * inv_p * std::pow(x0, inv_p - 1.0));
+      }
+}
+
 ShowerFeatures::ShowerFeatures(std::string name, float power) : Layer(std::move(name)), m_power(power) {
   MPIGAN_CHECK(power > 0.0f, "layer '{}' (ShowerFeatures): power must be > 0, got {}", this->name(), power);
 }

@@ -102,6 +102,17 @@ std::int64_t shower_feature_count(std::int64_t depth);
 void shower_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* f,
                      const float* gy = nullptr, float* grad_out = nullptr);
 
+/// The shower's two transverse profiles, as percentages of its sum: with c, S and eps as above and
+/// C_x (C_y) the sum of the cells in column x (row y) over the other transverse index and all layers,
+///   t[x]     = 100 C_x / (S + eps),   x < X
+///   t[X + y] = 100 C_y / (S + eps),   y < Y
+/// The mean of these is what the rung's transverse-profile target compares with Monte Carlo. If
+/// @p grad_out is non-null it receives sum_k gy[k] d t[k] / d x for every input value (any channel
+/// past the first: zero).
+std::int64_t transverse_feature_count(Dims3 dims);
+void transverse_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* t,
+                         const float* gy = nullptr, float* grad_out = nullptr);
+
 /// @brief The high-level-feature head's input: (N, C, X, Y, Z) -> (N, 2 + 5Z), computed on the
 /// host in double (shower_features).
 class ShowerFeatures final : public Layer {

@@ -245,11 +245,13 @@ void parse_training(ConfigNode& root, ExperimentConfig& e) {
   e.step.hlf_mmd = static_cast<float>(t.get_real("hlf_mmd", 0.0, 0.0, 1e6));
   e.step.response_mmd = static_cast<float>(t.get_real("response_mmd", 0.0, 0.0, 1e6));
   e.step.longitudinal_mmd = static_cast<float>(t.get_real("longitudinal_mmd", 0.0, 0.0, 1e6));
+  e.step.transverse_mmd = static_cast<float>(t.get_real("transverse_mmd", 0.0, 0.0, 1e6));
   e.step.mmd_energy_scale = t.get_choice("mmd_scale", "batch", {"batch", "energy"}) == "energy";
   e.step.response_spread = static_cast<float>(t.get_real("response_spread", 0.0, 0.0, 1e6));
   for (const auto& [key, w] :
        {std::pair{"hlf_mmd", e.step.hlf_mmd}, std::pair{"response_mmd", e.step.response_mmd},
-        std::pair{"longitudinal_mmd", e.step.longitudinal_mmd}, std::pair{"response_spread", e.step.response_spread}})
+        std::pair{"longitudinal_mmd", e.step.longitudinal_mmd}, std::pair{"transverse_mmd", e.step.transverse_mmd},
+        std::pair{"response_spread", e.step.response_spread}})
     if (w > 0.0f && !e.model.condition)
       t.problem(key,
                 "compares showers of like energy, read from a conditioned discriminator's input: it needs "
@@ -392,6 +394,7 @@ YAML::Node resolved_yaml(const ExperimentConfig& e, ConfigDocument& doc,
   r["training"]["hlf_mmd"] = e.step.hlf_mmd;
   r["training"]["response_mmd"] = e.step.response_mmd;
   r["training"]["longitudinal_mmd"] = e.step.longitudinal_mmd;
+  r["training"]["transverse_mmd"] = e.step.transverse_mmd;
   r["training"]["mmd_scale"] = e.step.mmd_energy_scale ? "energy" : "batch";
   r["training"]["response_spread"] = e.step.response_spread;
   for (float c : e.step.ecal_fit) r["training"]["ecal_fit"].push_back(c);

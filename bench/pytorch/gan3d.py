@@ -149,6 +149,14 @@ def shower_features(cells: torch.Tensor, energy: torch.Tensor | None) -> torch.T
     return torch.cat([f0, f1, per], dim=1)
 
 
+def transverse_features(cells: torch.Tensor) -> torch.Tensor:
+    """mpigan's nn::transverse_features on the cells' energies (N, 1, X, Y, Z): (N, X + Y), the
+    columns' (x) then the rows' (y) percentages of the sum, 100 C / (S + eps), eps 1e-3."""
+    c = cells[:, 0]
+    St = c.sum(dim=(1, 2, 3)).unsqueeze(1) + 1e-3
+    return 100.0 * torch.cat([c.sum(dim=(2, 3)), c.sum(dim=(1, 3))], dim=1) / St
+
+
 def ecal_angle(image: torch.Tensor) -> torch.Tensor:
     """Measured polar angle (rad) of each shower, as ``ecal_angle`` in AngleArch3dGAN.py.
 

@@ -321,6 +321,13 @@ def test_hlf_mmd():
     f = torch.tensor([[0.0, 1.0, 5.0], [1.0, 1.0, 7.0], [2.0, 1.0, 9.0]], dtype=torch.float64)
     sc = gan3d.mmd_scales(f)   # std 0.816, 0 (floored to 0.05), 1.633; the energy's times 4
     assert close(sc[0], 4.0 / math.sqrt(2.0 / 3.0)) and close(sc[1], 20.0) and close(sc[2], 1.0 / math.sqrt(8.0 / 3.0))
+    # the transverse profiles (transverse_mmd): mpigan's hand-computed shower of cells 16, 1, 1, 4 at
+    # (x, y) = (0, 0), (-1, 0), (1, 0), (2, -1) on 5 x 5 x 3, as percentages of their sum + 1e-3
+    cells = torch.zeros(1, 1, 5, 5, 3, dtype=torch.float64)
+    for (x, y, z), c in {(0, 0, 0): 16.0, (-1, 0, 1): 1.0, (1, 0, 1): 1.0, (2, -1, 2): 4.0}.items():
+        cells[0, 0, x + 2, y + 2, z] = c
+    want = torch.tensor([0.0, 1.0, 16.0, 1.0, 4.0, 0.0, 4.0, 18.0, 0.0, 0.0], dtype=torch.float64) * 100.0 / 22.001
+    assert torch.allclose(gan3d.transverse_features(cells)[0], want)
     # a term on some features (response_mmd, longitudinal_mmd): the others 0, these times sqrt(F / count)
     some = gan3d.subset_scales(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), [0, 1, 4])
     assert torch.allclose(some, torch.tensor([1.0, 2.0, 0.0, 0.0, 5.0, 0.0]) * math.sqrt(2.0))
@@ -329,12 +336,16 @@ def test_hlf_mmd():
         common = ["--data-dir", data, "--max-samples", "32", "--batch", "16", "--events", "20", "--optimizer",
                   "adam", "--condition", "--log-every", "100"]
         runs = {"plain": [], "mmd": ["--hlf-mmd", "10"], "both": ["--hlf-mmd", "10", "--response-mmd", "5"],
-                "long": ["--hlf-mmd", "10", "--response-mmd", "5", "--longitudinal-mmd", "5"]}
+                "long": ["--hlf-mmd", "10", "--response-mmd", "5", "--longitudinal-mmd", "5"],
+                "tran": ["--hlf-mmd", "10", "--response-mmd", "5", "--longitudinal-mmd", "5", "--transverse-mmd", "5"]}
         for name, extra in runs.items():
             assert tr.main(common + extra + ["--out", os.path.join(tmp, name)]) == 0
         with open(os.path.join(tmp, "long", "losses.csv")) as fh:
             head = fh.readline().strip().split(",")
         assert head[-3:] == ["d_real_longitudinal_mmd", "d_fake_longitudinal_mmd", "g_longitudinal_mmd"], head
+        with open(os.path.join(tmp, "tran", "losses.csv")) as fh:
+            head = fh.readline().strip().split(",")
+        assert head[-3:] == ["d_real_transverse_mmd", "d_fake_transverse_mmd", "g_transverse_mmd"], head
 
         def showers(name):
             with h5py.File(os.path.join(tmp, name, "gen-32.h5"), "r") as fh:
@@ -342,6 +353,7 @@ def test_hlf_mmd():
         assert not np.array_equal(showers("plain"), showers("mmd"))
         assert not np.array_equal(showers("mmd"), showers("both"))
         assert not np.array_equal(showers("both"), showers("long"))
+        assert not np.array_equal(showers("long"), showers("tran"))
         # --like: one shower at each energy of another file, and the generator's weights
         like = sorted(glob.glob(os.path.join(data, "*.h5")))[0]
         assert tr.main(common + ["--like", like, "--out", os.path.join(tmp, "like")]) == 0

@@ -159,6 +159,7 @@ def resolve_settings(args, y: dict) -> dict:
         ("hlf_mmd", "hlf_mmd", "training.hlf_mmd", 0.0),
         ("response_mmd", "response_mmd", "training.response_mmd", 0.0),
         ("longitudinal_mmd", "longitudinal_mmd", "training.longitudinal_mmd", 0.0),
+        ("transverse_mmd", "transverse_mmd", "training.transverse_mmd", 0.0),
         ("mmd_scale", "mmd_scale", "training.mmd_scale", "batch"),
         ("response_spread", "response_spread", "training.response_spread", 0.0),
         ("final_fraction", "final_fraction", "optimizer.final_fraction", 0.1),
@@ -189,7 +190,7 @@ def resolve_settings(args, y: dict) -> dict:
     s["generator_width"] = int(s["generator_width"])
     if s["generator_width"] < 1:
         raise SystemExit("model.generator_width is an integer >= 1 (as in mpigan)")
-    for k in ("hlf_mmd", "response_mmd", "longitudinal_mmd", "response_spread"):
+    for k in ("hlf_mmd", "response_mmd", "longitudinal_mmd", "transverse_mmd", "response_spread"):
         s[k] = float(s[k])
         if s[k] < 0.0 or (s[k] > 0.0 and not s["condition"]):
             raise SystemExit(f"training.{k} is a weight >= 0 and needs model.condition (as in mpigan)")
@@ -322,6 +323,7 @@ class RungStep:
         self.mmd = float(s.get("hlf_mmd", 0.0))
         self.response_mmd = float(s.get("response_mmd", 0.0))
         self.longitudinal_mmd = float(s.get("longitudinal_mmd", 0.0))
+        self.transverse_mmd = float(s.get("transverse_mmd", 0.0))
         self.mmd_by_energy = s.get("mmd_scale", "batch") == "energy"
         self.response_spread = float(s.get("response_spread", 0.0))
         self.hlf_head = bool(s.get("hlf_head", False))
@@ -339,7 +341,10 @@ class RungStep:
     def _features(self, image: torch.Tensor, energy: torch.Tensor) -> torch.Tensor:
         """training.hlf_mmd: the features of D's input (after _scaled), as the discriminator computes them."""
         cells = image if self.power == 1.0 else image.clamp(min=0.0).pow(1.0 / self.power)
-        return gan3d.shower_features(cells.double(), energy.double())
+        f = gan3d.shower_features(cells.double(), energy.double())
+        if self.transverse_mmd > 0.0:   # training.transverse_mmd: nn::transverse_features after them
+            f = torch.cat([f, gan3d.transverse_features(cells.double())], dim=1)
+        return f
 
     def _flipped(self, value: float, n: int) -> torch.Tensor:
         t = torch.full((n, 1), value)
@@ -393,7 +398,8 @@ class RungStep:
         g_heads = {}  # unweighted, averaged over the passes, in the order of head_names()
         terms = []   # (weight, kernel scales): the features' MMD^2, and the energy's and response's alone
         spread = None  # training.response_spread: the real batch's curve, energies and residuals
-        if self.mmd > 0.0 or self.response_mmd > 0.0 or self.longitudinal_mmd > 0.0 or self.response_spread > 0.0:
+        if (self.mmd > 0.0 or self.response_mmd > 0.0 or self.longitudinal_mmd > 0.0 or self.transverse_mmd > 0.0
+                or self.response_spread > 0.0):
             with torch.no_grad():
                 real_raw = self._features(self._scaled(image, energy), energy)
                 fit = gan3d.EnergyStandardiser(real_raw)
@@ -403,13 +409,17 @@ class RungStep:
                 standardise = fit.apply if self.mmd_by_energy else (lambda f: f)
                 real_f = standardise(real_raw)
                 scale = gan3d.mmd_scales(real_f)
+            shower = list(range(2 + 5 * image.shape[4]))   # the shower features; transverse ones follow
             if self.mmd > 0.0:
-                terms.append((self.mmd, scale))
+                terms.append((self.mmd, gan3d.subset_scales(scale, shower)))
             if self.response_mmd > 0.0:   # the energy and the response alone
                 terms.append((self.response_mmd, gan3d.subset_scales(scale, [0, 1])))
             if self.longitudinal_mmd > 0.0:   # and each layer's energy fraction (feature 2 + 5z)
                 terms.append((self.longitudinal_mmd,
-                              gan3d.subset_scales(scale, [0, 1] + list(range(2, scale.numel(), 5)))))
+                              gan3d.subset_scales(scale, [0, 1] + list(range(2, len(shower), 5)))))
+            if self.transverse_mmd > 0.0:   # and the columns' and rows' percentages of the sum
+                terms.append((self.transverse_mmd,
+                              gan3d.subset_scales(scale, [0, 1] + list(range(len(shower), scale.numel())))))
         with gan3d.frozen(d):
             for _ in range(self.passes):
                 self.opt_g.zero_grad(set_to_none=True)
@@ -452,6 +462,8 @@ class RungStep:
             names.append("response_mmd")
         if self.longitudinal_mmd > 0.0:
             names.append("longitudinal_mmd")
+        if self.transverse_mmd > 0.0:
+            names.append("transverse_mmd")
         if self.response_spread > 0.0:
             names.append("response_spread")
         return names
@@ -568,6 +580,9 @@ def parse_args(argv=None):
     p.add_argument("--longitudinal-mmd", dest="longitudinal_mmd", type=float,
                    help="the same on the energy, the response and the layers' energy fractions "
                         "(training.longitudinal_mmd)")
+    p.add_argument("--transverse-mmd", dest="transverse_mmd", type=float,
+                   help="the same on the energy, the response and the columns' and rows' percentages of the "
+                        "sum (training.transverse_mmd)")
     p.add_argument("--response-spread", dest="response_spread", type=float,
                    help="the weight of the response's spread about its curve, per energy bin, in G's loss "
                         "(training.response_spread)")

@@ -265,7 +265,8 @@ TEST_CASE("hlf_head: a fifth output read through the shower's features, trained 
 }
 
 TEST_CASE(
-    "hlf_mmd, response_mmd, longitudinal_mmd: the generator's loss gains MMD^2 of the showers' features; its "
+    "hlf_mmd, response_mmd, longitudinal_mmd, transverse_mmd: the generator's loss gains MMD^2 of the showers' "
+    "features; its "
     "gradient by finite "
     "differences, with the features scaled by the batch's spread or by their spread at each energy") {
   for (const bool by_energy : {false, true}) {
@@ -282,10 +283,11 @@ TEST_CASE(
     c2.hlf_mmd = 3.0f;
     c2.response_mmd = 2.0f;
     c2.longitudinal_mmd = 1.5f;
+    c2.transverse_mmd = 1.2f;
     GanStep plain(*m, *be, c, 5), one(*m, *be, c1, 5), both(*m, *be, c2, 5);
     CHECK(plain.loss_names() == m->discriminator.output_names());
     CHECK(one.loss_names().back() == "hlf_mmd");
-    CHECK(both.loss_names().back() == "longitudinal_mmd");
+    CHECK(both.loss_names().back() == "transverse_mmd");
     std::vector<float> grad;
     const auto keep_g = [&](Net n) {
       if (n != Net::generator) return;
@@ -299,21 +301,27 @@ TEST_CASE(
     const StepLosses l2 = both.run(b, 0, keep_g);
     const std::vector<float> g_both = grad;
     REQUIRE(l1.heads.size() == lp.heads.size() + 1);
-    REQUIRE(l2.heads.size() == lp.heads.size() + 3);
+    REQUIRE(l2.heads.size() == lp.heads.size() + 4);
     const std::size_t h = lp.heads.size();
-    const double mmd = l2.g_heads[h], resp = l2.g_heads[h + 1], lon = l2.g_heads[h + 2];
+    const double mmd = l2.g_heads[h], resp = l2.g_heads[h + 1], lon = l2.g_heads[h + 2], tra = l2.g_heads[h + 3];
     CHECK(mmd > 0.01);  // untrained showers against the batch's
     CHECK(resp > 0.01);
     CHECK(lon > 0.01);
-    CHECK(lon != doctest::Approx(resp).epsilon(1e-3));           // the layers' fractions enter its kernel
-    CHECK(l1.g_heads[h] == doctest::Approx(mmd).epsilon(1e-9));  // the full term does not depend on the other
-    CHECK(l2.g == doctest::Approx(lp.g + 3.0 * mmd + 2.0 * resp + 1.5 * lon).epsilon(1e-5));
+    CHECK(tra > 0.01);
+    CHECK(lon != doctest::Approx(resp).epsilon(1e-3));  // the layers' fractions enter its kernel
+    CHECK(tra != doctest::Approx(resp).epsilon(1e-3));  // and the columns' and rows' into this one
+    CHECK(tra != doctest::Approx(lon).epsilon(1e-3));
+    // the full term does not depend on the others, nor on the transverse profiles computed beside it
+    CHECK(l1.g_heads[h] == doctest::Approx(mmd).epsilon(1e-9));
+    CHECK(l2.g == doctest::Approx(lp.g + 3.0 * mmd + 2.0 * resp + 1.5 * lon + 1.2 * tra).epsilon(1e-5));
     CHECK(l2.d_real == doctest::Approx(lp.d_real).epsilon(1e-6));
     CHECK(l2.d_real_heads[h] == 0.0);
     CHECK(l2.d_fake_heads[h + 1] == 0.0);
     CHECK(l2.d_fake_heads[h + 2] == 0.0);
+    CHECK(l2.d_fake_heads[h + 3] == 0.0);
     // The terms' share of the generator's gradient, g_both - g_plain, against central differences
-    // of 3 MMD^2 + 2 MMD^2_response + 1.5 MMD^2_longitudinal on the three weights it moves most.
+    // of 3 MMD^2 + 2 MMD^2_response + 1.5 MMD^2_longitudinal + 1.2 MMD^2_transverse on the three
+    // weights it moves most.
     std::vector<std::size_t> idx(g_both.size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
     std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(), [&](std::size_t a, std::size_t b2) {
@@ -322,7 +330,7 @@ TEST_CASE(
     const auto none = [](Net) {};
     const auto terms = [&] {
       const StepLosses l = both.run(b, 0, none);
-      return 3.0 * l.g_heads[h] + 2.0 * l.g_heads[h + 1] + 1.5 * l.g_heads[h + 2];
+      return 3.0 * l.g_heads[h] + 2.0 * l.g_heads[h + 1] + 1.5 * l.g_heads[h + 2] + 1.2 * l.g_heads[h + 3];
     };
     for (int t = 0; t < 3; ++t) {
       const std::size_t j = idx[static_cast<std::size_t>(t)];
@@ -370,7 +378,8 @@ TEST_CASE(
     CHECK(spread.evaluate(b, 9).g_heads[h] > 0.0);
     CHECK_THROWS_WITH(
         GanStep(*make_gan({.name = "3dgan-5"}, *be, 3), *be, c2, 5),
-        doctest::Contains("(hlf_mmd, response_mmd, longitudinal_mmd, response_spread) compare showers of like energy"));
+        doctest::Contains("(hlf_mmd, response_mmd, longitudinal_mmd, transverse_mmd, response_spread) compare showers "
+                          "of like energy"));
   }
 }
 

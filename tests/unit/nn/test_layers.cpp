@@ -428,6 +428,52 @@ TEST_CASE("shower features: hand-computed response, layer energies, barycentres 
     for (std::int64_t j = cells; j < 2 * cells; ++j) CHECK(dx.data()[i * 2 * cells + j] == 0.0f);
 }
 
+TEST_CASE("transverse features: hand-computed column and row percentages, and their gradient") {
+  const Dims3 d{5, 5, 3};
+  const std::int64_t cells = d.product();
+  std::vector<float> item(static_cast<std::size_t>(2 * cells), 0.0f);
+  auto at = [&](int x, int y, int z) -> float& {
+    return item[static_cast<std::size_t>(((x + 2) * 5 + (y + 2)) * 3 + z)];
+  };
+  // power 0.5: the cells are c^0.5, so these hold c = 16, 1, 1 and 4
+  at(0, 0, 0) = 4.0f;
+  at(-1, 0, 1) = 1.0f;
+  at(1, 0, 1) = 1.0f;
+  at(2, -1, 2) = 2.0f;
+  std::fill(item.begin() + cells, item.end(), 0.5f);  // the condition channel: not a cell
+  REQUIRE(transverse_feature_count(d) == 10);
+  std::vector<double> t(10);
+  transverse_features(item.data(), 2, d, 0.5f, t.data());
+  const double S = 22.0 + 1e-3;
+  const double want[10] = {0.0, 1.0, 16.0, 1.0, 4.0,   // columns x = -2 ... 2
+                           0.0, 4.0, 18.0, 0.0, 0.0};  // rows y = -2 ... 2
+  for (int k = 0; k < 10; ++k) CHECK(t[static_cast<std::size_t>(k)] == doctest::Approx(100.0 * want[k] / S));
+
+  // The gradient of sum_k gy[k] t[k], against central differences on a random positive shower.
+  Rng rng(21);
+  std::vector<float> v(static_cast<std::size_t>(2 * cells));
+  for (float& x : v) x = 0.2f + 1.3f * rng.uniform();
+  std::vector<float> gy(10), g(v.size(), -1.0f);
+  for (float& x : gy) x = rng.normal();
+  transverse_features(v.data(), 2, d, 0.5f, t.data(), gy.data(), g.data());
+  auto objective = [&](const std::vector<float>& w) {
+    std::vector<double> f(10);
+    transverse_features(w.data(), 2, d, 0.5f, f.data());
+    double o = 0.0;
+    for (int k = 0; k < 10; ++k) o += gy[static_cast<std::size_t>(k)] * f[static_cast<std::size_t>(k)];
+    return o;
+  };
+  for (std::int64_t j = 0; j < cells; j += 7) {
+    std::vector<float> up = v, down = v;
+    const float h = 1e-3f;
+    up[static_cast<std::size_t>(j)] += h;
+    down[static_cast<std::size_t>(j)] -= h;
+    const double fd = (objective(up) - objective(down)) / (2.0 * h);
+    CHECK(g[static_cast<std::size_t>(j)] == doctest::Approx(fd).epsilon(2e-3));
+  }
+  for (std::int64_t j = cells; j < 2 * cells; ++j) CHECK(g[static_cast<std::size_t>(j)] == 0.0f);
+}
+
 TEST_CASE("a layer fed a wrong shape names the layer, expected and found") {
   auto be = make_backend("cpu");
   Network net("bad");

@@ -370,6 +370,7 @@ training: {ecal_fit: [0, 0, 0, -0.3, 2.3], normalise_energy: true, max_samples: 
   // The other feature terms: off by default, parsed and resolved, and refused without a
   // conditioned discriminator.
   for (const auto& [key, weight] : {std::pair{"longitudinal_mmd", &models::StepConfig::longitudinal_mmd},
+                                    std::pair{"transverse_mmd", &models::StepConfig::transverse_mmd},
                                     std::pair{"response_spread", &models::StepConfig::response_spread}}) {
     CAPTURE(key);
     CHECK(mmd.step.*weight == 0.0f);
