@@ -3,8 +3,9 @@
 # 5x5x5 rung, trains the rung's recipe (examples/3dgan-5-mmd-concat.yaml) for a third of its budget
 # on the CPU, validates its generator against the held-out Monte Carlo (report, targets, tables and
 # plots), plots its history, then validates the rung's best generator shipped with mpigan (the
-# recipe with the depth profile's discrepancy, examples/3dgan-5-mmd-long.yaml, at its full budget:
-# 3dgan-5-mmd-long) against the same Monte Carlo, which is of another seed than its training data.
+# recipe with the depth and transverse profiles' discrepancies, examples/3dgan-5-mmd-lateral.yaml,
+# at its full budget: 3dgan-5-mmd-lateral) against the same Monte Carlo, which is of another seed
+# than its training data.
 #
 #   scripts/quickstart.sh [--set key.path=value ...]     (extra options go to mpigan train)
 set -euo pipefail
@@ -25,8 +26,8 @@ echo
 echo "== quickstart: the run's losses and figure of merit against samples seen"
 build/apps/mpigan report runs/quickstart
 echo
-echo "== quickstart: the rung's best shipped generator, 3dgan-5-mmd-long (the recipe with the depth profile's discrepancy, 800 000 samples; mpigan generate --list), against the same Monte Carlo"
-build/apps/mpigan validate 3dgan-5-mmd-long --reference "$held_out" --out runs/quickstart/validation-shipped
+echo "== quickstart: the rung's best shipped generator, 3dgan-5-mmd-lateral (the recipe with the depth and transverse profiles' discrepancies, 800 000 samples; mpigan generate --list), against the same Monte Carlo"
+build/apps/mpigan validate 3dgan-5-mmd-lateral --reference "$held_out" --out runs/quickstart/validation-shipped
 /usr/bin/python3 scripts/rung_targets.py runs/quickstart/validation-shipped
 echo
 echo "Plots: runs/quickstart/validation{,-shipped}/*.png (sampling fraction,"

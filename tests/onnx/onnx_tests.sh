@@ -71,6 +71,7 @@ check 3dgan-5-mmd 3dgan-5-mmd 1
 check 3dgan-5-mmd-concat 3dgan-5-mmd-concat 1
 check 3dgan-5-mmd-concat-800k 3dgan-5-mmd-concat-800k 1
 check 3dgan-5-mmd-long 3dgan-5-mmd-long 1
+check 3dgan-5-mmd-lateral 3dgan-5-mmd-lateral 1
 check 3dgan-5 3dgan-5 1
 check 3dgan-5-cond-raw 3dgan-5-cond 1 --raw
 
