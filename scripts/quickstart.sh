@@ -17,7 +17,7 @@ echo
 echo "== quickstart: metrics (last lines of runs/quickstart/metrics.csv):"
 tail -n 3 runs/quickstart/metrics.csv | cut -d, -f1-10
 # validation_fraction holds out the last file of the data set: 5 000 showers.
-held_out=$(ls runs/quickstart-data/*.h5 | tail -n 1)
+held_out=$(printf '%s\n' runs/quickstart-data/*.h5 | tail -n 1)
 echo
 echo "== quickstart: physics of the generator trained here against the held-out Monte Carlo"
 build/apps/mpigan validate runs/quickstart --reference "$held_out" --out runs/quickstart/validation
