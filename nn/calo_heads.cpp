@@ -32,6 +32,29 @@ void copy_back(const Tensor& host, Tensor& dst, Backend& backend) {
   if (dst.device() != Device::cpu) backend.from_host(host, dst);
 }
 
+/// A cell's energy from its preprocessed value x: x^(1/power), 0 where x <= 0.
+double cell_energy(float x, double inv_p) {
+  return x > 0.0f ? std::pow(static_cast<double>(x), inv_p) : 0.0;
+}
+
+/// The chain rule from the cells' energies back to the preprocessed input (shower_features,
+/// transverse_features): @p grad_out zeroed over every channel, then for each cell (x, y, z) of
+/// channel 0 with a positive value, g_c(x, y, z) dc/dx, dc/dx = (1/p) x^(1/p - 1).
+template <class GradOfCell>
+void cells_to_input(const float* item, std::int64_t channels, Dims3 dims, double inv_p, float* grad_out,
+                    GradOfCell g_c) {
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w;
+  std::fill_n(grad_out, channels * X * Y * Z, 0.0f);
+  for (std::int64_t x = 0; x < X; ++x)
+    for (std::int64_t y = 0; y < Y; ++y)
+      for (std::int64_t z = 0; z < Z; ++z) {
+        const std::int64_t j = (x * Y + y) * Z + z;
+        if (!(item[j] > 0.0f)) continue;
+        const double x0 = item[j];
+        grad_out[j] = static_cast<float>(g_c(x, y, z) * inv_p * std::pow(x0, inv_p - 1.0));
+      }
+}
+
 }  // namespace
 
 Pow::Pow(std::string name, float exponent) : Layer(std::move(name)), m_power(exponent) {
@@ -251,7 +274,7 @@ void shower_features(const float* item, std::int64_t channels, Dims3 dims, float
   constexpr double kEps = 1e-3, kVarEps = 1e-6, kLn10 = std::numbers::ln10;
   const double inv_p = 1.0 / power;
   const double e = channels > 1 ? std::max(static_cast<double>(item[cells]), 1e-12) : 1.0;
-  auto cell = [&](std::int64_t j) { return item[j] > 0.0f ? std::pow(static_cast<double>(item[j]), inv_p) : 0.0; };
+  auto cell = [&](std::int64_t j) { return cell_energy(item[j], inv_p); };
   auto u = [&](std::int64_t i, std::int64_t n) {
     return (static_cast<double>(i) - 0.5 * static_cast<double>(n - 1)) * 5.0 / static_cast<double>(n);
   };
@@ -299,19 +322,12 @@ void shower_features(const float* item, std::int64_t channels, Dims3 dims, float
     g_mx[z] = 5.0 * gz[1] - 2.0 * mx[z] * g_vx[z];
     g_my[z] = 5.0 * gz[2] - 2.0 * my[z] * g_vy[z];
   }
-  std::fill_n(grad_out, channels * cells, 0.0f);
-  for (std::int64_t x = 0; x < X; ++x)
-    for (std::int64_t y = 0; y < Y; ++y)
-      for (std::int64_t z = 0; z < Z; ++z) {
-        const std::int64_t j = (x * Y + y) * Z + z;
-        if (!(item[j] > 0.0f)) continue;
-        const double ux = u(x, X), uy = u(y, Y);
-        // m = A/D: dm/dc = (u - m)/D; v = B/D - m^2: dv/dc = (u^2 - B/D)/D (the m^2 part via g_m).
-        const double g_c = g_S + g_D[z] + (g_mx[z] * (ux - mx[z]) + g_my[z] * (uy - my[z])) / D[z] +
-                           (g_vx[z] * (ux * ux - Bx[z] / D[z]) + g_vy[z] * (uy * uy - By[z] / D[z])) / D[z];
-        const double x0 = item[j];
-        grad_out[j] = static_cast<float>(g_c * inv_p * std::pow(x0, inv_p - 1.0));
-      }
+  cells_to_input(item, channels, dims, inv_p, grad_out, [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    const double ux = u(x, X), uy = u(y, Y);
+    // m = A/D: dm/dc = (u - m)/D; v = B/D - m^2: dv/dc = (u^2 - B/D)/D (the m^2 part via g_m).
+    return g_S + g_D[z] + (g_mx[z] * (ux - mx[z]) + g_my[z] * (uy - my[z])) / D[z] +
+           (g_vx[z] * (ux * ux - Bx[z] / D[z]) + g_vy[z] * (uy * uy - By[z] / D[z])) / D[z];
+  });
 }
 
 std::int64_t transverse_feature_count(Dims3 dims) {
@@ -320,7 +336,7 @@ std::int64_t transverse_feature_count(Dims3 dims) {
 
 void transverse_features(const float* item, std::int64_t channels, Dims3 dims, float power, double* t, const float* gy,
                          float* grad_out) {
-  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w, cells = X * Y * Z;
+  const std::int64_t X = dims.d, Y = dims.h, Z = dims.w;
   constexpr double kEps = 1e-3;
   const double inv_p = 1.0 / power;
   std::vector<double> C(static_cast<std::size_t>(X + Y), 0.0);
@@ -328,8 +344,7 @@ void transverse_features(const float* item, std::int64_t channels, Dims3 dims, f
   for (std::int64_t x = 0; x < X; ++x)
     for (std::int64_t y = 0; y < Y; ++y)
       for (std::int64_t z = 0; z < Z; ++z) {
-        const float v = item[(x * Y + y) * Z + z];
-        const double c = v > 0.0f ? std::pow(static_cast<double>(v), inv_p) : 0.0;
+        const double c = cell_energy(item[(x * Y + y) * Z + z], inv_p);
         S += c;
         C[static_cast<std::size_t>(x)] += c;
         C[static_cast<std::size_t>(X + y)] += c;
@@ -340,16 +355,9 @@ void transverse_features(const float* item, std::int64_t channels, Dims3 dims, f
   // d t_k / d c_j = 100 ([j in k] - t_k / 100) / St
   double common = 0.0;
   for (std::size_t k = 0; k < C.size(); ++k) common += static_cast<double>(gy[k]) * t[k] / 100.0;
-  std::fill_n(grad_out, channels * cells, 0.0f);
-  for (std::int64_t x = 0; x < X; ++x)
-    for (std::int64_t y = 0; y < Y; ++y)
-      for (std::int64_t z = 0; z < Z; ++z) {
-        const std::int64_t j = (x * Y + y) * Z + z;
-        if (!(item[j] > 0.0f)) continue;
-        const double g_c = 100.0 * (static_cast<double>(gy[x]) + static_cast<double>(gy[X + y]) - common) / St;
-        const double x0 = item[j];
-        grad_out[j] = static_cast<float>(g_c * inv_p * std::pow(x0, inv_p - 1.0));
-      }
+  cells_to_input(item, channels, dims, inv_p, grad_out, [&](std::int64_t x, std::int64_t y, std::int64_t) {
+    return 100.0 * (static_cast<double>(gy[x]) + static_cast<double>(gy[X + y]) - common) / St;
+  });
 }
 
 ShowerFeatures::ShowerFeatures(std::string name, float power) : Layer(std::move(name)), m_power(power) {

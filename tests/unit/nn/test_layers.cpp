@@ -372,12 +372,13 @@ TEST_CASE("measured angle: a straight track at a known angle, and its gradient i
   check_close("d angle / d cell", got, want, {1e-5, 1e-3});
 }
 
-TEST_CASE("shower features: hand-computed response, layer energies, barycentres and widths, and their gradient") {
-  // 5 x 5 pads x 3 layers, power 1, E/100 = 0.5 in channel 1. Layer 0: 4 in the centre pad
-  // (barycentre 0, width 0); layer 1: 1 at x = -1 and 1 at x = +1 pads, y = 0 (width_x 1,
-  // width_y 0); layer 2: 2 at (x, y) = (+2, -1).
-  const Dims3 d{5, 5, 3};
-  const std::int64_t cells = d.product();
+namespace {
+
+/// The hand-computed shower of the feature tests: 5 x 5 pads x 3 layers (x, y from -2 to +2), E/100
+/// = 0.5 in channel 1. Layer 0: 4 in the centre pad; layer 1: 1 at x = -1 and 1 at x = +1, y = 0;
+/// layer 2: 2 at (x, y) = (+2, -1).
+std::vector<float> hand_shower() {
+  const std::int64_t cells = 5 * 5 * 3;
   std::vector<float> item(static_cast<std::size_t>(2 * cells), 0.0f);
   auto at = [&](int x, int y, int z) -> float& {
     return item[static_cast<std::size_t>(((x + 2) * 5 + (y + 2)) * 3 + z)];
@@ -386,7 +387,17 @@ TEST_CASE("shower features: hand-computed response, layer energies, barycentres 
   at(-1, 0, 1) = 1.0f;
   at(1, 0, 1) = 1.0f;
   at(2, -1, 2) = 2.0f;
-  std::fill(item.begin() + cells, item.end(), 0.5f);
+  std::fill(item.begin() + cells, item.end(), 0.5f);  // the condition channel: not a cell
+  return item;
+}
+
+}  // namespace
+
+TEST_CASE("shower features: hand-computed response, layer energies, barycentres and widths, and their gradient") {
+  // hand_shower() at power 1: layer 0 barycentre 0, width 0; layer 1 width_x 1, width_y 0.
+  const Dims3 d{5, 5, 3};
+  const std::int64_t cells = d.product();
+  const std::vector<float> item = hand_shower();
   REQUIRE(shower_feature_count(3) == 17);
   std::vector<double> f(17);
   shower_features(item.data(), 2, d, 1.0f, f.data());
@@ -431,16 +442,8 @@ TEST_CASE("shower features: hand-computed response, layer energies, barycentres 
 TEST_CASE("transverse features: hand-computed column and row percentages, and their gradient") {
   const Dims3 d{5, 5, 3};
   const std::int64_t cells = d.product();
-  std::vector<float> item(static_cast<std::size_t>(2 * cells), 0.0f);
-  auto at = [&](int x, int y, int z) -> float& {
-    return item[static_cast<std::size_t>(((x + 2) * 5 + (y + 2)) * 3 + z)];
-  };
-  // power 0.5: the cells are c^0.5, so these hold c = 16, 1, 1 and 4
-  at(0, 0, 0) = 4.0f;
-  at(-1, 0, 1) = 1.0f;
-  at(1, 0, 1) = 1.0f;
-  at(2, -1, 2) = 2.0f;
-  std::fill(item.begin() + cells, item.end(), 0.5f);  // the condition channel: not a cell
+  // hand_shower() at power 0.5: the values are c^0.5, so its cells hold c = 16, 1, 1 and 4
+  const std::vector<float> item = hand_shower();
   REQUIRE(transverse_feature_count(d) == 10);
   std::vector<double> t(10);
   transverse_features(item.data(), 2, d, 0.5f, t.data());
