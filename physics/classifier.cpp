@@ -79,6 +79,8 @@ void check_options(const ClassifierOptions& o) {
                "classifier: epochs = {}, patience = {}, batch = {}; each must be >= 1", o.epochs, o.patience, o.batch);
   MPIGAN_CHECK(o.threads >= 0, "classifier: threads = {}; it must be >= 0 (0: the process's)", o.threads);
   MPIGAN_CHECK(o.lr > 0 && std::isfinite(o.lr), "classifier: lr = {}; it must be > 0", o.lr);
+  MPIGAN_CHECK(o.max_events == 0 || o.max_events >= kClassifierMinEvents,
+               "classifier: max_events = {}; it must be 0 (all events) or >= {}", o.max_events, kClassifierMinEvents);
   MPIGAN_CHECK(o.train_fraction > 0 && o.validation_fraction > 0 && o.train_fraction + o.validation_fraction < 1,
                "classifier: train_fraction {} and validation_fraction {}; each must be > 0 and their sum < 1 (the "
                "test split gets the rest)",
@@ -107,7 +109,8 @@ Splits make_splits(const Observables& ref, const Observables& gen, const Classif
   const std::vector<float> xr = scaled_rows(fr, scaler, "reference"), xg = scaled_rows(fg, scaler, "generated");
   Splits s;
   s.d = fr.cols;
-  const std::int64_t n = std::min(ref.events, gen.events);
+  const std::int64_t n =
+      o.max_events > 0 ? std::min({ref.events, gen.events, o.max_events}) : std::min(ref.events, gen.events);
   const auto n_train = static_cast<std::int64_t>(std::floor(o.train_fraction * static_cast<double>(n)));
   const auto n_val = static_cast<std::int64_t>(std::floor(o.validation_fraction * static_cast<double>(n)));
   MPIGAN_CHECK(n_train >= 1 && n_val >= 1 && n - n_train - n_val >= 1,

@@ -4,7 +4,8 @@
 // shower told apart. CaloChallenge's evaluation does the same with PyTorch
 // (arXiv:2410.21611); none of the 3DGAN tools has it.
 //
-// Recipe: the larger sample is subsampled to the smaller one's size (balanced classes), events are
+// Recipe: the larger sample is subsampled to the smaller one's size (balanced classes; both to
+// `max_events` when set), events are
 // shuffled with the seed and split train / validation / test (60/20/20 by default, each class split
 // alone, so every split is balanced too); the network is
 // Dense(d, h) LeakyReLU(0.2) [Dense(h, h) LeakyReLU(0.2)] x (layers - 1) Dense(h, 1) Sigmoid,
@@ -48,6 +49,11 @@ struct ClassifierOptions {
   double lr = 1e-3;  ///< Adam's learning rate
   std::uint64_t seed = 1;
   double train_fraction = 0.6, validation_fraction = 0.2;  ///< the test split gets the rest
+  /// At most this many events of each class (0: all of the smaller sample), drawn without
+  /// replacement with the seed. The AUC of a real difference grows with the classifier's training
+  /// set, so verdicts against a threshold compare at one size: a large validation sample keeps its
+  /// per-bin statistics and still scores the classifier at the size its threshold was set for.
+  std::int64_t max_events = 0;
   /// Host threads of the network's ops while the test runs (0: the process's). 1 by default: at
   /// 128 x 127 x 64 a GEMM is too small to gain from a team, and on a busy machine each OpenMP
   /// fork-join waits for a descheduled thread (measured 10-70x slower with 2 threads on 2 shared

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,23 +30,31 @@ std::ofstream open_csv(const std::string& dir, const std::string& name, const st
   return out;
 }
 
-/// Per bin and sample: the event-averaged profiles along x, y, z (GeV).
+/// Per bin and sample: the event-averaged profiles along x, y, z (GeV), each cell's mean with its
+/// standard error (the events' standard deviation / sqrt(n); 0 for a single event).
 void write_profiles(const std::string& dir, const Observables& ref, const Observables& gen,
                     const std::vector<EventBin>& bins) {
-  auto out = open_csv(dir, "profiles.csv", "bin,sample,axis,index,mean_gev");
+  auto out = open_csv(dir, "profiles.csv", "bin,sample,axis,index,mean_gev,error_gev");
   for (const auto& b : bins)
     for (const auto* o : {&ref, &gen}) {
       const auto idx = select_bin(*o, b);
       if (idx.empty()) continue;
+      const auto n = static_cast<double>(idx.size());
       for (int a = 0; a < 3; ++a) {
-        std::vector<double> mean(static_cast<std::size_t>(o->extent(a)), 0.0);
+        std::vector<double> sum(static_cast<std::size_t>(o->extent(a)), 0.0), sum2(sum.size(), 0.0);
         for (auto e : idx) {
           const auto p = o->profile_of(a, e);
-          for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += p[i];
+          for (std::size_t i = 0; i < sum.size(); ++i) {
+            sum[i] += p[i];
+            sum2[i] += static_cast<double>(p[i]) * p[i];
+          }
         }
-        for (std::size_t i = 0; i < mean.size(); ++i)
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+          const double mean = sum[i] / n;
+          const double var = idx.size() > 1 ? std::max(0.0, (sum2[i] - n * mean * mean) / (n - 1)) : 0.0;
           out << '"' << b.label << "\"," << (o == &ref ? "reference" : "generated") << ',' << "xyz"[a] << ',' << i
-              << ',' << mean[i] / static_cast<double>(idx.size()) << '\n';
+              << ',' << mean << ',' << std::sqrt(var / n) << '\n';
+        }
       }
     }
 }

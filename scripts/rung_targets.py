@@ -9,12 +9,16 @@ Targets (docs/physics.md, "The 5x5x5 rung"), each printed as met or MISSED with 
   * energy resolution (sigma/mean of sum/E) within 15 % of Monte Carlo in every energy bin;
   * longitudinal and transverse mean profiles within 10 % of Monte Carlo in every cell of every
     bin where Monte Carlo holds >= 1 % of the energy along that axis.
-Reads report.json (classifier, response) and profiles.csv. Exits 0 whatever the verdict (a
-report), 2 when the folder lacks what it needs.
+Each worst value comes with its statistical error (both samples'); a miss says how many errors
+beyond the tolerance it lies ("MISSED 0.4 err": a verdict a larger sample may reverse, "MISSED 6 err":
+a real difference). The verdict itself is the value's, not widened by the error.
+Reads report.json (classifier, response) and profiles.csv (its error_gev column where present). Exits
+0 whatever the verdict (a report), 2 when the folder lacks what it needs.
 """
 
 import csv
 import json
+import math
 import os
 import sys
 from collections import defaultdict
@@ -36,13 +40,19 @@ def main(argv):
         fail(f"cannot read {folder}/report.json: {e}")
     rows = []  # (target, worst value text, met)
 
+    def beyond(dev, err, tol):
+        """A miss's distance beyond the tolerance, in errors (None without an error)."""
+        return (abs(dev) - tol) / err if err and err > 0 and abs(dev) > tol else None
+
     c = report.get("classifier") or {}
     if "auc" in c:
         auc, err = c["auc"], c.get("auc_error", float("nan"))
+        n = c.get("train_events", 0) + c.get("validation_events", 0) + c.get("test_events", 0)
         tag = "met (moonshot 0.6 met too)" if auc <= 0.6 else "met" if auc <= 0.75 else "MISSED"
-        rows.append(("classifier AUC <= 0.75", f"{auc:.3f} +- {err:.3f}", tag))
+        rows.append(("classifier AUC <= 0.75", f"{auc:.3f} +- {err:.3f} ({n // 2} events per class)", tag,
+                     beyond(auc - 0.75, err, 0.0) if tag == "MISSED" else None))
     else:
-        rows.append(("classifier AUC <= 0.75", "not computed (--no-classifier?)", "MISSED"))
+        rows.append(("classifier AUC <= 0.75", "not computed (--no-classifier?)", "MISSED", None))
 
     bins = (report.get("response") or {}).get("bins") or []
     if not bins:
@@ -60,26 +70,27 @@ def main(argv):
                 worst = (dev, q.get("ratio_error", float("nan")))
                 where = b["bin"]
         if worst is None:
-            rows.append((name, "no bin", "MISSED"))
+            rows.append((name, "no bin", "MISSED", None))
             continue
         rows.append((name, f"worst {100 * worst[0]:+.1f} % +- {100 * worst[1]:.1f} ({where}); {n_ok}/{len(bins)} bins",
-                     "met" if n_ok == len(bins) else "MISSED"))
+                     "met" if n_ok == len(bins) else "MISSED", beyond(worst[0], worst[1], tol)))
 
-    prof = defaultdict(lambda: defaultdict(dict))  # bin -> axis -> index -> {sample: mean}
+    prof = defaultdict(lambda: defaultdict(dict))  # (bin, axis) -> index -> {sample: (mean, error)}
     try:
         with open(os.path.join(folder, "profiles.csv"), newline="") as h:
             for r in csv.DictReader(h):
-                prof[(r["bin"], r["axis"])][int(r["index"])][r["sample"]] = float(r["mean_gev"])
+                err = float(r["error_gev"]) if r.get("error_gev") not in (None, "") else float("nan")
+                prof[(r["bin"], r["axis"])][int(r["index"])][r["sample"]] = (float(r["mean_gev"]), err)
     except OSError as e:
         fail(f"cannot read {folder}/profiles.csv: {e}")
     for axes, name in (("z", "longitudinal profile within 10 %"), ("xy", "transverse profiles within 10 %")):
-        worst, where, cells, ok = 0.0, "", 0, 0
+        worst, worst_err, where, cells, ok = 0.0, float("nan"), "", 0, 0
         for (b, axis), cells_of in prof.items():
             if axis not in axes:
                 continue
-            total = sum(v.get("reference", 0.0) for v in cells_of.values())
+            total = sum(v.get("reference", (0.0, 0.0))[0] for v in cells_of.values())
             for i, v in cells_of.items():
-                ref, gen = v.get("reference", 0.0), v.get("generated", 0.0)
+                (ref, ref_err), (gen, gen_err) = v.get("reference", (0.0, 0.0)), v.get("generated", (0.0, 0.0))
                 if total <= 0 or ref < 0.01 * total:
                     continue
                 dev = gen / ref - 1.0
@@ -87,17 +98,21 @@ def main(argv):
                 ok += abs(dev) <= 0.10
                 if abs(dev) > abs(worst):
                     worst, where = dev, f"{b}, {axis}[{i}]"
-        rows.append((name, f"worst {100 * worst:+.1f} % ({where}); {ok}/{cells} cells",
-                     "met" if cells and ok == cells else "MISSED"))
+                    worst_err = (gen / ref) * math.hypot(ref_err / ref, gen_err / gen) if gen > 0 else float("nan")
+        err_text = "" if math.isnan(worst_err) else f" +- {100 * worst_err:.1f}"
+        rows.append((name, f"worst {100 * worst:+.1f} %{err_text} ({where}); {ok}/{cells} cells",
+                     "met" if cells and ok == cells else "MISSED", beyond(worst, worst_err, 0.10)))
 
     width = max(len(r[0]) for r in rows)
     print(f"rung targets against Monte Carlo ({folder}):")
-    for t, v, m in rows:
-        print(f"  {t:<{width}}  {m:<7} {v}")
+    for t, v, m, z in rows:
+        verdict = m if z is None else f"{m} {z:.1f} err"
+        print(f"  {t:<{width}}  {verdict:<14} {v}")
     missed = [r[0] for r in rows if r[2] == "MISSED"]
     print("all targets met" if not missed else f"{len(missed)} of {len(rows)} targets missed: " + "; ".join(missed))
     if out_json:
-        json.dump([{"target": t, "value": v, "verdict": m} for t, v, m in rows], open(out_json, "w"), indent=1)
+        json.dump([{"target": t, "value": v, "verdict": m, "errors_beyond": z} for t, v, m, z in rows],
+                  open(out_json, "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -601,9 +601,10 @@ def parse_args(argv=None):
                    help="N1,N2,...: sample counts after which DIR/gen-N.h5 is written (default: the last step)")
     p.add_argument("--events", type=int, default=10000, help="held-out events to generate like")
     p.add_argument("--like", default="",
-                   help="FILE.h5: after the last step also write DIR/like-N.h5, one shower at each of that "
-                        "file's energies (a Monte Carlo sample of another seed, as `mpigan generate --like`), "
-                        "and the generator's weights DIR/generator-N.pt")
+                   help="FILE.h5[,FILE2.h5,...]: after the last step also write DIR/like-N.h5, one shower at each "
+                        "of that file's energies (a Monte Carlo sample of another seed, as `mpigan generate "
+                        "--like`), DIR/like2-N.h5 likewise for a second file and so on, and the generator's "
+                        "weights DIR/generator-N.pt")
     p.add_argument("--stop-after", dest="stop_after", type=int, default=0,
                    help="stop once this many samples are seen (the schedule still spans max_samples): the first "
                         "part of a full-length run")
@@ -728,8 +729,9 @@ def main(argv=None) -> int:
             si += 1
     csv.close()
     if args.like:
-        _, like_e = read_files([args.like])
-        snapshot(g, "like", {"like": os.path.abspath(args.like)}, samples, like_e)
+        for k, like in enumerate(x for x in args.like.split(",") if x.strip()):
+            _, like_e = read_files([like])
+            snapshot(g, "like" if k == 0 else f"like{k + 1}", {"like": os.path.abspath(like)}, samples, like_e)
         torch.save(g.state_dict(), os.path.join(args.out, f"generator-{samples}.pt"))
     rate = samples / train_s if train_s > 0 else float("nan")
     cfg["result"] = {"samples": samples, "train_seconds": train_s, "samples_per_s": rate, "written": written}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `mpigan validate` end to end: two simulator samples (different seeds) give a report.json with a
 # finite figure of merit near its floor, its bootstrap error, the CaloChallenge-convention FPD and
-# KPD, the per-bin response within a few standard errors and the classifier's AUC near 0.5, the CSV
-# tables and the PNG plots; a bad input is named.
+# KPD, the per-bin response within a few standard errors and the classifier's AUC near 0.5 (also at a
+# fixed size per class), the profiles' cells with their errors, the CSV tables and the PNG plots; a bad
+# input is named.
 #
 #   tests/physics/test_validate.sh MPIGAN
 set -uo pipefail
@@ -36,7 +37,28 @@ for b in resp:
         assert abs(b[q]["pull"]) < 4, (b["bin"], q, b[q])
 assert all(abs(v) < 4 for v in r["response"]["max_abs_pull"].values()), r["response"]["max_abs_pull"]
 assert abs(r["classifier"]["auc"] - 0.5) < 4 * r["classifier"]["auc_error"], r["classifier"]
+# The profiles' cell means with their standard errors: Monte Carlo against Monte Carlo, every cell
+# that holds >= 1 % of its axis's energy within 5 combined errors, every such error positive.
+import csv, math, os
+cells = {}
+for row in csv.DictReader(open(os.path.join(os.path.dirname(sys.argv[1]), "profiles.csv"))):
+    cells.setdefault((row["bin"], row["axis"], row["index"]), {})[row["sample"]] = (float(row["mean_gev"]), float(row["error_gev"]))
+checked = 0
+for (b, axis, i), v in cells.items():
+    total = sum(w["reference"][0] for (bb, aa, _), w in cells.items() if (bb, aa) == (b, axis) and "reference" in w)
+    (mr, er), (mg, eg) = v["reference"], v["generated"]
+    if mr < 0.01 * total:
+        continue
+    assert er > 0 and eg > 0, (b, axis, i, v)
+    assert abs(mg - mr) < 5 * math.hypot(er, eg), (b, axis, i, v)
+    checked += 1
+assert checked >= 2 * 3 * 10, checked
 PY
+# The classifier at a fixed size per class: 200 of each, 20 % of them in the test split.
+out=$("$mpigan" validate --generated "$work/b/EleEscan_001.h5" --reference "$work/a/EleEscan_001.h5" --out "$work/c" \
+  --classifier-events 200 --no-plots 2>&1) || fail "validate --classifier-events failed: $out"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["classifier"]; assert (c["train_events"], c["test_events"]) == (240, 80), c' \
+  "$work/c/report.json" || fail "--classifier-events 200 did not cap the classifier's sample"
 for f in report.json separation.csv sampling_fraction.csv gan3d_metric.csv response.csv profiles.csv spectrum.csv \
          events.csv sampling_fraction.png profiles.png spectrum.png moments.png observables.png response.png; do
   [[ -s $work/v/$f ]] || fail "validate did not write $f"

@@ -134,6 +134,27 @@ TEST_CASE("classifier: the same seed gives the same result bit for bit, another 
   CHECK(r4.auc > 0.5 + 5 * r4.auc_error);
 }
 
+TEST_CASE("classifier: max_events scores both classes at one size, drawn with the seed") {
+  const Observables wide = b_width(1.05);
+  ClassifierOptions o;
+  o.seed = 5;
+  const ClassifierResult all = classifier_test(obs_a(), wide, o);
+  CHECK(all.train_events + all.validation_events + all.test_events == 2 * 1800);
+  o.max_events = 400;
+  const ClassifierResult cut = classifier_test(obs_a(), wide, o);
+  // 400 of each class: 240 + 80 + 80 per class.
+  CHECK(cut.train_events == 480);
+  CHECK(cut.validation_events == 160);
+  CHECK(cut.test_events == 160);
+  MESSAGE("width x1.05: AUC " << all.auc << " on all 1 800 per class, " << cut.auc << " on 400");
+  CHECK(cut.auc != all.auc);
+  // A larger cap than either sample changes nothing, bit for bit.
+  o.max_events = 100000;
+  const ClassifierResult big = classifier_test(obs_a(), wide, o);
+  CHECK(big.auc == all.auc);
+  CHECK(big.test_events == all.test_events);
+}
+
 TEST_CASE("classifier: samples too small, empty or of different shapes and bad options are named") {
   const Observables few = select_events(obs_a(), std::vector<std::int64_t>{0, 1, 2, 3, 4});
   CHECK_THROWS_WITH_AS(classifier_test(obs_a(), few), doctest::Contains("5 generated events; at least 50 of each"),
@@ -163,4 +184,8 @@ TEST_CASE("classifier: samples too small, empty or of different shapes and bad o
   bad = {};
   bad.layers = 0;
   CHECK_THROWS_WITH_AS(classifier_test(obs_a(), obs_a(), bad), doctest::Contains("layers = 0"), Error);
+  bad = {};
+  bad.max_events = 20;
+  CHECK_THROWS_WITH_AS(classifier_test(obs_a(), obs_a(), bad), doctest::Contains("max_events = 20; it must be 0"),
+                       Error);
 }
