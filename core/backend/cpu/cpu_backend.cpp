@@ -7,10 +7,15 @@
 #include "mpigan/kernels/vector_kernels.hpp"
 
 #include <omp.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <Eigen/Core>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -93,7 +98,30 @@ const char* isa_name(dnnl::cpu_isa isa) {
   }
 }
 
+/// The cpuid vendor string ("GenuineIntel", "AuthenticAMD", ...), "" where cpuid is not available.
+std::string cpu_vendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return "";
+  char v[13] = {};
+  std::memcpy(v, &ebx, 4);
+  std::memcpy(v + 4, &edx, 4);
+  std::memcpy(v + 8, &ecx, 4);
+  return v;
+#else
+  return "";
+#endif
+}
+
 }  // namespace
+
+std::string bf16_speed_note(const std::string& isa, const std::string& vendor) {
+  if (isa != "avx512_core_bf16" || vendor != "GenuineIntel") return "";
+  return "precision bf16 on an Intel CPU without AMX (oneDNN ISA avx512_core_bf16): on an Intel Xeon of this kind "
+         "bf16 convolutions ran slower than fp32 (the 3dgan-25 step 0.55x, the 5x5x5 rung's 0.65x; an AMD EPYC "
+         "with the same ISA: 1.55x and 1.23x; docs/performance.md, section 10). Compare `mpigan bench step "
+         "--precision bf16` with `--precision fp32` on this machine before a long run";
+}
 
 std::string bf16_support(const std::string& isa) {
   if (isa == "avx512_core_bf16" || isa == "avx512_core_amx") return "native";
@@ -112,6 +140,7 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   if (support == "native" || (support == "emulated" && emulation)) {
     m_bf16_emulated = support == "emulated";
     m_ctx->conv_input = dnnl::memory::data_type::bf16;
+    if (const std::string note = bf16_speed_note(isa, cpu_vendor()); !note.empty()) spdlog::warn("{}", note);
     if (m_bf16_emulated)
       spdlog::warn(
           "precision bf16: this CPU (oneDNN ISA {}) has no native bf16; oneDNN emulates it, slower than "
