@@ -1,7 +1,7 @@
 // `mpigan validate`: generated showers against Monte Carlo, as a physicist reads them.
 //
 //   mpigan validate --generated X.h5 --reference Y.h5 [--out DIR] [--events N] [--no-classifier]
-//                   [--classifier-events N] [--bin-half-width GEV] [--bootstrap B]
+//                   [--classifier-events N] [--classifier-repeats R] [--bin-half-width GEV] [--bootstrap B]
 //   mpigan validate RUN_DIR|CHECKPOINT --reference Y.h5 [--out DIR] [--events N] [--seed S]
 // The second form first generates one shower per reference event, at its energy (and angle),
 // into DIR/generated.h5. Writes DIR/report.json and CSV tables (physics/report.hpp), then the PNG
@@ -25,6 +25,7 @@ namespace {
 struct ValidateArgs {
   std::string source, generated, reference, out = "validation", precision;
   std::int64_t events = 0, classifier_events = 0;
+  int classifier_repeats = 1;
   std::uint64_t seed = 1;
   int recalibrate = 0;
   bool batch_statistics = false;
@@ -67,6 +68,7 @@ void run_validate(const ValidateArgs& a) {
   physics::CompareOptions options;
   options.classifier_enabled = a.classifier;
   options.classifier.max_events = a.classifier_events;
+  options.classifier.repeats = a.classifier_repeats;
   options.binning.energy_half_width = a.bin_half_width;
   options.bootstrap.replicas = a.bootstrap;
   const auto r = physics::write_report(generated, a.reference, a.out, options, a.events);
@@ -97,7 +99,13 @@ void run_validate(const ValidateArgs& a) {
           b.shape_pull);
   std::printf("3DGAN metric %.4f (moments %.4f, profiles %.4f); KPD %.3g +- %.2g\n", c.gan3d.total, c.gan3d.moments,
               c.gan3d.profiles, c.kpd.value, c.kpd.error);
-  if (c.classifier)
+  if (c.classifier && c.classifier->repeats > 1)
+    std::printf(
+        "classifier AUC %.3f (mean of %d classifiers, their spread %.3f; one's error %.3f) (0.5 = "
+        "indistinguishable), JSD %.3f, %lld test events each, %.2f s\n",
+        c.classifier->auc, c.classifier->repeats, c.classifier->auc_spread, c.classifier->auc_error, c.classifier->jsd,
+        static_cast<long long>(c.classifier->test_events), c.classifier->seconds);
+  else if (c.classifier)
     std::printf("classifier AUC %.3f +- %.3f (0.5 = indistinguishable), JSD %.3f, %lld test events, %.2f s\n",
                 c.classifier->auc, c.classifier->auc_error, c.classifier->jsd,
                 static_cast<long long>(c.classifier->test_events), c.classifier->seconds);
@@ -134,6 +142,11 @@ void add_validate_command(CLI::App& app) {
                   "grows with its training set, so a threshold set at one size is checked at that size while "
                   "the per-bin statistics use every event")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--classifier-repeats", a->classifier_repeats,
+                  "train this many classifiers (seeds 1, 2, ...: each its own subsample, split and weights) and "
+                  "report their mean AUC with the AUCs' spread")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--bin-half-width", a->bin_half_width,
                   "half width of the energy bins around 50..500 GeV, GeV (10: ~80 of 2 000 showers uniform in "
                   "10..500 GeV per bin, <= 1 % error on each bin's sampling fraction; the 3DGAN reference uses 5)")

@@ -79,6 +79,7 @@ void check_options(const ClassifierOptions& o) {
                "classifier: epochs = {}, patience = {}, batch = {}; each must be >= 1", o.epochs, o.patience, o.batch);
   MPIGAN_CHECK(o.threads >= 0, "classifier: threads = {}; it must be >= 0 (0: the process's)", o.threads);
   MPIGAN_CHECK(o.lr > 0 && std::isfinite(o.lr), "classifier: lr = {}; it must be > 0", o.lr);
+  MPIGAN_CHECK(o.repeats >= 1, "classifier: repeats = {}; it must be >= 1", o.repeats);
   MPIGAN_CHECK(o.max_events == 0 || o.max_events >= kClassifierMinEvents,
                "classifier: max_events = {}; it must be 0 (all events) or >= {}", o.max_events, kClassifierMinEvents);
   MPIGAN_CHECK(o.train_fraction > 0 && o.validation_fraction > 0 && o.train_fraction + o.validation_fraction < 1,
@@ -247,13 +248,10 @@ double hanley_mcneil_error(double a, double n_pos, double n_neg) {
       std::max(0.0, (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)));
 }
 
-}  // namespace
-
-ClassifierResult classifier_test(const Observables& ref, const Observables& gen, Backend& backend,
+/// One classifier, trained and scored with @p o's seed.
+ClassifierResult classifier_once(const Observables& ref, const Observables& gen, Backend& backend,
                                  const ClassifierOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  check_options(o);
-  const ScopedHostThreads threads(o.threads);
   MPIGAN_CHECK_SHAPE(ref.dims == gen.dims, "classifier: reference showers of {} cells, generated of {}",
                      ref.dims.to_string(), gen.dims.to_string());
   MPIGAN_CHECK(std::min(ref.events, gen.events) >= kClassifierMinEvents,
@@ -277,6 +275,49 @@ ClassifierResult classifier_test(const Observables& ref, const Observables& gen,
   r.validation_events = s.validation.rows();
   r.test_events = s.test.rows();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+ClassifierResult classifier_test(const Observables& ref, const Observables& gen, Backend& backend,
+                                 const ClassifierOptions& o) {
+  check_options(o);
+  const ScopedHostThreads threads(o.threads);
+  if (o.repeats == 1) return classifier_once(ref, gen, backend, o);
+  // Classifiers with seeds seed, seed + 1, ...: each its own subsample, split, weights and batch
+  // order. The means are reported, the AUCs' standard deviation beside them; the event counts and
+  // epochs are the first classifier's.
+  ClassifierResult r;
+  std::vector<double> aucs;
+  ClassifierOptions one = o;
+  for (int k = 0; k < o.repeats; ++k) {
+    one.seed = o.seed + static_cast<std::uint64_t>(k);
+    const ClassifierResult c = classifier_once(ref, gen, backend, one);
+    if (k == 0)
+      r = c;
+    else {
+      r.auc_error += c.auc_error;
+      r.jsd += c.jsd;
+      r.test_bce += c.test_bce;
+      r.validation_bce += c.validation_bce;
+      r.seconds += c.seconds;
+    }
+    aucs.push_back(c.auc);
+  }
+  const double n = o.repeats;
+  double mean = 0;
+  for (const double a : aucs) mean += a;
+  mean /= n;
+  double ss = 0;
+  for (const double a : aucs) ss += (a - mean) * (a - mean);
+  r.auc = mean;
+  r.auc_spread = std::sqrt(ss / (n - 1));
+  r.auc_error /= n;
+  r.jsd /= n;
+  r.test_bce /= n;
+  r.validation_bce /= n;
+  r.repeats = o.repeats;
   return r;
 }
 

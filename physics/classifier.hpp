@@ -54,6 +54,11 @@ struct ClassifierOptions {
   /// set, so verdicts against a threshold compare at one size: a large validation sample keeps its
   /// per-bin statistics and still scores the classifier at the size its threshold was set for.
   std::int64_t max_events = 0;
+  /// Classifiers trained with seeds seed, seed + 1, ..., seed + repeats - 1 (each its own subsample,
+  /// split, initial weights and batch order); the result holds their mean AUC, JSD and BCE and the
+  /// AUCs' standard deviation (`auc_spread`). One classifier's AUC moves with its seed by more than
+  /// its Hanley-McNeil error says, which covers the test split's size alone.
+  int repeats = 1;
   /// Host threads of the network's ops while the test runs (0: the process's). 1 by default: at
   /// 128 x 127 x 64 a GEMM is too small to gain from a team, and on a busy machine each OpenMP
   /// fork-join waits for a descheduled thread (measured 10-70x slower with 2 threads on 2 shared
@@ -67,6 +72,8 @@ struct ClassifierResult {
   double test_bce = 0, validation_bce = 0;                                ///< mean BCE (nats)
   std::int64_t train_events = 0, validation_events = 0, test_events = 0;  ///< both classes together
   int epochs_run = 0, best_epoch = 0;  ///< best_epoch 0: the initial weights were never bettered
+  int repeats = 1;                     ///< classifiers averaged (ClassifierOptions::repeats)
+  double auc_spread = 0;               ///< their AUCs' standard deviation (0 for one classifier)
   double seconds = 0;
 };
 

@@ -167,7 +167,8 @@ json to_json(const Comparison& c) {
         {"jsd", number(c.classifier->jsd)},           {"test_bce", number(c.classifier->test_bce)},
         {"train_events", c.classifier->train_events}, {"validation_events", c.classifier->validation_events},
         {"test_events", c.classifier->test_events},   {"epochs", c.classifier->epochs_run},
-        {"best_epoch", c.classifier->best_epoch},     {"seconds", number(c.classifier->seconds)}};
+        {"best_epoch", c.classifier->best_epoch},     {"seconds", number(c.classifier->seconds)},
+        {"repeats", c.classifier->repeats},           {"auc_spread", number(c.classifier->auc_spread)}};
   j["gan3d_metric"] = {{"total", number(c.gan3d.total)},
                        {"moments", number(c.gan3d.moments)},
                        {"profiles", number(c.gan3d.profiles)},

@@ -54,11 +54,13 @@ for (b, axis, i), v in cells.items():
     checked += 1
 assert checked >= 2 * 3 * 10, checked
 PY
-# The classifier at a fixed size per class: 200 of each, 20 % of them in the test split.
+# The classifier at a fixed size per class (200 of each, 20 % of them in the test split), three of
+# them averaged, their spread beside the mean.
 out=$("$mpigan" validate --generated "$work/b/EleEscan_001.h5" --reference "$work/a/EleEscan_001.h5" --out "$work/c" \
-  --classifier-events 200 --no-plots 2>&1) || fail "validate --classifier-events failed: $out"
-python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["classifier"]; assert (c["train_events"], c["test_events"]) == (240, 80), c' \
-  "$work/c/report.json" || fail "--classifier-events 200 did not cap the classifier's sample"
+  --classifier-events 200 --classifier-repeats 3 --no-plots 2>&1) || fail "validate --classifier-events failed: $out"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["classifier"]
+assert (c["train_events"], c["test_events"], c["repeats"]) == (240, 80, 3) and c["auc_spread"] > 0, c' \
+  "$work/c/report.json" || fail "--classifier-events 200 --classifier-repeats 3: not in report.json"
 for f in report.json separation.csv sampling_fraction.csv gan3d_metric.csv response.csv profiles.csv spectrum.csv \
          events.csv sampling_fraction.png profiles.png spectrum.png moments.png observables.png response.png; do
   [[ -s $work/v/$f ]] || fail "validate did not write $f"

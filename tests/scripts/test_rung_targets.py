@@ -78,6 +78,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check(tr["verdict"] == "met" and "20/20 cells" in tr["value"], f"transverse: {tr}")
     check("MISSED 1.9 err" in text and "3 of 5 targets missed" in text, "printed verdicts")
 
+    # The mean of five classifiers: 0.760 with one's error 0.008 and a spread of 0.020, so the
+    # error is 0.020 and the miss 0.5 errors beyond 0.75.
+    rep = json.load(open(os.path.join(folder, "report.json")))
+    rep["classifier"].update({"auc": 0.760, "auc_error": 0.008, "repeats": 5, "auc_spread": 0.020})
+    json.dump(rep, open(os.path.join(folder, "report.json"), "w"))
+    subprocess.run([sys.executable, script, folder, "--json", out_json], check=True, capture_output=True, text=True)
+    c = {r["target"]: r for r in json.load(open(out_json))}["classifier AUC <= 0.75"]
+    check(abs(c["errors_beyond"] - 0.5) < 1e-9 and "mean of 5 classifiers, spread 0.020" in c["value"],
+          f"classifier, five repeats: {c}")
+
     old = os.path.join(tmp, "old")
     write_folder(old, False)
     text = subprocess.run([sys.executable, script, old], check=True, capture_output=True, text=True).stdout

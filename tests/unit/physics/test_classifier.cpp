@@ -155,6 +155,36 @@ TEST_CASE("classifier: max_events scores both classes at one size, drawn with th
   CHECK(big.test_events == all.test_events);
 }
 
+TEST_CASE("classifier: repeats average classifiers of consecutive seeds, with their spread") {
+  const Observables wide = b_width(1.05);
+  ClassifierOptions o;
+  o.max_events = 600;
+  std::vector<double> aucs;
+  double hm = 0;
+  for (std::uint64_t seed = 7; seed < 10; ++seed) {
+    o.seed = seed;
+    const ClassifierResult one = classifier_test(obs_a(), wide, o);
+    CHECK(one.repeats == 1);
+    CHECK(one.auc_spread == 0);
+    aucs.push_back(one.auc);
+    hm += one.auc_error / 3;
+  }
+  o.seed = 7;
+  o.repeats = 3;
+  const ClassifierResult r = classifier_test(obs_a(), wide, o);
+  const double mean = (aucs[0] + aucs[1] + aucs[2]) / 3;
+  double ss = 0;
+  for (const double a : aucs) ss += (a - mean) * (a - mean);
+  MESSAGE("width x1.05, 600 per class, seeds 7-9: AUC " << aucs[0] << " " << aucs[1] << " " << aucs[2]
+                                                        << ", one's Hanley-McNeil error " << hm);
+  CHECK(r.repeats == 3);
+  CHECK(r.auc == doctest::Approx(mean).epsilon(1e-12));
+  CHECK(r.auc_spread == doctest::Approx(std::sqrt(ss / 2)).epsilon(1e-12));
+  CHECK(r.auc_error == doctest::Approx(hm).epsilon(1e-12));
+  CHECK(r.auc_spread > 0);
+  CHECK(r.test_events == 240);  // the first classifier's counts: 120 of 600 per class
+}
+
 TEST_CASE("classifier: samples too small, empty or of different shapes and bad options are named") {
   const Observables few = select_events(obs_a(), std::vector<std::int64_t>{0, 1, 2, 3, 4});
   CHECK_THROWS_WITH_AS(classifier_test(obs_a(), few), doctest::Contains("5 generated events; at least 50 of each"),
@@ -187,5 +217,9 @@ TEST_CASE("classifier: samples too small, empty or of different shapes and bad o
   bad = {};
   bad.max_events = 20;
   CHECK_THROWS_WITH_AS(classifier_test(obs_a(), obs_a(), bad), doctest::Contains("max_events = 20; it must be 0"),
+                       Error);
+  bad = {};
+  bad.repeats = 0;
+  CHECK_THROWS_WITH_AS(classifier_test(obs_a(), obs_a(), bad), doctest::Contains("repeats = 0; it must be >= 1"),
                        Error);
 }
