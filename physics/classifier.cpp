@@ -3,6 +3,7 @@
 // early stopping on the validation loss, AUC and JSD on the test split. Features travel as floats
 // (the network's type) in row-major rows x d host buffers; labels reference 0, generated 1.
 #include "mpigan/physics/classifier.hpp"
+#include "mpigan/physics/stats.hpp"
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
@@ -110,8 +111,8 @@ Splits make_splits(const Observables& ref, const Observables& gen, const Classif
   const std::vector<float> xr = scaled_rows(fr, scaler, "reference"), xg = scaled_rows(fg, scaler, "generated");
   Splits s;
   s.d = fr.cols;
-  const std::int64_t n =
-      o.max_events > 0 ? std::min({ref.events, gen.events, o.max_events}) : std::min(ref.events, gen.events);
+  std::int64_t n = std::min(ref.events, gen.events);
+  if (o.max_events > 0) n = std::min(n, o.max_events);
   const auto n_train = static_cast<std::int64_t>(std::floor(o.train_fraction * static_cast<double>(n)));
   const auto n_val = static_cast<std::int64_t>(std::floor(o.validation_fraction * static_cast<double>(n)));
   MPIGAN_CHECK(n_train >= 1 && n_val >= 1 && n - n_train - n_val >= 1,
@@ -306,13 +307,8 @@ ClassifierResult classifier_test(const Observables& ref, const Observables& gen,
     aucs.push_back(c.auc);
   }
   const double n = o.repeats;
-  double mean = 0;
-  for (const double a : aucs) mean += a;
-  mean /= n;
-  double ss = 0;
-  for (const double a : aucs) ss += (a - mean) * (a - mean);
-  r.auc = mean;
-  r.auc_spread = std::sqrt(ss / (n - 1));
+  r.auc = mean(aucs);
+  r.auc_spread = std::sqrt(variance(aucs));
   r.auc_error /= n;
   r.jsd /= n;
   r.test_bce /= n;

@@ -18,7 +18,7 @@ std::string bf16_support(const std::string& isa);
 
 /// A warning for a CPU whose native bf16 was measured slower than fp32, or "" where it was not: an
 /// Intel CPU (cpuid vendor "GenuineIntel") running oneDNN's avx512_core_bf16 kernels, i.e. without
-/// AMX, where the 3dgan-25 step ran at 0.55x and the rung's at 0.65x fp32 (an AMD EPYC with the
+/// AMX, where the 3dgan-25 step ran at 0.56-0.58x and the rung's at 0.64-0.66x fp32 (an AMD EPYC with the
 /// same ISA: 1.55x and 1.23x). The figures are in the message.
 std::string bf16_speed_note(const std::string& isa, const std::string& vendor);
 

@@ -77,7 +77,7 @@ TEST_CASE("bf16 support by ISA, and the fallback to fp32 without it") {
   CHECK(bf16_support("avx2") == "none");
   CHECK(bf16_support("sse41") == "none");
   // Native bf16 measured slower than fp32 on an Intel CPU without AMX: named, with the figures.
-  CHECK(bf16_speed_note("avx512_core_bf16", "GenuineIntel").find("0.55x") != std::string::npos);
+  CHECK(bf16_speed_note("avx512_core_bf16", "GenuineIntel").find("0.56-0.58x") != std::string::npos);
   CHECK(bf16_speed_note("avx512_core_bf16", "AuthenticAMD").empty());
   CHECK(bf16_speed_note("avx512_core_amx", "GenuineIntel").empty());
   CHECK(bf16_speed_note("avx512_core_vnni", "GenuineIntel").empty());
