@@ -2,21 +2,56 @@
 // waits for all of them, averages them in worker-id order (so a run is bitwise reproducible for a
 // seed and a rank count), applies the experiment's optimizer once, and sends every worker the new
 // weights. theta <- Opt(theta, (1/N) sum_i g_i). Staleness is 0 by construction.
+//
+// The round's gradient is a batch N times a worker's. `lr_scaling` sets the master optimizer's
+// learning rate for it: `none` (the default) keeps the experiment's rate; `sqrt` multiplies it by
+// sqrt(N), the square-root rule for adaptive optimizers (the noise of the step kept as the batch
+// grows; Malladi et al. 2022); `linear` by N (Goyal et al. 2017, for SGD). The warm-up (over N
+// rounds by default) ramps the scaled rate in.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 
 #include "mpigan/core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace mpigan::algos {
 namespace {
 
+/// The master's learning rate against the N gradients of a round (`lr_scaling`).
+enum class LrScaling { none, sqrt, linear };
+
+float lr_factor(LrScaling s, int n) {
+  const auto k = static_cast<float>(std::max(1, n));
+  switch (s) {
+    case LrScaling::sqrt:
+      return std::sqrt(k);
+    case LrScaling::linear:
+      return k;
+    case LrScaling::none:
+      break;
+  }
+  return 1.0f;
+}
+
+const char* describe_scaling(LrScaling s) {
+  switch (s) {
+    case LrScaling::sqrt:
+      return "times sqrt(N)";
+    case LrScaling::linear:
+      return "times N";
+    case LrScaling::none:
+      break;
+  }
+  return "as set";
+}
+
 class SyncMaster final : public MasterRule {
  public:
-  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup)
-      : MasterRule(w), m_opt(w, ctx, warmup), m_average(average), m_sum(w.size()) {}
+  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup, LrScaling scaling)
+      : MasterRule(w), m_opt(w, ctx, warmup), m_average(average), m_scaling(scaling), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
     Held& h = m_held[meta.worker];  // buffers are kept from round to round
@@ -47,7 +82,8 @@ class SyncMaster final : public MasterRule {
       sum_scaled(m_parts, scale, m_sum);
       g = m_sum;
     }
-    m_opt.apply(g, 1.0f, first_reply);  // the first worker's reply is written in the same pass
+    // the first worker's reply is written in the same pass
+    m_opt.apply(g, 1.0f, first_reply, lr_factor(m_scaling, m_in_round));
     m_in_round = 0;
     (void)first;
     return !first_reply.empty();
@@ -63,6 +99,7 @@ class SyncMaster final : public MasterRule {
     bool in_round = false;
   };
   bool m_average;
+  LrScaling m_scaling;
   std::map<int, Held> m_held;
   std::vector<std::span<const float>> m_parts;
   int m_in_round = 0;
@@ -71,30 +108,34 @@ class SyncMaster final : public MasterRule {
 
 class Sync final : public Algorithm {
  public:
-  Sync(bool average, Warmup warmup) : m_average(average), m_warmup(warmup) {}
+  Sync(bool average, Warmup warmup, LrScaling scaling) : m_average(average), m_warmup(warmup), m_scaling(scaling) {}
   std::string name() const override { return "sync"; }
   WorkerMode worker_mode() const override { return WorkerMode::gradients; }
   Payload payload() const override { return Payload::gradient; }
   bool synchronous() const override { return true; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup);
+    return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup, m_scaling);
   }
   std::string describe() const override {
-    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer, {}",
-                       m_average ? "averaged" : "summed", m_warmup.describe());
+    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer, learning rate "
+                       "{}, {}",
+                       m_average ? "averaged" : "summed", describe_scaling(m_scaling), m_warmup.describe());
   }
 
  private:
   bool m_average;
   Warmup m_warmup;
+  LrScaling m_scaling;
 };
 
 }  // namespace
 
 std::unique_ptr<Algorithm> make_sync(ConfigNode& c) {
   const bool average = c.get_choice("reduce", "mean", {"mean", "sum"}) == "mean";
-  return std::make_unique<Sync>(average, Warmup::parse(c));
+  const std::string scaling = c.get_choice("lr_scaling", "none", {"none", "sqrt", "linear"});
+  const LrScaling s = scaling == "sqrt" ? LrScaling::sqrt : scaling == "linear" ? LrScaling::linear : LrScaling::none;
+  return std::make_unique<Sync>(average, Warmup::parse(c), s);
 }
 
 }  // namespace mpigan::algos

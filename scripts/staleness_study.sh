@@ -11,7 +11,10 @@
 #
 # Environment: EXP (examples/3dgan-5-cond.yaml); MPIGAN (build/apps/mpigan); COMPUTE (the sandbox's
 # clock, constant:0.25: it orders the arrivals, it does not change what is computed); SET (more
-# --set KEY=VALUE arguments for every run, e.g. "training.max_samples=200000").
+# --set KEY=VALUE arguments for every run, e.g. "training.max_samples=200000"); FRESH (the Monte Carlo
+# file the final generators are scored on: runs/rung5-fresh/EleEscan5_001.h5, 10 000 showers of seed
+# 77, simulated when missing; another path must exist); VALIDATE (more `mpigan validate` arguments, e.g.
+# "--classifier-events 10000 --classifier-repeats 10").
 # Rule 'single' is one worker (the baseline every rule shares): it runs once per seed, N ignored.
 # Rule 'real:RULE' is RULE as a real MPI job (`mpiexec.mpich -n N+1 mpigan train`, one master and
 # N worker processes on this machine) in OUT/real_RULE-N-seedS: the check of the sandbox against
@@ -31,8 +34,12 @@ jobs=${5:-2}
 mpigan=${MPIGAN:-build/apps/mpigan}
 exp=${EXP:-examples/3dgan-5-cond.yaml}
 compute=${COMPUTE:-constant:0.25}
-fresh=runs/rung5-fresh/EleEscan5_001.h5
+fresh=${FRESH:-runs/rung5-fresh/EleEscan5_001.h5}
 mkdir -p "$out"
+if [[ -n ${FRESH:-} && ! -f $fresh ]]; then
+  echo "staleness_study.sh: FRESH=$fresh: no such file (expected an HDF5 file of fresh Monte Carlo showers)" >&2
+  exit 2
+fi
 [[ -f $fresh ]] || "$mpigan" simulate --events 10000 --geometry 5x5x5 --energy 10:500 --out runs/rung5-fresh \
   --events-per-file 10000 --seed 77
 # The training data (the experiment's data.simulate section makes it when missing): once, before
@@ -62,7 +69,7 @@ for rule in $rules; do
       [[ -f $d/val-fresh/report.json ]] && continue
       run="OMP_NUM_THREADS=1 $cmd --set algorithm.name=$alg --set seed=$s --set threads=1 ${extra[*]:-}"
       if [[ -e $state ]]; then run+=" --resume $d"; else run+=" --out $d"; fi
-      score="OMP_NUM_THREADS=1 $mpigan validate $d --reference $fresh --no-plots --out $d/val-fresh > $d/validate.log 2>&1"
+      score="OMP_NUM_THREADS=1 $mpigan validate $d --reference $fresh --no-plots ${VALIDATE:-} --out $d/val-fresh > $d/validate.log 2>&1"
       score+=" && /usr/bin/python3 scripts/rung_targets.py $d/val-fresh --json $d/targets.json > $d/targets.txt"
       # trained: the run reached its budget (a run stopped by a signal exits 75 and continues later)
       [[ -f $d/trained ]] && run=true || run+=" >> $d.log 2>&1 && touch $d/trained"

@@ -33,8 +33,8 @@ import textwrap
 
 
 def targets(run):
-    """(bins with SF within 2 %, bins with resolution within 15 %, bins) from targets.json or the
-    validation folder (rung_targets.py is run when targets.json is missing)."""
+    """(bins with SF within 2 %, bins with resolution within 15 %, bins, targets met, targets) from
+    targets.json or the validation folder (rung_targets.py is run when targets.json is missing)."""
     path = os.path.join(run, "targets.json")
     if not os.path.exists(path):
         import subprocess
@@ -42,7 +42,9 @@ def targets(run):
         here = os.path.dirname(os.path.abspath(__file__))
         subprocess.run([sys.executable, os.path.join(here, "rung_targets.py"), os.path.join(run, "val-fresh"),
                         "--json", path], check=True, stdout=subprocess.DEVNULL)
-    rows = {r["target"]: r["value"] for r in json.load(open(path))}
+    verdicts = json.load(open(path))
+    rows = {r["target"]: r["value"] for r in verdicts}
+    met = sum(r.get("verdict") == "met" for r in verdicts)
 
     def bins(key):
         for t, v in rows.items():
@@ -54,16 +56,16 @@ def targets(run):
 
     sf, n = bins("sampling fraction")
     res, _ = bins("resolution")
-    return sf, res, n
+    return sf, res, n, met, len(verdicts)
 
 
 def score(run):
     report = json.load(open(os.path.join(run, "val-fresh", "report.json")))
     fom = report["figure_of_merit"]
-    sf, res, bins = targets(run)
+    sf, res, bins, met, verdicts = targets(run)
     row = {"fpd_hlf": fom["value"], "fpd_hlf_error": fom.get("bootstrap_error", fom["error"]),
            "auc": report.get("classifier", {}).get("auc", float("nan")), "sf_bins": sf, "resolution_bins": res,
-           "bins": bins}
+           "bins": bins, "targets_met": met, "targets": verdicts}
     summary = os.path.join(run, "sandbox.json")
     if os.path.exists(summary):
         s = json.load(open(summary))
@@ -117,8 +119,19 @@ def spread(values, fmt):
     return f"{fmt.format(med)} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
 
 
+def all_met(rows):
+    """'K of S seeds': the runs that met every rung target (scripts/rung_targets.py), of those whose
+    verdicts are known."""
+    known = [r for r in rows if r.get("targets")]
+    if not known:
+        return "—"
+    return f"{sum(r['targets_met'] == r['targets'] for r in known)} of {len(known)}"
+
+
 COLUMNS = ["rule", "workers", "seed", "samples", "mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc", "sf_bins",
-           "resolution_bins", "bins", "reach_1worker", "failure", "run"]
+           "resolution_bins", "bins", "reach_1worker", "failure", "run", "targets_met", "targets"]
+# columns a study.csv written before them may lack (read as empty)
+OPTIONAL = {"targets_met", "targets"}
 
 
 def option(argv, name):
@@ -135,20 +148,20 @@ def option(argv, name):
 
 def earlier_rows(path):
     """The rows of an earlier study.csv, typed as score() types them."""
-    ints = {"workers", "seed", "samples", "sf_bins", "resolution_bins", "bins", "reach_1worker"}
+    ints = {"workers", "seed", "samples", "sf_bins", "resolution_bins", "bins", "reach_1worker", "targets_met", "targets"}
     floats = {"mean_staleness", "fpd_hlf", "fpd_hlf_error", "auc"}
     rows = []
     if not os.path.isfile(path):
         sys.exit(f"staleness_table.py: --rows {path}: no such file (an earlier study.csv)")
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        missing = set(COLUMNS) - set(reader.fieldnames or [])
+        missing = set(COLUMNS) - OPTIONAL - set(reader.fieldnames or [])
         if missing:
             sys.exit(f"staleness_table.py: {path} lacks the columns {sorted(missing)}")
         for line, raw in enumerate(reader, start=2):
             r = {}
             for k in COLUMNS:
-                v = raw[k]
+                v = raw.get(k) or ""
                 try:
                     r[k] = (int(float(v)) if k in ints else float(v) if k in floats else v) if v != "" else None
                 except ValueError:
@@ -207,15 +220,15 @@ def main(argv):
         for r in rows:
             w.writerow(r)
     lines = ["| rule | N | seeds | mean staleness | fpd_hlf | AUC | SF bins within 2 % | resolution bins within 15 % "
-             "| reaches 1-worker fpd_hlf at |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| all rung targets met | reaches 1-worker fpd_hlf at |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (rule, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         bins = rs[0].get("bins") or 6
         lines.append(
             f"| {rule} | {n} | {len(rs)} | {spread([r.get('mean_staleness') for r in rs], '{:.2f}')} "
             f"| {spread([r['fpd_hlf'] for r in rs], '{:.1f}')} | {spread([r['auc'] for r in rs], '{:.3f}')} "
             f"| {spread([r['sf_bins'] for r in rs], '{:g}')} of {bins} "
-            f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} "
+            f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} | {all_met(rs)} "
             f"| {reach_text([r.get('reach_1worker') for r in rs])} |")
     if target is not None:
         lines.append(f"\n(1-worker fpd_hlf: {target:.2f}, the median of the N = 1 runs' final fpd_hlf on the held-out "

@@ -4,7 +4,8 @@ values computed by hand: one new gem run at N = 16 (its physics rows cross one w
 1.0 at 192 000 samples) beside two earlier ones (reached at 128 000 and never, by 320 000); the
 group's median fpd_hlf of 0.5, 0.7 and 0.9 is 0.7, its range 0.5-0.9, and its reach 160k (the
 median of the two that reached it) with one not reached. A run counts once however often its row
-is joined; a bad earlier row is named by line."""
+is joined; a bad earlier row is named by line. The new run met one of its two rung targets ('0 of 1'
+seeds with all targets met); the earlier rows, written before that column, are not counted."""
 
 import json
 import os
@@ -27,8 +28,8 @@ def new_run(root):
     os.makedirs(os.path.join(d, "val-fresh"))
     json.dump({"figure_of_merit": {"name": "fpd_hlf", "value": 0.5, "error": 0.01, "bootstrap_error": 0.05},
                "classifier": {"auc": 0.80}}, open(os.path.join(d, "val-fresh", "report.json"), "w"))
-    json.dump([{"target": "sampling fraction within 2 %", "value": "met; 6/6 bins"},
-               {"target": "resolution within 15 %", "value": "missed; 4/6 bins"}],
+    json.dump([{"target": "sampling fraction within 2 %", "value": "worst 1.0 %; 6/6 bins", "verdict": "met"},
+               {"target": "resolution within 15 %", "value": "worst 21 %; 4/6 bins", "verdict": "MISSED"}],
               open(os.path.join(d, "targets.json"), "w"))
     json.dump({"samples": 320000, "mean_staleness": 16.0}, open(os.path.join(d, "sandbox.json"), "w"))
     with open(os.path.join(d, "metrics.csv"), "w") as f:
@@ -52,12 +53,14 @@ def main():
             failures.append(f"exit {p.returncode}: {p.stderr}")
         md = open(os.path.join(out, "study.md")).read() if os.path.exists(os.path.join(out, "study.md")) else ""
         want = "| gem | 16 | 3 | 16.00 [16.00–16.00] | 0.7 [0.5–0.9] | 0.850 [0.800–0.900] | 6 [5–6] of 6 " \
-               "| 3 [2–4] of 6 | 160k [128k–192k], 1 not reached |"
+               "| 3 [2–4] of 6 | 0 of 1 | 160k [128k–192k], 1 not reached |"
         if want not in md:
             failures.append(f"study.md lacks\n  {want}\nit holds\n{md}")
         csv_text = open(os.path.join(out, "study.csv")).read() if os.path.exists(os.path.join(out, "study.csv")) else ""
         if "gem,16,3,320000,16.0,0.5,0.05,0.8,6,4,6,192000" not in csv_text:
             failures.append(f"study.csv lacks the new run's row with reach 192000:\n{csv_text}")
+        if "gem,16,3,320000,16.0,0.5,0.05,0.8,6,4,6,192000,," not in csv_text or ",1,2\n" not in csv_text:
+            failures.append(f"study.csv lacks the new run's targets met (1 of 2):\n{csv_text}")
         if csv_text.count("\ngem,16,") != 3:
             failures.append(f"study.csv should hold three gem rows:\n{csv_text}")
         # the earlier file holding the new run's row (a study.csv written by the same join) and a
