@@ -110,13 +110,20 @@ def reach_text(values):
 
 
 def spread(values, fmt):
+    """'median [min–max]' of @p values (the median alone for one); @p fmt a format string, or a function."""
     values = [v for v in values if v is not None]
     if not values:
         return "—"
+    f = fmt if callable(fmt) else fmt.format
     med = statistics.median(values)
     if len(values) == 1:
-        return fmt.format(med)
-    return f"{fmt.format(med)} [{fmt.format(min(values))}–{fmt.format(max(values))}]"
+        return f(med)
+    return f"{f(med)} [{f(min(values))}–{f(max(values))}]"
+
+
+def two_digits(v):
+    """@p v to two significant digits, as measured: 0.50, 2.0, 16."""
+    return f"{v:#.2g}".rstrip(".")
 
 
 def all_met(rows):
@@ -226,7 +233,7 @@ def main(argv):
         bins = rs[0].get("bins") or 6
         lines.append(
             f"| {rule} | {n} | {len(rs)} | {spread([r.get('mean_staleness') for r in rs], '{:.2f}')} "
-            f"| {spread([r['fpd_hlf'] for r in rs], '{:.1f}')} | {spread([r['auc'] for r in rs], '{:.3f}')} "
+            f"| {spread([r['fpd_hlf'] for r in rs], two_digits)} | {spread([r['auc'] for r in rs], '{:.3f}')} "
             f"| {spread([r['sf_bins'] for r in rs], '{:g}')} of {bins} "
             f"| {spread([r['resolution_bins'] for r in rs], '{:g}')} of {bins} | {all_met(rs)} "
             f"| {reach_text([r.get('reach_1worker') for r in rs])} |")

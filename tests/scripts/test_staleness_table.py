@@ -2,7 +2,7 @@
 """scripts/staleness_table.py joining runs scored now with the rows of an earlier study.csv, on
 values computed by hand: one new gem run at N = 16 (its physics rows cross one worker's fpd_hlf of
 1.0 at 192 000 samples) beside two earlier ones (reached at 128 000 and never, by 320 000); the
-group's median fpd_hlf of 0.5, 0.7 and 0.9 is 0.7, its range 0.5-0.9, and its reach 160k (the
+group's median fpd_hlf of 0.5, 0.7 and 0.9 is 0.70, its range 0.50-0.90 (two digits), and its reach 160k (the
 median of the two that reached it) with one not reached. A run counts once however often its row
 is joined; a bad earlier row is named by line. The new run met one of its two rung targets ('0 of 1'
 seeds with all targets met); the earlier rows, written before that column, are not counted."""
@@ -52,7 +52,7 @@ def main():
         if p.returncode != 0:
             failures.append(f"exit {p.returncode}: {p.stderr}")
         md = open(os.path.join(out, "study.md")).read() if os.path.exists(os.path.join(out, "study.md")) else ""
-        want = "| gem | 16 | 3 | 16.00 [16.00–16.00] | 0.7 [0.5–0.9] | 0.850 [0.800–0.900] | 6 [5–6] of 6 " \
+        want = "| gem | 16 | 3 | 16.00 [16.00–16.00] | 0.70 [0.50–0.90] | 0.850 [0.800–0.900] | 6 [5–6] of 6 " \
                "| 3 [2–4] of 6 | 0 of 1 | 160k [128k–192k], 1 not reached |"
         if want not in md:
             failures.append(f"study.md lacks\n  {want}\nit holds\n{md}")
