@@ -118,9 +118,10 @@ class Sync final : public Algorithm {
     return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup, m_scaling);
   }
   std::string describe() const override {
-    return fmt::format("sync: all workers each round, gradients {} in worker order, master optimizer, learning rate "
-                       "{}, {}",
-                       m_average ? "averaged" : "summed", describe_scaling(m_scaling), m_warmup.describe());
+    return fmt::format(
+        "sync: all workers each round, gradients {} in worker order, master optimizer, learning rate "
+        "{}, {}",
+        m_average ? "averaged" : "summed", describe_scaling(m_scaling), m_warmup.describe());
   }
 
  private:

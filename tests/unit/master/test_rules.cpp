@@ -70,22 +70,24 @@ TEST_CASE("sync: lr_scaling multiplies the master's learning rate by sqrt(N) or 
   // Four gradients averaging g = (2, -1); SGD lr 0.1 from theta = (1, 1): the step is 0.1 * k * g with
   // k = 1 (none), sqrt(4) = 2 (sqrt) and 4 (linear).
   const std::vector<std::vector<float>> g = {{1.0f, 0.0f}, {3.0f, -2.0f}, {2.0f, -1.0f}, {2.0f, -1.0f}};
-  for (const auto& [scaling, k] : std::vector<std::pair<std::string, double>>{{"none", 1.0}, {"sqrt", 2.0}, {"linear", 4.0}}) {
+  for (const auto& [scaling, k] :
+       std::vector<std::pair<std::string, double>>{{"none", 1.0}, {"sqrt", 2.0}, {"linear", 4.0}}) {
     CAPTURE(scaling);
     Stub s(fmt::format("algorithm: {{name: sync, warmup: 0, lr_scaling: {}}}", scaling), {1.0f, 1.0f}, 4,
            Stub::sgd(0.1));
     for (int w = 0; w < 4; ++w) s.exchange(w, g[static_cast<std::size_t>(w)], {}, 0);
     CHECK(s.version() == 1);
     check_vec("theta after the round", s.weights(), {1.0 - 0.2 * k, 1.0 + 0.1 * k});
-    CHECK(s.alg->describe().find(scaling == "none" ? "as set" : scaling == "sqrt" ? "sqrt(N)" : "times N") !=
-          std::string::npos);
+    CHECK(s.alg->describe().find(scaling == "none"   ? "as set"
+                                 : scaling == "sqrt" ? "sqrt(N)"
+                                                     : "times N") != std::string::npos);
   }
   // With the warm-up over the four rounds of its default the first round takes a quarter of it.
   Stub w("algorithm: {name: sync, lr_scaling: linear}", {1.0f, 1.0f}, 4, Stub::sgd(0.1));
   for (int i = 0; i < 4; ++i) w.exchange(i, g[static_cast<std::size_t>(i)], {}, 0);
   check_vec("theta after the warm-up's first round", w.weights(), {1.0 - 0.2, 1.0 + 0.1});
-  CHECK_THROWS_WITH_AS(Stub("algorithm: {name: sync, lr_scaling: quadratic}", {1.0f}, 2), doctest::Contains("lr_scaling"),
-                       Error);
+  CHECK_THROWS_WITH_AS(Stub("algorithm: {name: sync, lr_scaling: quadratic}", {1.0f}, 2),
+                       doctest::Contains("lr_scaling"), Error);
 }
 
 TEST_CASE("sync: updates held in place and the reply written with the round give the same bits") {
