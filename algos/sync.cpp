@@ -23,7 +23,7 @@ namespace {
 /// The master's learning rate against the N gradients of a round (`lr_scaling`).
 enum class LrScaling { none, sqrt, linear };
 
-float lr_factor(LrScaling s, int n) {
+float round_lr_factor(LrScaling s, int n) {
   const auto k = static_cast<float>(std::max(1, n));
   switch (s) {
     case LrScaling::sqrt:
@@ -83,7 +83,7 @@ class SyncMaster final : public MasterRule {
       g = m_sum;
     }
     // the first worker's reply is written in the same pass
-    m_opt.apply(g, 1.0f, first_reply, lr_factor(m_scaling, m_in_round));
+    m_opt.apply(g, 1.0f, first_reply, round_lr_factor(m_scaling, m_in_round));
     m_in_round = 0;
     (void)first;
     return !first_reply.empty();
