@@ -7,6 +7,8 @@ median of the two that reached it) with one not reached. A run counts once howev
 is joined; a bad earlier row is named by line. The new run met one of its two rung targets ('0 of 1'
 seeds with all targets met); the earlier rows, written before that column, are not counted."""
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -59,7 +61,8 @@ def main():
         csv_text = open(os.path.join(out, "study.csv")).read() if os.path.exists(os.path.join(out, "study.csv")) else ""
         if "gem,16,3,320000,16.0,0.5,0.05,0.8,6,4,6,192000" not in csv_text:
             failures.append(f"study.csv lacks the new run's row with reach 192000:\n{csv_text}")
-        if "gem,16,3,320000,16.0,0.5,0.05,0.8,6,4,6,192000,," not in csv_text or ",1,2\n" not in csv_text:
+        new_rows = [r for r in csv.DictReader(io.StringIO(csv_text)) if r["rule"] == "gem" and r["seed"] == "3"]
+        if [(r["targets_met"], r["targets"]) for r in new_rows] != [("1", "2")]:
             failures.append(f"study.csv lacks the new run's targets met (1 of 2):\n{csv_text}")
         if csv_text.count("\ngem,16,") != 3:
             failures.append(f"study.csv should hold three gem rows:\n{csv_text}")

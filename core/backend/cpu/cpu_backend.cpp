@@ -118,10 +118,9 @@ std::string cpu_vendor() {
 std::string bf16_speed_note(const std::string& isa, const std::string& vendor) {
   if (isa != "avx512_core_bf16" || vendor != "GenuineIntel") return "";
   return "precision bf16 on an Intel CPU without AMX (oneDNN ISA avx512_core_bf16): on an Intel Xeon of this kind "
-         "bf16 convolutions ran slower than fp32 (the 3dgan-25 step 0.56-0.58x, the 5x5x5 rung's 0.64-0.66x; an AMD "
-         "EPYC "
-         "with the same ISA: 1.55x and 1.23x; docs/performance.md, section 10). Compare `mpigan bench step "
-         "--precision bf16` with `--precision fp32` on this machine before a long run";
+         "bf16 convolutions ran slower than fp32 (the 3dgan-25 step 0.56-0.58x, the 5x5x5 rung's 0.64-0.66x; "
+         "an AMD EPYC with the same ISA: 1.55x and 1.23x; docs/performance.md, section 10). Compare `mpigan bench "
+         "step --precision bf16` with `--precision fp32` on this machine before a long run";
 }
 
 std::string bf16_support(const std::string& isa) {
