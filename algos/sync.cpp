@@ -4,10 +4,12 @@
 // weights. theta <- Opt(theta, (1/N) sum_i g_i). Staleness is 0 by construction.
 //
 // The round's gradient is a batch N times a worker's. `lr_scaling` sets the master optimizer's
-// learning rate for it: `none` (the default) keeps the experiment's rate; `sqrt` multiplies it by
-// sqrt(N), the square-root rule for adaptive optimizers (the noise of the step kept as the batch
-// grows; Malladi et al. 2022); `linear` by N (Goyal et al. 2017, for SGD). The warm-up (over N
-// rounds by default) ramps the scaled rate in.
+// learning rate for it: `linear` (the default) multiplies the experiment's rate by N (Goyal et al.
+// 2017); `sqrt` by sqrt(N), the square-root rule for adaptive optimizers (the noise of the step
+// kept as the batch grows; Malladi et al. 2022); `none` keeps it. `lr_scaling_max` caps the factor
+// (16 by default: the largest factor measured on the rung, docs/sandbox.md). The warm-up (over N
+// rounds by default) ramps the scaled rate in. On the rung at 4 workers `linear` ended inside one
+// worker's seed range where `none` and `sqrt` did not.
 #include "mpigan/algos/optimizer_apply.hpp"
 #include "mpigan/algos/rule.hpp"
 
@@ -23,25 +25,30 @@ namespace {
 /// The master's learning rate against the N gradients of a round (`lr_scaling`).
 enum class LrScaling { none, sqrt, linear };
 
-float round_lr_factor(LrScaling s, int n) {
+/// The factor for a round of @p n gradients, at most @p max (0: no cap).
+float round_lr_factor(LrScaling s, int n, double max) {
   const auto k = static_cast<float>(std::max(1, n));
+  float f = 1.0f;
   switch (s) {
     case LrScaling::sqrt:
-      return std::sqrt(k);
+      f = std::sqrt(k);
+      break;
     case LrScaling::linear:
-      return k;
+      f = k;
+      break;
     case LrScaling::none:
       break;
   }
-  return 1.0f;
+  return max > 0.0 ? std::min(f, static_cast<float>(max)) : f;
 }
 
-const char* describe_scaling(LrScaling s) {
+std::string describe_scaling(LrScaling s, double max) {
+  const std::string cap = max > 0.0 ? fmt::format(" (at most x{:g})", max) : std::string{};
   switch (s) {
     case LrScaling::sqrt:
-      return "times sqrt(N)";
+      return "times sqrt(N)" + cap;
     case LrScaling::linear:
-      return "times N";
+      return "times N" + cap;
     case LrScaling::none:
       break;
   }
@@ -50,8 +57,8 @@ const char* describe_scaling(LrScaling s) {
 
 class SyncMaster final : public MasterRule {
  public:
-  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup, LrScaling scaling)
-      : MasterRule(w), m_opt(w, ctx, warmup), m_average(average), m_scaling(scaling), m_sum(w.size()) {}
+  SyncMaster(ParameterSet& w, const RuleContext& ctx, bool average, Warmup warmup, LrScaling scaling, double max)
+      : MasterRule(w), m_opt(w, ctx, warmup), m_average(average), m_scaling(scaling), m_max(max), m_sum(w.size()) {}
 
   Verdict submit(const UpdateMeta& meta, std::span<const float> update, std::span<float>, RuleStats&) override {
     Held& h = m_held[meta.worker];  // buffers are kept from round to round
@@ -83,7 +90,7 @@ class SyncMaster final : public MasterRule {
       g = m_sum;
     }
     // the first worker's reply is written in the same pass
-    m_opt.apply(g, 1.0f, first_reply, round_lr_factor(m_scaling, m_in_round));
+    m_opt.apply(g, 1.0f, first_reply, round_lr_factor(m_scaling, m_in_round, m_max));
     m_in_round = 0;
     (void)first;
     return !first_reply.empty();
@@ -100,6 +107,7 @@ class SyncMaster final : public MasterRule {
   };
   bool m_average;
   LrScaling m_scaling;
+  double m_max;  ///< the factor's cap (0: none)
   std::map<int, Held> m_held;
   std::vector<std::span<const float>> m_parts;
   int m_in_round = 0;
@@ -108,35 +116,38 @@ class SyncMaster final : public MasterRule {
 
 class Sync final : public Algorithm {
  public:
-  Sync(bool average, Warmup warmup, LrScaling scaling) : m_average(average), m_warmup(warmup), m_scaling(scaling) {}
+  Sync(bool average, Warmup warmup, LrScaling scaling, double max)
+      : m_average(average), m_warmup(warmup), m_scaling(scaling), m_max(max) {}
   std::string name() const override { return "sync"; }
   WorkerMode worker_mode() const override { return WorkerMode::gradients; }
   Payload payload() const override { return Payload::gradient; }
   bool synchronous() const override { return true; }
   std::unique_ptr<WorkerRule> make_worker(const RuleContext&) const override { return std::make_unique<WorkerRule>(); }
   std::unique_ptr<MasterRule> make_master(ParameterSet& w, const RuleContext& ctx) const override {
-    return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup, m_scaling);
+    return std::make_unique<SyncMaster>(w, ctx, m_average, m_warmup, m_scaling, m_max);
   }
   std::string describe() const override {
     return fmt::format(
         "sync: all workers each round, gradients {} in worker order, master optimizer, learning rate "
         "{}, {}",
-        m_average ? "averaged" : "summed", describe_scaling(m_scaling), m_warmup.describe());
+        m_average ? "averaged" : "summed", describe_scaling(m_scaling, m_max), m_warmup.describe());
   }
 
  private:
   bool m_average;
   Warmup m_warmup;
   LrScaling m_scaling;
+  double m_max;
 };
 
 }  // namespace
 
 std::unique_ptr<Algorithm> make_sync(ConfigNode& c) {
   const bool average = c.get_choice("reduce", "mean", {"mean", "sum"}) == "mean";
-  const std::string scaling = c.get_choice("lr_scaling", "none", {"none", "sqrt", "linear"});
+  const std::string scaling = c.get_choice("lr_scaling", "linear", {"none", "sqrt", "linear"});
   const LrScaling s = scaling == "sqrt" ? LrScaling::sqrt : scaling == "linear" ? LrScaling::linear : LrScaling::none;
-  return std::make_unique<Sync>(average, Warmup::parse(c), s);
+  const double max = c.get_real("lr_scaling_max", 16.0, 0.0, 1e6);
+  return std::make_unique<Sync>(average, Warmup::parse(c), s, max);
 }
 
 }  // namespace mpigan::algos

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 using namespace mpigan;
 using namespace mpigan::algos;
@@ -46,8 +47,9 @@ TEST_CASE("sync: the round averages in worker order and applies the master optim
   CHECK(d.round == std::vector<int>{2, 0, 1});
   CHECK_FALSE(d.first_reply_written);  // not fused here: no reply written with the round
   CHECK(s.version() == 1);
-  // mean g = (2, 3); SGD lr 0.1: theta = (1 - 0.2, 2 - 0.3)
-  check_vec("theta after the round", s.weights(), {0.8, 1.7});
+  // mean g = (2, 3); SGD lr 0.1 times the round's 3 gradients (lr_scaling: linear, the default):
+  // theta = (1 - 0.6, 2 - 0.9)
+  check_vec("theta after the round", s.weights(), {0.4, 1.1});
   std::vector<float> reply(s.pl().total());
   s.service->round_reply(0, reply, false);
   reply.resize(2);
@@ -88,6 +90,29 @@ TEST_CASE("sync: lr_scaling multiplies the master's learning rate by sqrt(N) or 
   check_vec("theta after the warm-up's first round", w.weights(), {1.0 - 0.2, 1.0 + 0.1});
   CHECK_THROWS_WITH_AS(Stub("algorithm: {name: sync, lr_scaling: quadratic}", {1.0f}, 2),
                        doctest::Contains("lr_scaling"), Error);
+}
+
+TEST_CASE("sync: the rate is scaled linearly by default, capped by lr_scaling_max") {
+  // One gradient of 1 per worker, SGD lr 0.01 from theta = 0, no warm-up: the round steps by
+  // -0.01 * min(N, cap).
+  for (const auto& [yaml, workers, k] : std::vector<std::tuple<std::string, int, double>>{
+           {"algorithm: {name: sync, warmup: 0}", 4, 4.0},    // the default: linear
+           {"algorithm: {name: sync, warmup: 0}", 32, 16.0},  // capped at 16 by default
+           {"algorithm: {name: sync, warmup: 0, lr_scaling_max: 8}", 32, 8.0},
+           {"algorithm: {name: sync, warmup: 0, lr_scaling_max: 0}", 32, 32.0},  // 0: no cap
+           {"algorithm: {name: sync, warmup: 0, lr_scaling: sqrt, lr_scaling_max: 3}", 16, 3.0},
+           {"algorithm: {name: sync, warmup: 0, lr_scaling: none}", 32, 1.0},
+           {"algorithm: {name: sync, warmup: 0}", 1, 1.0}}) {  // one worker: the experiment's rate
+    CAPTURE(yaml);
+    CAPTURE(workers);
+    Stub s(yaml, {0.0f}, workers, Stub::sgd(0.01));
+    for (int w = 0; w < workers; ++w) s.exchange(w, {1.0f}, {}, 0);
+    CHECK(s.version() == 1);
+    check_vec("theta after the round", s.weights(), {-0.01 * k});
+  }
+  CHECK(Stub("algorithm: {name: sync}", {0.0f}, 4).alg->describe().find("times N (at most x16)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(Stub("algorithm: {name: sync, lr_scaling_max: -1}", {1.0f}, 2),
+                       doctest::Contains("lr_scaling_max"), Error);
 }
 
 TEST_CASE("sync: updates held in place and the reply written with the round give the same bits") {
@@ -319,7 +344,7 @@ TEST_CASE("optimizer.schedule: the master's rates, sync's rounds and GEM's propo
   sub.exchange(0, {2.0f}, {}, 0);
   check_vec("theta - 0.3 * 0.1 g", sub.weights(), {0.94});
   // sync: the round is applied with the factor of the version it closes.
-  Stub r("algorithm: {name: sync, warmup: 0}", {1.0f}, 2, Stub::sgd(0.1), top);
+  Stub r("algorithm: {name: sync, warmup: 0, lr_scaling: none}", {1.0f}, 2, Stub::sgd(0.1), top);
   r.exchange(0, {1.0f}, {}, 0);
   r.exchange(1, {3.0f}, {}, 0);
   check_vec("theta - 0.5 * 0.1 mean g", r.weights(), {0.9});

@@ -217,7 +217,9 @@ TEST_CASE("sync: a non-finite update does not join the round; the round closes w
   CHECK(s.version() == 0);
   const Decision d = s.submit(1, s.payload({4.0f}), 0);
   CHECK(d.round == std::vector<int>{0, 1});
-  test::check_close("theta", std::vector<double>{s.weights()[0]}, std::vector<double>{1.0 - 0.1 * 3.0}, {1e-6, 1e-6});
+  // the mean of the two finite ones at the rate times 2, the round's gradients (lr_scaling: linear)
+  test::check_close("theta", std::vector<double>{s.weights()[0]}, std::vector<double>{1.0 - 0.1 * 2 * 3.0},
+                    {1e-6, 1e-6});
 }
 
 TEST_CASE("sync: a child whose data ended no longer counts; its absence may close the round") {
@@ -231,7 +233,8 @@ TEST_CASE("sync: a child whose data ended no longer counts; its absence may clos
   const Decision e = s.service->child_done(1);  // now the held update of child 0 is the whole round
   CHECK(e.round == std::vector<int>{0});
   CHECK(s.version() == 2);
-  test::check_close("theta", std::vector<double>{s.weights()[0]}, std::vector<double>{1.0 - 0.3 - 0.1}, {1e-6, 1e-6});
+  // the rate times the round's gradients (lr_scaling: linear): 2 x 0.3, then 1 x 0.1
+  test::check_close("theta", std::vector<double>{s.weights()[0]}, std::vector<double>{1.0 - 0.6 - 0.1}, {1e-6, 1e-6});
   // Asynchronous rules have no rounds.
   Stub a("algorithm: {name: downpour, warmup: 0}", {1.0f}, 2);
   CHECK(a.service->child_done(0).round.empty());
