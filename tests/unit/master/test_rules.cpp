@@ -207,6 +207,31 @@ TEST_CASE("downpour: each update is applied at once; staleness scaling; local mo
   check_vec("theta + delta", l.weights(), {1.5, 1.75});
 }
 
+TEST_CASE("downpour lookahead: the reply is theta + k v, v the mean of the master's steps; theta unchanged") {
+  // sgd lr 0.1, beta 0.5, k = 2 versions. Update 1: theta 1 - 0.1 * 2 = 0.8, v = 0.5 * (-0.2) = -0.1,
+  // reply 0.8 + 2 * (-0.1) = 0.6. Update 2 (g = 1): theta 0.7, v = 0.5 * (-0.1) + 0.5 * (-0.1) = -0.1,
+  // reply 0.7 - 0.2 = 0.5.
+  Stub s("algorithm: {name: downpour, warmup: 0, staleness_scale: none, lookahead: 2, lookahead_beta: 0.5}", {1.0f}, 2);
+  check_vec("reply 1", s.exchange(0, {2.0f}, {}, 0), {0.6});
+  check_vec("theta 1", s.weights(), {0.8});
+  check_vec("reply 2", s.exchange(1, {1.0f}, {}, 0), {0.5});
+  check_vec("theta 2", s.weights(), {0.7});
+  CHECK(s.alg->describe().find("look ahead by 2 versions") != std::string::npos);
+  // lookahead: staleness. Update 1 fresh (staleness 0): k = 0, the reply is theta. Update 2 pulled at
+  // -2 and served at version 1 (staleness 3): k = 0.95 * 0 + 0.05 * 3 = 0.15, v = -0.1.
+  Stub a("algorithm: {name: downpour, warmup: 0, staleness_scale: none, lookahead: staleness, lookahead_beta: 0.5}",
+         {1.0f}, 2);
+  check_vec("reply at staleness 0", a.exchange(0, {2.0f}, {}, 0), {0.8});
+  check_vec("reply at mean staleness 0.15", a.exchange(1, {1.0f}, {}, -2), {0.7 + 0.15 * -0.1});
+  // lookahead 0 is plain downpour, bit for bit.
+  Stub z("algorithm: {name: downpour, warmup: 0, lookahead: 0}", {1.0f, -1.0f}, 2);
+  Stub d("algorithm: {name: downpour, warmup: 0}", {1.0f, -1.0f}, 2);
+  for (int i = 0; i < 3; ++i) {
+    const auto rz = z.exchange(i % 2, {2.0f, 4.0f}, {}, i - 1), rd = d.exchange(i % 2, {2.0f, 4.0f}, {}, i - 1);
+    CHECK(std::memcmp(rz.data(), rd.data(), rz.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("easgd: the worker gets the old centre; both move by alpha towards each other") {
   Stub s("algorithm: {name: easgd, alpha: 0.5}", {0.0f, 4.0f}, 2);
   CHECK(s.alg->payload() == Payload::weights);
@@ -443,6 +468,11 @@ TEST_CASE("rule parameters are validated with the key and line") {
   CHECK(problems("algorithm: {name: gem, kapa: 2}").find("algorithm.kapa: unknown key") != std::string::npos);
   CHECK(problems("algorithm: {name: downpour, warmup: soon}")
             .find("algorithm.warmup: 'soon': expected a number of versions") != std::string::npos);
+  CHECK(problems("algorithm: {name: downpour, lookahead: soon}")
+            .find("algorithm.lookahead: 'soon': expected a number of versions") != std::string::npos);
+  CHECK(problems("algorithm: {name: downpour, worker: local, lookahead: 3}")
+            .find("algorithm.lookahead: look-ahead needs the master's own steps: expected worker: gradients") !=
+        std::string::npos);
   CHECK(problems("algorithm:\n  name: gem\n  clamp: [3, 1]\n").find("algorithm.clamp: expected [lo, hi]") !=
         std::string::npos);
 }
@@ -457,9 +487,10 @@ TEST_CASE("a stub cluster of virtual workers converges on a quadratic with every
   // get within 5 % of the starting distance.
   std::vector<std::pair<std::string, double>> cases;
   for (const auto& name : algorithm_names()) cases.emplace_back(fmt::format("algorithm: {{name: {}}}", name), 0.9);
-  for (const char* yaml : {"algorithm: {name: sync}", "algorithm: {name: downpour}", "algorithm: {name: dc_asgd}",
-                           "algorithm: {name: gem, proposal: sgd, lr: 0.05, kappa: 1}",
-                           "algorithm: {name: downpour, worker: local}", "algorithm: {name: easgd}"})
+  for (const char* yaml :
+       {"algorithm: {name: sync}", "algorithm: {name: downpour}", "algorithm: {name: dc_asgd}",
+        "algorithm: {name: gem, proposal: sgd, lr: 0.05, kappa: 1}", "algorithm: {name: downpour, worker: local}",
+        "algorithm: {name: easgd}", "algorithm: {name: downpour, staleness_scale: none, lookahead: staleness}"})
     cases.emplace_back(yaml, 0.05);
   for (const auto& [yaml, ratio] : cases) {
     INFO(yaml);
