@@ -26,7 +26,6 @@
 
 #include "mpigan/core/error.hpp"
 
-#include <algorithm>
 #include <vector>
 
 namespace mpigan::algos {
@@ -68,8 +67,7 @@ class DownpourMaster final : public MasterRule {
       ++m_served;
       cpu::stream_copy_range(m_weights.data(), m_before.data(), m_before.size());
       m_opt->apply(update, 1.0f, {}, s);
-      step_velocity();
-      look_ahead(reply);
+      step_velocity(reply);
       return Verdict::applied;
     }
     // The reply (the new weights) is written in the same pass as the update.
@@ -107,19 +105,26 @@ class DownpourMaster final : public MasterRule {
   }
 
  private:
-  /// v <- beta v + (1 - beta) (theta - theta_before).
-  void step_velocity() {
-    const float b = m_ahead.beta;
+  float lookahead_versions() const {
+    return static_cast<float>(m_ahead.automatic ? m_mean_staleness : m_ahead.versions);
+  }
+  /// v <- beta v + (1 - beta) (theta - theta_before), and the reply theta + k v in the same pass.
+  void step_velocity(std::span<float> reply) {
+    const float b = m_ahead.beta, k = lookahead_versions();
     const float* w = m_weights.data();
     const float* before = m_before.data();
     float* v = m_velocity.data();
+    float* o = reply.data();
     const std::size_t n = m_velocity.size();
 #pragma GCC ivdep
-    for (std::size_t i = 0; i < n; ++i) v[i] = b * v[i] + (1.0f - b) * (w[i] - before[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      v[i] = b * v[i] + (1.0f - b) * (w[i] - before[i]);
+      o[i] = w[i] + k * v[i];
+    }
   }
   /// out = theta + k v.
   void look_ahead(std::span<float> out) const {
-    const auto k = static_cast<float>(m_ahead.automatic ? m_mean_staleness : m_ahead.versions);
+    const float k = lookahead_versions();
     const float* w = m_weights.data();
     const float* v = m_velocity.data();
     float* o = out.data();
@@ -168,8 +173,7 @@ std::unique_ptr<Algorithm> make_downpour(ConfigNode& c) {
   const bool local = c.get_choice("worker", "gradients", {"gradients", "local"}) == "local";
   const StalenessScale scale = parse_staleness_scale(c);
   Lookahead ahead;
-  const auto keys = c.keys();
-  if (std::find(keys.begin(), keys.end(), "lookahead") != keys.end()) {
+  if (c.has("lookahead")) {
     const auto k = c.get_real_or("lookahead", "staleness", "a number of versions", 0.0, 1e6, false,
                                  "the updates' running mean staleness; 0: off");
     ahead.automatic = !k.has_value();
