@@ -15,7 +15,9 @@
 // Precision::bf16 (DnnlContext::conv_input): each primitive reads its inputs (src, weights,
 // diff_dst) as bf16 and writes f32 (dst, diff_src, diff_weights, diff_bias). The user's tensors
 // stay f32; the staging reorders at this edge round them to bf16 (nearest even). The exception is
-// the backward data of a single input channel, which stays f32 (faster there, and exact).
+// a convolution of a single input channel (the discriminator's first), which runs in f32 in every
+// direction: its bf16 kernels are slower than the f32 ones on every CPU measured (3dgan-25's d_conv1
+// at batch 64 on 2 cores with AMX: 598 against 354 ms per step; 0.93x on an AVX512-BF16 EPYC).
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 
 #include "mpigan/backend/cpu/dnnl_common.hpp"
@@ -58,7 +60,7 @@ class CpuConv3d final : public Conv3dOp {
     m_plan = {};
     const std::string what = "conv3d " + m_desc.to_string() + " src " + src.to_string();
     dnnl_call(what, [&] {
-      const auto in = m_ctx.conv_input;
+      const auto in = input_type();
       auto w_any = any_md(m_desc.weights_shape(), in);
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
       m_plan.fwd_desc = std::make_unique<dnnl::convolution_forward::desc>(
@@ -120,15 +122,19 @@ class CpuConv3d final : public Conv3dOp {
                        m_src.to_string(), src.desc().to_string());
   }
 
+  /// The type the primitives read their inputs in: the context's precision, except for a single
+  /// input channel, which stays f32 (see the header comment).
+  dnnl::memory::data_type input_type() const {
+    return m_desc.ic == 1 ? dnnl::memory::data_type::f32 : m_ctx.conv_input;
+  }
+
   void ensure_backward_data() {
     auto& p = m_plan;
     if (p.has_bwd_data) return;
     dnnl_call("conv3d backward data " + m_desc.to_string(), [&] {
-      // A single input channel: gemm on ncdhw (see the header comment), in f32 whatever the precision
-      // (oneDNN 2.6 has no bf16 gemm convolution, and its bf16 channels-last kernel is 2x slower
-      // than the f32 gemm on this shape).
+      // A single input channel: gemm on ncdhw (see the header comment; f32, as input_type() says).
       const bool gemm = m_desc.ic == 1 && activation_tag() != tag::any;
-      const auto in = gemm ? dnnl::memory::data_type::f32 : m_ctx.conv_input;
+      const auto in = input_type();
       const tag t = gemm ? tag::ncdhw : activation_tag();
       dnnl::convolution_backward_data::desc d(algorithm::convolution_direct, act_md(m_src.shape, t),
                                               any_md(m_desc.weights_shape(), in), act_md(m_dst.shape, t, in),
@@ -147,7 +153,7 @@ class CpuConv3d final : public Conv3dOp {
     if (p.has_bwd_weights) return;
     dnnl_call("conv3d backward weights " + m_desc.to_string(), [&] {
       auto b_md = m_desc.bias ? plain_md({m_desc.oc}) : dnnl::memory::desc();
-      const auto in = m_ctx.conv_input;
+      const auto in = input_type();
       // bf16 weight gradients of 32+ input channels (a multiple of 16): oneDNN's own (blocked)
       // layout, whose kernel is faster there than the channels-last one (3dgan-25's d_conv2, 32 -> 8
       // channels on 25^3: 50 against 68 ms per call at batch 16 on an AVX512-BF16 EPYC); the
