@@ -34,8 +34,8 @@ inline CLI::Option* add_precision_option(CLI::App& cmd, std::string& target, con
   return cmd
       .add_option("--precision", target,
                   what +
-                      "; bf16 needs a CPU with native bf16 (avx512_core_bf16 or newer), MPIGAN_BF16_EMULATION=1 "
-                      "emulates it on other AVX-512 CPUs")
+                      "; bf16 needs a CPU with native bf16 (avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
+                      "emulates it on other AVX-512 CPUs) or a GPU of compute capability 8.0 or newer")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 

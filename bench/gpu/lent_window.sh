@@ -13,7 +13,8 @@
 #     convolution direction on the faster of the graph API and the legacy API by measurement
 #     (MPIGAN_CUDA_CONV_API=measured, weight gradients also as forward convolutions where faster)
 #     and with cuDNN's legacy algorithms alone, beside the PyTorch peer in the same math, all on
-#     this GPU; then generation (3dgan-25, batch 1 024, TF32) beside PyTorch's eval
+#     this GPU; the bf16 convolutions (their op test against the reference, the 3dgan-25 step beside
+#     PyTorch's bf16 autocast); then generation (3dgan-25, batch 1 024, TF32) beside PyTorch's eval
 #     (bench/compare_generate.sh --device cuda);
 #  3. one window of the 3dgan-25 campaign (examples/3dgan-25-campaign.yaml, TF32): continues the run
 #     packed in RESUME.tar (a previous window's OUT_DIR/run.tar, with the run's own configuration;
@@ -126,6 +127,21 @@ for tf32 in 1 0; do
   bench 3dgan-25 128 $tf32 legacy 8
   peer 3dgan-25 128 $tf32 8
 done
+# bf16 convolutions (graph API engines on bf16 tensor cores, fp32 accumulation): the op test against
+# the reference on bf16-rounded inputs, then the step beside PyTorch's bf16 autocast
+if (($(left) > 400)); then
+  timeout 60 "$g/build/tests/mpigan_test_core" -tc="cuda: bf16*" --force-colors=0 -s > "$logs/tests_bf16.txt" 2>&1
+  say "tests bf16: exit $? $(grep -h 'test cases:' "$logs/tests_bf16.txt")"
+  timeout 90 "$mpigan" bench step --device cuda --precision bf16 --model 3dgan-25 --batch 128 --steps 8 --threads 6 \
+    --profile 2 --log-level debug > "$logs/mpigan_3dgan-25_b128_bf16.txt" 2>&1
+  say "mpigan  3dgan-25_b128_bf16: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_3dgan-25_b128_bf16.txt" | tr '\n' ' ')" \
+    "bf16 graph-API plans: $(grep -c 'bf16 operands[^)]*): graph API' "$logs/mpigan_3dgan-25_b128_bf16.txt")," \
+    "fp32 fallbacks: $(grep -c 'runs in fp32' "$logs/mpigan_3dgan-25_b128_bf16.txt")"
+  timeout 60 "$py" "$root/bench/pytorch/bench_step.py" --device cuda --model 3dgan-25 --batch 128 --steps 8 \
+    --threads 6 --profile 25 --bf16 > "$logs/pytorch_3dgan-25_b128_bf16.txt" 2>&1
+  say "pytorch 3dgan-25_b128_bf16: exit $? $(grep -h 'step_time_s\|samples_per_s' "$logs/pytorch_3dgan-25_b128_bf16.txt" |
+    tr '\n' ' ')"
+fi
 if (($(left) > 360)); then
   [[ ${graph_ok[1]} == 1 ]] && bench anglegan-51 64 1 measured 4
   peer anglegan-51 64 1 4

@@ -70,7 +70,7 @@ Precision parse_precision(const std::string& name) {
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
-  if (options.precision != Precision::fp32 && name != "cpu")
+  if (options.precision != Precision::fp32 && name != "cpu" && name != "cuda")
     spdlog::warn("precision {}: the {} backend has no bf16 convolutions; running fp32",
                  precision_name(options.precision), name);
   if (name == "reference") return std::make_unique<ReferenceBackend>();

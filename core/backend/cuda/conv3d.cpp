@@ -14,6 +14,11 @@
 // Setup plans all three directions: setup is the one place that may benchmark and allocate.
 // With MPIGAN_CUDA_CONV_API=graph|measured each direction may run through cuDNN's graph API instead
 // (conv3d_graph.hpp) on the same padded problem; the bias stays with the legacy calls.
+// Precision::bf16 (Settings::bf16): every direction a graph engine runs in bf16 takes the graph API
+// (whatever the measurement), its two inputs rounded to bfloat16 copies in the workspace (to_bf16,
+// after the padded src: x16 | w16 | y16, then the engine's workspace), its output written in
+// float32, or in bfloat16 and widened where no engine writes float32; a direction without such an
+// engine runs in fp32 (a warning says which). The bias and its gradient stay fp32.
 #include "mpigan/backend/cuda/conv3d_graph.hpp"
 #include "mpigan/backend/cuda/conv3d_plan.hpp"
 #include "mpigan/backend/cuda/cuda_ops.hpp"
@@ -22,6 +27,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -142,7 +148,14 @@ class CudaConv3d final : public Conv3dOp {
     auto* ws = static_cast<char*>(m_ctx.workspace(p.pad_bytes + p.fwd_ws));
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_fwd && GraphConv::accepts(x, weights.data(), dst.data()))
+    const Staged b = staged(p, ws);
+    void* out = p.g_fwd && p.g_fwd->output_bf16() ? static_cast<void*>(b.y) : dst.data();
+    if (p.bf16 && p.g_fwd && GraphConv::accepts(b.x, b.w, out)) {
+      kernels::to_bf16(m_ctx.stream(), x, b.x, static_cast<std::size_t>(p.pad.padded_src.numel()));
+      kernels::to_bf16(m_ctx.stream(), weights.data(), b.w, static_cast<std::size_t>(weights.numel()));
+      p.g_fwd->execute(m_ctx, b.x, b.w, out, b.graph_ws);
+      if (out == b.y) kernels::from_bf16(m_ctx.stream(), b.y, dst.data(), static_cast<std::size_t>(dst.numel()), false);
+    } else if (p.g_fwd && !p.bf16 && GraphConv::accepts(x, weights.data(), dst.data()))
       p.g_fwd->execute(m_ctx, const_cast<float*>(x), const_cast<float*>(weights.data()), dst.data(), ws + p.pad_bytes);
     else
       MPIGAN_CUDNN_CHECK(cudnnConvolutionForward(m_ctx.cudnn(), &one, p.x.get(), x, p.w.get(), weights.data(),
@@ -163,7 +176,15 @@ class CudaConv3d final : public Conv3dOp {
     // the crop keeps the part that belongs to src.
     float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
     const float one = 1.0f, zero = 0.0f;
-    if (p.g_bwd_data && GraphConv::accepts(dx, weights.data(), diff_dst.data()))
+    const Staged b = staged(p, ws);
+    void* out = p.g_bwd_data && p.g_bwd_data->output_bf16() ? static_cast<void*>(b.x) : dx;
+    if (p.bf16 && p.g_bwd_data && GraphConv::accepts(out, b.w, b.y)) {
+      kernels::to_bf16(m_ctx.stream(), diff_dst.data(), b.y, static_cast<std::size_t>(diff_dst.numel()));
+      kernels::to_bf16(m_ctx.stream(), weights.data(), b.w, static_cast<std::size_t>(weights.numel()));
+      p.g_bwd_data->execute(m_ctx, out, b.w, b.y, b.graph_ws);
+      if (out == b.x)
+        kernels::from_bf16(m_ctx.stream(), b.x, dx, static_cast<std::size_t>(p.pad.padded_src.numel()), false);
+    } else if (p.g_bwd_data && !p.bf16 && GraphConv::accepts(dx, weights.data(), diff_dst.data()))
       p.g_bwd_data->execute(m_ctx, dx, const_cast<float*>(weights.data()), const_cast<float*>(diff_dst.data()),
                             ws + p.pad_bytes);
     else
@@ -187,7 +208,21 @@ class CudaConv3d final : public Conv3dOp {
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
     char* g_dw = ws + p.pad_bytes + p.g_bwd_filter_ws;  // the graph's dW, added to diff_weights below
-    if (p.g_bwd_filter && GraphConv::accepts(x, g_dw, diff_dst.data())) {
+    const Staged b = staged(p, ws);
+    const bool dw_bf16 = p.g_bwd_filter && p.g_bwd_filter->output_bf16();
+    if (p.bf16 && p.g_bwd_filter && GraphConv::accepts(b.x, dw_bf16 ? static_cast<void*>(b.w) : g_dw, b.y)) {
+      kernels::to_bf16(m_ctx.stream(), x, b.x, static_cast<std::size_t>(p.pad.padded_src.numel()));
+      kernels::to_bf16(m_ctx.stream(), diff_dst.data(), b.y, static_cast<std::size_t>(diff_dst.numel()));
+      if (dw_bf16) {
+        p.g_bwd_filter->execute(m_ctx, b.x, b.w, b.y, b.graph_ws);
+        kernels::from_bf16(m_ctx.stream(), b.w, diff_weights.data(), static_cast<std::size_t>(diff_weights.numel()),
+                           true);
+      } else {
+        p.g_bwd_filter->execute(m_ctx, b.x, g_dw, b.y, b.graph_ws);
+        MPIGAN_CUDNN_CHECK(
+            cudnnAddTensor(m_ctx.cudnn(), &one, p.dw.get(), g_dw, &one, p.dw.get(), diff_weights.data()));
+      }
+    } else if (p.g_bwd_filter && !p.bf16 && GraphConv::accepts(x, g_dw, diff_dst.data())) {
       p.g_bwd_filter->execute(m_ctx, const_cast<float*>(x), g_dw, const_cast<float*>(diff_dst.data()),
                               ws + p.pad_bytes);
       MPIGAN_CUDNN_CHECK(cudnnAddTensor(m_ctx.cudnn(), &one, p.dw.get(), g_dw, &one, p.dw.get(), diff_weights.data()));
@@ -244,7 +279,23 @@ class CudaConv3d final : public Conv3dOp {
     // is added to the accumulator with dw, the weights as a tensor.
     std::size_t g_bwd_filter_ws = 0;
     TensorDescPtr dw;
+    // bf16: the bfloat16 copies of the operands, after the padded src in the workspace (their
+    // bytes, each 256-aligned; all zero in fp32), then a graph engine's own workspace.
+    bool bf16 = false;
+    std::size_t x16_bytes = 0, w16_bytes = 0, y16_bytes = 0;
+    std::size_t b16_bytes() const { return x16_bytes + w16_bytes + y16_bytes; }
   };
+
+  /// Where a direction's bf16 operands and its graph engine's workspace lie in the workspace @p ws.
+  struct Staged {
+    std::uint16_t *x, *w, *y;
+    char* graph_ws;
+  };
+  static Staged staged(const Plan& p, char* ws) {
+    char* at = ws + p.pad_bytes;
+    return {reinterpret_cast<std::uint16_t*>(at), reinterpret_cast<std::uint16_t*>(at + p.x16_bytes),
+            reinterpret_cast<std::uint16_t*>(at + p.x16_bytes + p.w16_bytes), at + p.b16_bytes()};
+  }
 
   const Plan& planned() const {
     MPIGAN_CHECK(m_plan != nullptr, "cuda conv3d {}: forward/backward called before setup()", m_desc.to_string());
@@ -264,6 +315,12 @@ class CudaConv3d final : public Conv3dOp {
     p->dst = m_desc.output_shape(src);
     if (p->pad.explicit_padding)
       p->pad_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * sizeof(float));
+    if (m_ctx.settings().bf16) {
+      p->bf16 = true;
+      p->x16_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * sizeof(std::uint16_t));
+      p->w16_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(std::uint16_t));
+      p->y16_bytes = align256(static_cast<std::size_t>(p->dst.numel()) * sizeof(std::uint16_t));
+    }
     p->x = make_tensor_desc(p->pad.padded_src);
     p->y = make_tensor_desc(p->dst);
     p->bias = make_tensor_desc({1, m_desc.oc, 1, 1, 1});
@@ -362,7 +419,7 @@ class CudaConv3d final : public Conv3dOp {
     if (p.g_bwd_filter) {
       // the legacy algorithm stays the fallback for operands the graph plan does not accept
       p.wt.reset();
-      p.g_bwd_filter_ws = align256(p.g_bwd_filter->workspace());
+      p.g_bwd_filter_ws = align256(p.b16_bytes() + p.g_bwd_filter->workspace());
       const std::size_t dw_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(float));
       p.bwd_filter_ws = std::max(p.g_bwd_filter_ws + dw_bytes, legacy_ws);
       p.dw = make_tensor_desc(m_desc.weights_shape());
@@ -377,7 +434,7 @@ class CudaConv3d final : public Conv3dOp {
                                                   const std::string& what, std::size_t& ws) {
     const Settings& s = m_ctx.settings();
     if (s.conv_api == Settings::ConvApi::legacy) return nullptr;
-    if (s.conv_api == Settings::ConvApi::measured && s.conv_algo != Settings::ConvAlgo::find) return nullptr;
+    if (!p.bf16 && s.conv_api == Settings::ConvApi::measured && s.conv_algo != Settings::ConvAlgo::find) return nullptr;
     GraphConvProblem problem;
     problem.direction = direction;
     problem.x = p.pad.padded_src;
@@ -385,8 +442,19 @@ class CudaConv3d final : public Conv3dOp {
     problem.y = p.dst;
     problem.pad = p.pad.sym;
     problem.stride = m_desc.stride;
+    problem.bf16 = p.bf16;
     auto g = GraphConv::get(m_ctx, problem, what);
+    if (!g && p.bf16) {
+      spdlog::warn("cuda conv3d {} {}: no engine of cuDNN's graph API runs it in bf16; it runs in fp32", what,
+                   direction_name(direction));
+      return nullptr;
+    }
     if (!g) return nullptr;
+    if (p.bf16) {
+      // bf16 was asked for: the graph plan whatever the fp32 legacy call measured
+      ws = std::max(ws, p.b16_bytes() + g->workspace());
+      return g;
+    }
     if (s.conv_api == Settings::ConvApi::measured && !(g->measured_ms() >= 0 && g->measured_ms() < legacy_ms))
       return nullptr;
     spdlog::debug("cuda conv3d {} {}: graph API {} ({:.3f} ms against legacy {:.3f} ms)", what,

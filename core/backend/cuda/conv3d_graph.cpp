@@ -48,9 +48,9 @@ class BackendDesc {
   UniqueHandle<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor> m_desc;
 };
 
-BackendDesc tensor(const Shape& s, std::int64_t uid) {
+BackendDesc tensor(const Shape& s, std::int64_t uid, bool bf16) {
   BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   std::array<std::int64_t, 5> dims{};
   for (int i = 0; i < 5; ++i) dims[static_cast<std::size_t>(i)] = s[i];
   const auto strides = packed_strides(s, false);
@@ -259,6 +259,7 @@ EventPtr make_event() {
 /// else once to warm up and @p runs times timed. Milliseconds per timed call (0 for a trial), or a
 /// negative value when it fails to run.
 float run_candidate(Context& ctx, const Candidate& c, const GraphConvProblem& p, int runs) {
+  // float32-sized scratch whatever the types: large enough for bf16 operands too
   const auto x = zeroed_scratch(ctx, static_cast<std::size_t>(p.x.numel()) * sizeof(float));
   const auto w = zeroed_scratch(ctx, static_cast<std::size_t>(p.w.numel()) * sizeof(float));
   const auto y = zeroed_scratch(ctx, static_cast<std::size_t>(p.y.numel()) * sizeof(float));
@@ -298,8 +299,9 @@ const char* direction_name(ConvDirection d) {
 }
 
 std::string GraphConvProblem::key() const {
-  return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}", direction_name(direction), x.to_string(),
-                     w.to_string(), y.to_string(), pad.d, pad.h, pad.w, stride.d, stride.h, stride.w);
+  return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}{}", direction_name(direction), x.to_string(),
+                     w.to_string(), y.to_string(), pad.d, pad.h, pad.w, stride.d, stride.h, stride.w,
+                     bf16 ? " bf16" : "");
 }
 
 std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvProblem& p, const std::string& what) {
@@ -308,7 +310,10 @@ std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvPro
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   std::shared_ptr<const GraphConv> plan;
   try {
-    plan = build(ctx, p, what);
+    // bf16: the written operand in float32 if an engine offers that (no rounding of the result, as
+    // on the cpu backend), else in bfloat16
+    plan = build(ctx, p, what, false);
+    if (!plan && p.bf16) plan = build(ctx, p, what, true);
   } catch (const Error& e) {
     // a cuDNN status the graph path did not expect costs the graph path, not the run
     spdlog::warn("cuda conv3d {} {}: the graph API failed ({}); the legacy API runs it", what,
@@ -318,10 +323,15 @@ std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvPro
   return plan;
 }
 
-std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvProblem& p, const std::string& what) {
+std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvProblem& p, const std::string& what,
+                                                  bool output_bf16) {
   const Settings& s = ctx.settings();
   ctx.activate();
-  BackendDesc x = tensor(p.x, kUidX), w = tensor(p.w, kUidW), y = tensor(p.y, kUidY);
+  // The direction writes one operand and reads the other two (those in bf16 when the problem is).
+  const auto bf16 = [&](ConvDirection writer) { return p.bf16 && (p.direction != writer || output_bf16); };
+  BackendDesc x = tensor(p.x, kUidX, bf16(ConvDirection::backward_data)),
+              w = tensor(p.w, kUidW, bf16(ConvDirection::backward_weights)),
+              y = tensor(p.y, kUidY, bf16(ConvDirection::forward));
   BackendDesc conv = convolution(p.pad, p.stride);
   BackendDesc op = operation(p, x, w, y, conv);
   BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -353,8 +363,9 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
     if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws) !=
         CUDNN_STATUS_SUCCESS)
       ws = 0;  // read again from the plan below
-    if (auto why = engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32, s.deterministic, s.workspace_limit,
-                                  s.graph_runtime_compiled)) {
+    // bf16 operands: tensor cores are what they are for (TF32 does not arise)
+    if (auto why = engine_refusal(info.notes, static_cast<std::size_t>(ws), s.tf32 || p.bf16, s.deterministic,
+                                  s.workspace_limit, s.graph_runtime_compiled)) {
       refused += fmt::format(" {}:{}", info.index, *why);
       continue;
     }
@@ -387,18 +398,20 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   for (auto& c : usable)
     if (!best || c.ms < best->ms) best = &c;
   if (best && !timed) best->ms = -1.0f;  // ran, not measured
+  const char* types = !p.bf16 ? "" : output_bf16 ? " (bf16 operands)" : " (bf16 operands read, fp32 written)";
   if (!best) {
-    spdlog::debug("cuda conv3d {} {}: no engine of the graph API can run it ({} configs; refused:{}{})", what,
-                  direction_name(p.direction), configs.size(), refused.empty() ? " none" : refused, timings);
+    spdlog::debug("cuda conv3d {} {}{}: no engine of the graph API can run it ({} configs; refused:{}{})", what,
+                  direction_name(p.direction), types, configs.size(), refused.empty() ? " none" : refused, timings);
     return nullptr;
   }
-  spdlog::debug("cuda conv3d {} {}: graph API {}, workspace {} MiB{}; ran:{}", what, direction_name(p.direction),
-                best->engine, best->workspace >> 20, best->ms >= 0 ? fmt::format(", {:.3f} ms", best->ms) : "",
+  spdlog::debug("cuda conv3d {} {}{}: graph API {}, workspace {} MiB{}; ran:{}", what, direction_name(p.direction),
+                types, best->engine, best->workspace >> 20, best->ms >= 0 ? fmt::format(", {:.3f} ms", best->ms) : "",
                 timings);
   std::shared_ptr<GraphConv> g(new GraphConv());
   g->m_direction = p.direction;
   g->m_workspace = best->workspace;
   g->m_ms = best->ms;
+  g->m_output_bf16 = p.bf16 && output_bf16;
   g->m_engine = best->engine;
   g->m_plan.reset(best->owner->release());
   // What the plan was made from lives as long as the plan (the API does not promise that a

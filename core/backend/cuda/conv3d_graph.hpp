@@ -4,7 +4,9 @@
 //
 // The problem is the one the legacy path hands cuDNN (conv3d_plan.hpp): NCDHW tensors, OIDHW
 // weights, cuDNN's symmetric padding (asymmetric padding is added as explicit zeros by the caller,
-// as for the legacy API), stride, dilation 1, float32 data and compute. Building it:
+// as for the legacy API), stride, dilation 1, float32 data and compute (with bf16: the operands
+// read in bfloat16, float32 compute, the operand written in float32 where an engine offers it).
+// Building it:
 //   operation (forward / backward data / backward filter) -> operation graph -> engine heuristics
 //   (mode A, then the fallback list) -> each engine config filtered by the settings
 //   (engine_refusal: TF32, determinism, workspace) and finalized into an execution plan;
@@ -39,7 +41,10 @@ struct GraphConvProblem {
   Shape x, w, y;  ///< (N, C, D, H, W), (O, C, KD, KH, KW), (N, O, OD, OH, OW)
   Dims3 pad{0, 0, 0};
   Dims3 stride{1, 1, 1};
-  /// The cache key: direction, shapes, padding, stride.
+  /// bf16 operands: the two the direction reads are bfloat16; the one it writes is float32 where
+  /// an engine offers that, else bfloat16 (GraphConv::output_bf16). Compute type float32 either way.
+  bool bf16 = false;
+  /// The cache key: direction, shapes, padding, stride, types.
   std::string key() const;
 };
 
@@ -60,6 +65,8 @@ class GraphConv {
   float measured_ms() const { return m_ms; }
   /// The engine: its global index and numerical notes, for logs.
   const std::string& engine() const { return m_engine; }
+  /// A bf16 problem whose written operand is bfloat16 (no engine wrote float32): the caller widens it.
+  bool output_bf16() const { return m_output_bf16; }
 
   /// Runs the plan on the context's stream, the operands in the forward convolution's roles:
   /// forward writes y = conv(x, w); backward data writes x = conv_bwd_data(y, w); backward weights
@@ -71,7 +78,8 @@ class GraphConv {
 
  private:
   GraphConv() = default;
-  static std::shared_ptr<const GraphConv> build(Context& ctx, const GraphConvProblem& p, const std::string& what);
+  static std::shared_ptr<const GraphConv> build(Context& ctx, const GraphConvProblem& p, const std::string& what,
+                                                bool output_bf16);
 
   ConvDirection m_direction = ConvDirection::forward;
   std::vector<std::shared_ptr<void>> m_keep;  ///< the descriptors it was built from
@@ -79,6 +87,7 @@ class GraphConv {
   UniqueHandle<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor> m_plan;
   std::size_t m_workspace = 0;
   float m_ms = -1.0f;
+  bool m_output_bf16 = false;
   std::string m_engine;
 };
 

@@ -7,6 +7,8 @@
 #include "mpigan/backend/cuda/launchers.hpp"
 #include "mpigan/core/error.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -138,7 +140,26 @@ Tensor pinned_host_tensor(const Shape& shape) {
 CudaBackend::CudaBackend(const BackendOptions& options) {
   cuda::DeviceChoice choice;
   choice.device = choose_cuda_device(options.device_id, &choice.reason);
-  m_ctx = std::make_unique<Context>(std::move(choice), cuda::Settings::from_env());
+  cuda::Settings settings = cuda::Settings::from_env();
+  if (options.precision == Precision::bf16) {
+    int major = 0, minor = 0;
+    MPIGAN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, choice.device));
+    MPIGAN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, choice.device));
+    if (major < 8)
+      spdlog::warn("precision bf16: GPU {} is sm_{}{}; bf16 tensor cores need sm_80 or newer; running fp32",
+                   choice.device, major, minor);
+    else if (settings.conv_api == cuda::Settings::ConvApi::legacy)
+      spdlog::warn(
+          "precision bf16: the cuda backend runs bf16 convolutions through cuDNN's graph API, which "
+          "MPIGAN_CUDA_CONV_API=legacy turns off; running fp32");
+    else
+      settings.bf16 = true;
+  }
+  m_ctx = std::make_unique<Context>(std::move(choice), settings);
+}
+
+Precision CudaBackend::precision() const {
+  return m_ctx->settings().bf16 ? Precision::bf16 : Precision::fp32;
 }
 
 CudaBackend::~CudaBackend() = default;

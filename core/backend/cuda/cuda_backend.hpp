@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendOptions& options = {});
   ~CudaBackend() override;
+  /// bf16 where asked for and the GPU has bf16 tensor cores (Settings::bf16), else fp32.
+  Precision precision() const override;
 
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::cuda; }

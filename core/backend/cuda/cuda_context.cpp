@@ -132,10 +132,12 @@ Settings Settings::from_env() {
 std::string Settings::to_string() const {
   return fmt::format(
       "math {}, conv API {}{}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
-      tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)" : "strict fp32", choice_name(kConvApis, conv_api),
-      graph_runtime_compiled ? "" : " (no runtime-compiled engines)", choice_name(kConvAlgos, conv_algo),
-      deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad), workspace_limit >> 20,
-      caching ? "caching" : "plain cudaMalloc");
+      bf16   ? "bf16 convolutions (fp32 accumulation)"
+      : tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)"
+             : "strict fp32",
+      choice_name(kConvApis, conv_api), graph_runtime_compiled ? "" : " (no runtime-compiled engines)",
+      choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad),
+      workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

@@ -84,6 +84,11 @@ struct Settings {
   bool graph_runtime_compiled = true;    ///< MPIGAN_CUDA_GRAPH_RTC=0: no runtime-compiled graph engines (TF32)
   std::size_t workspace_limit = std::size_t{1} << 30;  ///< MPIGAN_CUDA_WORKSPACE_MB (per conv algorithm)
   bool caching = true;                                 ///< MPIGAN_CUDA_CACHING=0 disables the caching allocator
+  /// Precision::bf16 (BackendOptions, not the environment): the convolutions read their operands
+  /// rounded to bfloat16 and accumulate in fp32, through the graph API (conv3d_graph.hpp); a
+  /// direction no graph engine runs in bf16 stays fp32. Needs a GPU of compute capability 8.0 or
+  /// newer (CudaBackend checks).
+  bool bf16 = false;
   static Settings from_env();
   std::string to_string() const;
 };

@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <cstdint>
+#include <cstring>
 
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
@@ -66,6 +67,25 @@ MPIGAN_HD bool is_finite(float x) {
 #else
   return std::isfinite(x);
 #endif
+}
+
+/// The bits of @p x rounded to the nearest bfloat16, ties to even (what oneDNN's f32 -> bf16 reorder
+/// and CUDA's __float2bfloat16_rn do); a NaN stays a (quiet) NaN. The high 16 bits of a float32 are
+/// a bfloat16, so widening back is a shift (bf16_to_float).
+MPIGAN_HD std::uint16_t float_to_bf16_bits(float x) {
+  std::uint32_t u = 0;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0u)
+    return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+MPIGAN_HD float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float x = 0.0f;
+  memcpy(&x, &u, sizeof x);
+  return x;
 }
 
 /// max(x, 0)^p with the reference's std::max semantics (a NaN x stays NaN).

@@ -1,5 +1,6 @@
 // Element-wise math over flat buffers (Backend::fill, axpby, mul, pow, pow_backward_add, dropout,
-// sum_per_item, add_per_item) and the two reductions (sum_squares, count_nonfinite).
+// sum_per_item, add_per_item), the bf16 conversions of the convolutions' operands (to_bf16,
+// from_bf16) and the two reductions (sum_squares, count_nonfinite).
 //
 // Invariants: formulas come from device_math.hpp (shared with the host tests); grid-stride loops
 // over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
@@ -17,6 +18,15 @@ __global__ void fill_kernel(float* x, std::size_t n, float value) {
 
 __global__ void axpby_kernel(float a, const float* x, float b, float* y, std::size_t n) {
   for (std::size_t i = global_thread(); i < n; i += grid_threads()) y[i] = a * x[i] + (b == 0.0f ? 0.0f : b * y[i]);
+}
+
+__global__ void to_bf16_kernel(const float* src, std::uint16_t* dst, std::size_t n) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) dst[i] = float_to_bf16_bits(src[i]);
+}
+
+__global__ void from_bf16_kernel(const std::uint16_t* src, float* dst, std::size_t n, bool accumulate) {
+  for (std::size_t i = global_thread(); i < n; i += grid_threads())
+    dst[i] = accumulate ? dst[i] + bf16_to_float(src[i]) : bf16_to_float(src[i]);
 }
 
 __global__ void mul_kernel(const float* a, const float* b, float* out, std::size_t n) {
@@ -125,6 +135,18 @@ void fill(cudaStream_t stream, float* x, std::size_t n, float value) {
 void axpby(cudaStream_t stream, float a, const float* x, float b, float* y, std::size_t n) {
   if (n == 0) return;
   axpby_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, x, b, y, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16(cudaStream_t stream, const float* src, std::uint16_t* dst, std::size_t n) {
+  if (n == 0) return;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void from_bf16(cudaStream_t stream, const std::uint16_t* src, float* dst, std::size_t n, bool accumulate) {
+  if (n == 0) return;
+  from_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n, accumulate);
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 

@@ -34,6 +34,11 @@ void sum_per_item(cudaStream_t stream, const float* src, std::int64_t items, std
 void add_per_item(cudaStream_t stream, const float* diff_dst, std::int64_t items, std::int64_t item_numel,
                   float* diff_src);
 
+/// dst[i] = src[i] rounded to bfloat16 (float_to_bf16_bits: nearest, ties to even); n elements.
+void to_bf16(cudaStream_t stream, const float* src, std::uint16_t* dst, std::size_t n);
+/// dst[i] = src[i] widened to float32; accumulate: dst[i] += that.
+void from_bf16(cudaStream_t stream, const std::uint16_t* src, float* dst, std::size_t n, bool accumulate);
+
 /// Device scratch a reduction needs (partials); results are written to a device scalar.
 inline constexpr std::size_t kReduceScratchBytes = 1024 * sizeof(double);
 /// *result = sum of x^2 in double, deterministic (fixed block count and order for a given n).

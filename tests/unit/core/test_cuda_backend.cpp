@@ -33,7 +33,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -440,6 +442,34 @@ TEST_CASE("cuda: the weight gradient as a forward convolution of the transposed 
   CHECK(planned == 4);
 }
 
+TEST_CASE("cuda: bf16 rounding of the convolutions' operands (host)") {
+  // Hand-computed: 1 + 2^-8 lies halfway between the bf16 values 1 and 1 + 2^-7 and goes to the
+  // even one (1); 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6 and goes to the even one
+  // (1 + 2^-6); 1 + 2^-8 + 2^-20 is above half and goes up.
+  CHECK(cuda::float_to_bf16_bits(1.0f) == 0x3F80u);
+  CHECK(cuda::bf16_to_float(cuda::float_to_bf16_bits(1.0f + 0x1p-8f)) == 1.0f);
+  CHECK(cuda::bf16_to_float(cuda::float_to_bf16_bits(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f);
+  CHECK(cuda::bf16_to_float(cuda::float_to_bf16_bits(1.0f + 0x1p-8f + 0x1p-20f)) == 1.0f + 0x1p-7f);
+  CHECK(cuda::bf16_to_float(cuda::float_to_bf16_bits(-2.5f)) == -2.5f);  // exact in bf16
+  CHECK(cuda::float_to_bf16_bits(0.0f) == 0x0000u);
+  CHECK(cuda::float_to_bf16_bits(-0.0f) == 0x8000u);
+  CHECK(cuda::float_to_bf16_bits(std::numeric_limits<float>::infinity()) == 0x7F80u);
+  // the largest finite float rounds up to infinity, as round-to-nearest does past bf16's maximum
+  CHECK(cuda::float_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7F80u);
+  // a NaN whose payload lies only in the low 16 bits stays a NaN (plain rounding would make it +inf)
+  const float low_nan = std::bit_cast<float>(0x7F800001u);
+  CHECK(std::isnan(cuda::bf16_to_float(cuda::float_to_bf16_bits(low_nan))));
+  CHECK(std::isnan(cuda::bf16_to_float(cuda::float_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
+  // every value is within half a bf16 ulp (at most 2^-8 of it) and rounding is idempotent
+  Rng rng(37);
+  const Tensor x = random_host({4096}, rng, -100.0f, 100.0f);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const float v = x.data()[i], r = cuda::bf16_to_float(cuda::float_to_bf16_bits(v));
+    REQUIRE(std::abs(r - v) <= std::abs(v) * 0x1p-8f);
+    REQUIRE(cuda::float_to_bf16_bits(r) == cuda::float_to_bf16_bits(v));
+  }
+}
+
 TEST_CASE("cuda: element formulas and index maps of the kernels match the reference (host)") {
   auto ref = make_backend("reference");
   Rng rng(31);
@@ -672,6 +702,102 @@ TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_W
     // the strided case stays on cuDNN's weight-gradient algorithms and is checked the same way
     check_weight_gradients(*b.gpu, *ref_op, *gpu_op, c, out, src, dy, rng);
   }
+}
+
+TEST_CASE("cuda: bf16 convolutions equal the reference on bf16-rounded inputs, accumulated in fp32") {
+  MPIGAN_REQUIRE_GPU();
+  BackendOptions o;
+  o.precision = Precision::bf16;
+  auto gpu = make_backend("cuda", o);
+  if (gpu->precision() != Precision::bf16) {
+    MESSAGE("SKIPPED: this GPU has no bf16 tensor cores (" << gpu->describe() << ")");
+    return;
+  }
+  CHECK(gpu->describe().find("bf16 convolutions") != std::string::npos);
+  auto ref = make_backend("reference");
+  const auto rounded = [](const Tensor& t) {
+    Tensor r = t.clone();
+    for (std::int64_t i = 0; i < r.numel(); ++i)
+      r.data()[i] = cuda::bf16_to_float(cuda::float_to_bf16_bits(r.data()[i]));
+    return r;
+  };
+  // A product of two bf16 values is exact in fp32, so the results equal the reference's on the
+  // rounded inputs to fp32 summation error; where an engine writes its result in bf16 (no engine
+  // wrote fp32), to half a bf16 ulp more. The reference on the unrounded inputs stands apart.
+  const auto check = [&](const std::string& what, const Tensor& got, const Tensor& want, const Tensor& plain,
+                         double terms) {
+    const test::Tolerance fp32{std::min(1e-2, 2e-7 * terms), 1e-4};
+    const test::Tolerance bf16_out{std::min(1e-2, 2e-7 * terms), 1e-4 + 0x1p-8};
+    bool rounded_out = true;
+    for (std::int64_t i = 0; i < got.numel() && rounded_out; ++i)
+      rounded_out = (std::bit_cast<std::uint32_t>(got.data()[i]) & 0xFFFFu) == 0u;
+    CAPTURE(rounded_out);
+    test::check_close(what, got, want, rounded_out ? bf16_out : fp32);
+    double far = 0, near = 0, sq = 0;
+    for (std::int64_t i = 0; i < got.numel(); ++i) {
+      far = std::max(far, static_cast<double>(std::abs(got.data()[i] - plain.data()[i])));
+      near = std::max(near, static_cast<double>(std::abs(got.data()[i] - want.data()[i])));
+      sq += static_cast<double>(want.data()[i]) * want.data()[i];
+    }
+    CAPTURE(far);
+    CAPTURE(near);
+    if (!rounded_out) CHECK(far > 20 * near);  // bf16 inputs ran (they lose 8 bits)
+    CHECK(far > 0x1p-12 * std::sqrt(sq / static_cast<double>(got.numel())));
+  };
+  Rng rng(67);
+  for (const auto& c : conv_cases()) {
+    const std::string case_name = c.name;
+    CAPTURE(case_name);
+    auto ref_op = ref->make_conv3d(c.desc);
+    auto gpu_op = gpu->make_conv3d(c.desc);
+    const Shape out = ref_op->setup({c.src, nullptr}).shape;
+    REQUIRE(gpu_op->setup({c.src, nullptr}).shape == out);
+    const Tensor src = random_host(c.src, rng), w = random_host(c.desc.weights_shape(), rng),
+                 bias = c.desc.bias ? random_host({c.desc.oc}, rng) : Tensor(), dy = random_host(out, rng);
+    const Tensor g_src = to_gpu(*gpu, src), g_w = to_gpu(*gpu, w), g_dy = to_gpu(*gpu, dy);
+    const Tensor g_bias = c.desc.bias ? to_gpu(*gpu, bias) : Tensor();
+    const double fwd_terms = static_cast<double>(c.desc.weights_shape().numel() / c.desc.oc);
+
+    Tensor want = Tensor::zeros(out), plain = Tensor::zeros(out);
+    ref_op->forward(rounded(src), rounded(w), bias, want);
+    ref_op->forward(src, w, bias, plain);
+    Tensor g_y = to_gpu(*gpu, Tensor::zeros(out));
+    gpu_op->forward(g_src, g_w, g_bias, g_y);
+    check("forward", gpu->to_host(g_y), want, plain, fwd_terms);
+
+    Tensor want_dx = Tensor::zeros(c.src), plain_dx = Tensor::zeros(c.src);
+    ref_op->backward_data(rounded(dy), rounded(w), want_dx);
+    ref_op->backward_data(dy, w, plain_dx);
+    Tensor g_dx = to_gpu(*gpu, Tensor::zeros(c.src));
+    gpu_op->backward_data(g_dy, g_w, g_dx);
+    check("backward data", gpu->to_host(g_dx), want_dx, plain_dx,
+          static_cast<double>(c.desc.oc * c.desc.kernel.product()));
+
+    // weight gradients from zero (the accumulation is checked in fp32 elsewhere); the bias
+    // gradient stays fp32
+    Tensor want_dw = Tensor::zeros(c.desc.weights_shape()), plain_dw = Tensor::zeros(c.desc.weights_shape());
+    Tensor no_bias, want_db = c.desc.bias ? Tensor::zeros({c.desc.oc}) : Tensor();
+    ref_op->backward_weights(rounded(src), rounded(dy), want_dw, no_bias);
+    ref_op->backward_weights(src, dy, plain_dw, want_db);
+    Tensor g_dw = to_gpu(*gpu, Tensor::zeros(c.desc.weights_shape()));
+    Tensor g_db = c.desc.bias ? to_gpu(*gpu, Tensor::zeros({c.desc.oc})) : Tensor();
+    gpu_op->backward_weights(g_src, g_dy, g_dw, g_db);
+    const double terms = static_cast<double>(out.numel() / out[1]);
+    check("backward weights", gpu->to_host(g_dw), want_dw, plain_dw, terms);
+    if (c.desc.bias)
+      test::check_close("backward bias", gpu->to_host(g_db), want_db,
+                        test::Tolerance{std::min(1e-2, 2e-7 * terms), 1e-4});
+  }
+  // Which problems ran in bf16 through the graph API (the rest ran fp32 and warned).
+  auto& plans = dynamic_cast<CudaBackend&>(*gpu).context().graph_conv_plans();
+  int ran = 0;
+  for (const auto& [key, plan] : plans) {
+    MESSAGE(key << ": "
+                << (plan ? plan->engine() + (plan->output_bf16() ? ", bf16 written" : ", fp32 written")
+                         : std::string("no engine, fp32 legacy")));
+    ran += plan != nullptr;
+  }
+  CHECK(ran >= 1);
 }
 
 TEST_CASE("cuda: conv3d through cuDNN's graph API (MPIGAN_CUDA_CONV_API=graph) equals the reference") {
