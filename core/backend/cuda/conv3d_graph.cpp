@@ -308,17 +308,27 @@ std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvPro
   auto& cache = ctx.graph_conv_plans();
   const std::string key = p.key();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::shared_ptr<const GraphConv> plan;
-  try {
-    // bf16: the written operand in float32 if an engine offers that (no rounding of the result, as
-    // on the cpu backend), else in bfloat16
-    plan = build(ctx, p, what, false);
-    if (!plan && p.bf16) plan = build(ctx, p, what, true);
-  } catch (const Error& e) {
-    // a cuDNN status the graph path did not expect costs the graph path, not the run
-    spdlog::warn("cuda conv3d {} {}: the graph API failed ({}); the legacy API runs it", what,
-                 direction_name(p.direction), e.what());
-  }
+  // A cuDNN status the graph path did not expect costs the graph path, not the run. With bf16 the
+  // float32-written form may be refused at any descriptor (mixed types), and the bfloat16-written
+  // form is tried after it all the same.
+  const auto attempt = [&](bool output_bf16) -> std::shared_ptr<const GraphConv> {
+    try {
+      return build(ctx, p, what, output_bf16);
+    } catch (const Error& e) {
+      if (p.bf16 && !output_bf16) {
+        spdlog::debug("cuda conv3d {} {}: the graph API refuses bf16 operands with a float32 result ({})", what,
+                      direction_name(p.direction), e.what());
+      } else {
+        spdlog::warn("cuda conv3d {} {}: the graph API failed ({}); the legacy API runs it", what,
+                     direction_name(p.direction), e.what());
+      }
+      return nullptr;
+    }
+  };
+  // bf16: the written operand in float32 if an engine offers that (no rounding of the result, as on
+  // the cpu backend), else in bfloat16
+  std::shared_ptr<const GraphConv> plan = attempt(false);
+  if (!plan && p.bf16) plan = attempt(true);
   cache.emplace(key, plan);
   return plan;
 }
