@@ -132,11 +132,15 @@ done
 if (($(left) > 400)); then
   timeout 60 "$g/build/tests/mpigan_test_core" -tc="cuda: bf16*" --force-colors=0 -s > "$logs/tests_bf16.txt" 2>&1
   say "tests bf16: exit $? $(grep -h 'test cases:' "$logs/tests_bf16.txt")"
-  timeout 90 "$mpigan" bench step --device cuda --precision bf16 --model 3dgan-25 --batch 128 --steps 8 --threads 6 \
-    --profile 2 --log-level debug > "$logs/mpigan_3dgan-25_b128_bf16.txt" 2>&1
-  say "mpigan  3dgan-25_b128_bf16: exit $? $(grep -h 'samples_per_s' "$logs/mpigan_3dgan-25_b128_bf16.txt" | tr '\n' ' ')" \
-    "bf16 graph-API plans: $(grep -c 'bf16 operands[^)]*): graph API' "$logs/mpigan_3dgan-25_b128_bf16.txt")," \
-    "fp32 fallbacks: $(grep -c 'runs in fp32' "$logs/mpigan_3dgan-25_b128_bf16.txt")"
+  for layout in channels_last channels_first; do
+    [[ $layout == channels_last ]] || (($(left) > 380)) || continue
+    log="$logs/mpigan_3dgan-25_b128_bf16_$layout.txt"
+    MPIGAN_CUDA_BF16_LAYOUT=$layout timeout 90 "$mpigan" bench step --device cuda --precision bf16 --model 3dgan-25 \
+      --batch 128 --steps 8 --threads 6 --profile 2 --log-level debug > "$log" 2>&1
+    say "mpigan  3dgan-25_b128_bf16 $layout: exit $? $(grep -h 'samples_per_s' "$log" | tr '\n' ' ')" \
+      "bf16 graph-API plans: $(grep -c 'bf16 operands[^)]*): graph API' "$log")," \
+      "fp32 fallbacks: $(grep -c 'runs in fp32' "$log")"
+  done
   timeout 60 "$py" "$root/bench/pytorch/bench_step.py" --device cuda --model 3dgan-25 --batch 128 --steps 8 \
     --threads 6 --profile 25 --bf16 > "$logs/pytorch_3dgan-25_b128_bf16.txt" 2>&1
   say "pytorch 3dgan-25_b128_bf16: exit $? $(grep -h 'step_time_s\|samples_per_s' "$logs/pytorch_3dgan-25_b128_bf16.txt" |

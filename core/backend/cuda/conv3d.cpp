@@ -15,10 +15,13 @@
 // With MPIGAN_CUDA_CONV_API=graph|measured each direction may run through cuDNN's graph API instead
 // (conv3d_graph.hpp) on the same padded problem; the bias stays with the legacy calls.
 // Precision::bf16 (Settings::bf16): every direction a graph engine runs in bf16 takes the graph API
-// (whatever the measurement), its two inputs rounded to bfloat16 copies in the workspace (to_bf16,
-// after the padded src: x16 | w16 | y16, then the engine's workspace), its output written in
-// float32, or in bfloat16 and widened where no engine writes float32; a direction without such an
-// engine runs in fp32 (a warning says which). The bias and its gradient stay fp32.
+// (whatever the measurement), its two inputs rounded to bfloat16 copies in the workspace (after
+// the padded src: x16 | w16 | y16, then the engine's workspace), channels-last (NDHWC, transposed
+// by to_bf16_channels_last) unless MPIGAN_CUDA_BF16_LAYOUT=channels_first; its output written in
+// float32, or in bfloat16 where no engine writes float32, into the staging copy where it is bf16
+// or channels-last and from there widened and transposed back (from_channels_last, from_bf16); a
+// direction without such an engine runs in fp32 (a warning says which). The bias and its gradient
+// stay fp32.
 #include "mpigan/backend/cuda/conv3d_graph.hpp"
 #include "mpigan/backend/cuda/conv3d_plan.hpp"
 #include "mpigan/backend/cuda/cuda_ops.hpp"
@@ -149,12 +152,13 @@ class CudaConv3d final : public Conv3dOp {
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
     const Staged b = staged(p, ws);
-    void* out = p.g_fwd && p.g_fwd->output_bf16() ? static_cast<void*>(b.y) : dst.data();
+    const bool staged_out = p.g_fwd && (p.channels_last || p.g_fwd->output_bf16());
+    void* out = staged_out ? static_cast<void*>(b.y) : dst.data();
     if (p.bf16 && p.g_fwd && GraphConv::accepts(b.x, b.w, out)) {
-      kernels::to_bf16(m_ctx.stream(), x, b.x, static_cast<std::size_t>(p.pad.padded_src.numel()));
-      kernels::to_bf16(m_ctx.stream(), weights.data(), b.w, static_cast<std::size_t>(weights.numel()));
+      to_operand(p, x, b.x, p.pad.padded_src);
+      to_operand(p, weights.data(), b.w, m_desc.weights_shape());
       p.g_fwd->execute(m_ctx, b.x, b.w, out, b.graph_ws);
-      if (out == b.y) kernels::from_bf16(m_ctx.stream(), b.y, dst.data(), static_cast<std::size_t>(dst.numel()), false);
+      if (staged_out) from_operand(p, b.y, p.g_fwd->output_bf16(), dst.data(), p.dst, false);
     } else if (p.g_fwd && !p.bf16 && GraphConv::accepts(x, weights.data(), dst.data()))
       p.g_fwd->execute(m_ctx, const_cast<float*>(x), const_cast<float*>(weights.data()), dst.data(), ws + p.pad_bytes);
     else
@@ -177,13 +181,13 @@ class CudaConv3d final : public Conv3dOp {
     float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
     const float one = 1.0f, zero = 0.0f;
     const Staged b = staged(p, ws);
-    void* out = p.g_bwd_data && p.g_bwd_data->output_bf16() ? static_cast<void*>(b.x) : dx;
+    const bool staged_out = p.g_bwd_data && (p.channels_last || p.g_bwd_data->output_bf16());
+    void* out = staged_out ? static_cast<void*>(b.x) : dx;
     if (p.bf16 && p.g_bwd_data && GraphConv::accepts(out, b.w, b.y)) {
-      kernels::to_bf16(m_ctx.stream(), diff_dst.data(), b.y, static_cast<std::size_t>(diff_dst.numel()));
-      kernels::to_bf16(m_ctx.stream(), weights.data(), b.w, static_cast<std::size_t>(weights.numel()));
+      to_operand(p, diff_dst.data(), b.y, p.dst);
+      to_operand(p, weights.data(), b.w, m_desc.weights_shape());
       p.g_bwd_data->execute(m_ctx, out, b.w, b.y, b.graph_ws);
-      if (out == b.x)
-        kernels::from_bf16(m_ctx.stream(), b.x, dx, static_cast<std::size_t>(p.pad.padded_src.numel()), false);
+      if (staged_out) from_operand(p, b.x, p.g_bwd_data->output_bf16(), dx, p.pad.padded_src, false);
     } else if (p.g_bwd_data && !p.bf16 && GraphConv::accepts(dx, weights.data(), diff_dst.data()))
       p.g_bwd_data->execute(m_ctx, dx, const_cast<float*>(weights.data()), const_cast<float*>(diff_dst.data()),
                             ws + p.pad_bytes);
@@ -209,14 +213,15 @@ class CudaConv3d final : public Conv3dOp {
     const float one = 1.0f, zero = 0.0f;
     char* g_dw = ws + p.pad_bytes + p.g_bwd_filter_ws;  // the graph's dW, added to diff_weights below
     const Staged b = staged(p, ws);
-    const bool dw_bf16 = p.g_bwd_filter && p.g_bwd_filter->output_bf16();
-    if (p.bf16 && p.g_bwd_filter && GraphConv::accepts(b.x, dw_bf16 ? static_cast<void*>(b.w) : g_dw, b.y)) {
-      kernels::to_bf16(m_ctx.stream(), x, b.x, static_cast<std::size_t>(p.pad.padded_src.numel()));
-      kernels::to_bf16(m_ctx.stream(), diff_dst.data(), b.y, static_cast<std::size_t>(diff_dst.numel()));
-      if (dw_bf16) {
+    // the weight gradient goes to the staging buffer (added from there with from_operand) where it
+    // is bf16 or channels-last, else to g_dw (added with cudnnAddTensor)
+    const bool staged_dw = p.g_bwd_filter && (p.channels_last || p.g_bwd_filter->output_bf16());
+    if (p.bf16 && p.g_bwd_filter && GraphConv::accepts(b.x, staged_dw ? static_cast<void*>(b.w) : g_dw, b.y)) {
+      to_operand(p, x, b.x, p.pad.padded_src);
+      to_operand(p, diff_dst.data(), b.y, p.dst);
+      if (staged_dw) {
         p.g_bwd_filter->execute(m_ctx, b.x, b.w, b.y, b.graph_ws);
-        kernels::from_bf16(m_ctx.stream(), b.w, diff_weights.data(), static_cast<std::size_t>(diff_weights.numel()),
-                           true);
+        from_operand(p, b.w, p.g_bwd_filter->output_bf16(), diff_weights.data(), m_desc.weights_shape(), true);
       } else {
         p.g_bwd_filter->execute(m_ctx, b.x, g_dw, b.y, b.graph_ws);
         MPIGAN_CUDNN_CHECK(
@@ -280,8 +285,10 @@ class CudaConv3d final : public Conv3dOp {
     std::size_t g_bwd_filter_ws = 0;
     TensorDescPtr dw;
     // bf16: the bfloat16 copies of the operands, after the padded src in the workspace (their
-    // bytes, each 256-aligned; all zero in fp32), then a graph engine's own workspace.
-    bool bf16 = false;
+    // bytes, each 256-aligned; all zero in fp32), then a graph engine's own workspace. Channels-last
+    // copies (Settings::bf16_channels_last) hold the written operand too, in float32 where an
+    // engine writes that: 4 bytes per element then.
+    bool bf16 = false, channels_last = false;
     std::size_t x16_bytes = 0, w16_bytes = 0, y16_bytes = 0;
     std::size_t b16_bytes() const { return x16_bytes + w16_bytes + y16_bytes; }
   };
@@ -295,6 +302,31 @@ class CudaConv3d final : public Conv3dOp {
     char* at = ws + p.pad_bytes;
     return {reinterpret_cast<std::uint16_t*>(at), reinterpret_cast<std::uint16_t*>(at + p.x16_bytes),
             reinterpret_cast<std::uint16_t*>(at + p.x16_bytes + p.w16_bytes), at + p.b16_bytes()};
+  }
+
+  /// (N, C, S) of a 5D shape: its channels-last geometry.
+  static ChannelsLastGeometry channels_last_geometry(const Shape& s) { return {s[0], s[1], s[2] * s[3] * s[4]}; }
+
+  /// @p src (float32, NCDHW, of @p shape) rounded to the bf16 copy @p dst in the plan's layout.
+  void to_operand(const Plan& p, const float* src, std::uint16_t* dst, const Shape& shape) const {
+    if (p.channels_last)
+      kernels::to_bf16_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, dst);
+    else
+      kernels::to_bf16(m_ctx.stream(), src, dst, static_cast<std::size_t>(shape.numel()));
+  }
+
+  /// The written operand @p src (bf16 if @p src_bf16, else float32; in the plan's layout, of @p
+  /// shape) into @p dst (float32, NCDHW), added to it with @p accumulate.
+  void from_operand(const Plan& p, const void* src, bool src_bf16, float* dst, const Shape& shape,
+                    bool accumulate) const {
+    if (p.channels_last) {
+      kernels::from_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, src_bf16, dst, accumulate);
+      return;
+    }
+    // channels-first: only a bf16 result is staged (a float32 one is written in place)
+    MPIGAN_CHECK(src_bf16, "cuda conv3d {}: a float32 channels-first result is never staged", m_desc.to_string());
+    kernels::from_bf16(m_ctx.stream(), static_cast<const std::uint16_t*>(src), dst,
+                       static_cast<std::size_t>(shape.numel()), accumulate);
   }
 
   const Plan& planned() const {
@@ -317,9 +349,11 @@ class CudaConv3d final : public Conv3dOp {
       p->pad_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * sizeof(float));
     if (m_ctx.settings().bf16) {
       p->bf16 = true;
-      p->x16_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * sizeof(std::uint16_t));
-      p->w16_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(std::uint16_t));
-      p->y16_bytes = align256(static_cast<std::size_t>(p->dst.numel()) * sizeof(std::uint16_t));
+      p->channels_last = m_ctx.settings().bf16_channels_last;
+      const std::size_t element = p->channels_last ? sizeof(float) : sizeof(std::uint16_t);
+      p->x16_bytes = align256(static_cast<std::size_t>(p->pad.padded_src.numel()) * element);
+      p->w16_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * element);
+      p->y16_bytes = align256(static_cast<std::size_t>(p->dst.numel()) * element);
     }
     p->x = make_tensor_desc(p->pad.padded_src);
     p->y = make_tensor_desc(p->dst);
@@ -443,6 +477,7 @@ class CudaConv3d final : public Conv3dOp {
     problem.pad = p.pad.sym;
     problem.stride = m_desc.stride;
     problem.bf16 = p.bf16;
+    problem.channels_last = p.channels_last;
     auto g = GraphConv::get(m_ctx, problem, what);
     if (!g && p.bf16) {
       spdlog::warn("cuda conv3d {} {}: no engine of cuDNN's graph API runs it in bf16; it runs in fp32", what,

@@ -48,12 +48,12 @@ class BackendDesc {
   UniqueHandle<cudnnBackendDescriptor_t, cudnnBackendDestroyDescriptor> m_desc;
 };
 
-BackendDesc tensor(const Shape& s, std::int64_t uid, bool bf16) {
+BackendDesc tensor(const Shape& s, std::int64_t uid, bool bf16, bool channels_last) {
   BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   std::array<std::int64_t, 5> dims{};
   for (int i = 0; i < 5; ++i) dims[static_cast<std::size_t>(i)] = s[i];
-  const auto strides = packed_strides(s, false);
+  const auto strides = packed_strides(s, channels_last);
   const std::int64_t align = GraphConv::kAlignment;
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 5, dims.data());
@@ -299,9 +299,9 @@ const char* direction_name(ConvDirection d) {
 }
 
 std::string GraphConvProblem::key() const {
-  return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}{}", direction_name(direction), x.to_string(),
+  return fmt::format("{} x{} w{} y{} pad {},{},{} stride {},{},{}{}{}", direction_name(direction), x.to_string(),
                      w.to_string(), y.to_string(), pad.d, pad.h, pad.w, stride.d, stride.h, stride.w,
-                     bf16 ? " bf16" : "");
+                     bf16 ? " bf16" : "", channels_last ? " channels-last" : "");
 }
 
 std::shared_ptr<const GraphConv> GraphConv::get(Context& ctx, const GraphConvProblem& p, const std::string& what) {
@@ -339,9 +339,9 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   ctx.activate();
   // The direction writes one operand and reads the other two (those in bf16 when the problem is).
   const auto bf16 = [&](ConvDirection writer) { return p.bf16 && (p.direction != writer || output_bf16); };
-  BackendDesc x = tensor(p.x, kUidX, bf16(ConvDirection::backward_data)),
-              w = tensor(p.w, kUidW, bf16(ConvDirection::backward_weights)),
-              y = tensor(p.y, kUidY, bf16(ConvDirection::forward));
+  BackendDesc x = tensor(p.x, kUidX, bf16(ConvDirection::backward_data), p.channels_last),
+              w = tensor(p.w, kUidW, bf16(ConvDirection::backward_weights), p.channels_last),
+              y = tensor(p.y, kUidY, bf16(ConvDirection::forward), p.channels_last);
   BackendDesc conv = convolution(p.pad, p.stride);
   BackendDesc op = operation(p, x, w, y, conv);
   BackendDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);

@@ -44,7 +44,9 @@ struct GraphConvProblem {
   /// bf16 operands: the two the direction reads are bfloat16; the one it writes is float32 where
   /// an engine offers that, else bfloat16 (GraphConv::output_bf16). Compute type float32 either way.
   bool bf16 = false;
-  /// The cache key: direction, shapes, padding, stride, types.
+  /// The operands in memory channels-last (NDHWC; weights O, KD, KH, KW, I), dimensions as always.
+  bool channels_last = false;
+  /// The cache key: direction, shapes, padding, stride, types, layout.
   std::string key() const;
 };
 

@@ -48,6 +48,9 @@ const Choice<Settings::ConvApi> kConvApis[] = {
     {"measured", "the faster of the graph API and the legacy API, measured per direction and shape",
      Settings::ConvApi::measured}};
 
+const Choice<bool> kBf16Layouts[] = {{"channels_last", "bf16 copies of the convolutions' operands in NDHWC", true},
+                                     {"channels_first", "bf16 copies in NCDHW, the op's own layout", false}};
+
 /// The value of environment variable @p var among @p choices, @p fallback when it is unset; any
 /// other value is fatal, with every allowed one and its meaning.
 template <class E, std::size_t N>
@@ -119,6 +122,7 @@ Settings Settings::from_env() {
   // (docs/cuda.md).
   s.graph_runtime_compiled = env_flag("MPIGAN_CUDA_GRAPH_RTC", !s.tf32);
   s.conv_api = env_choice("MPIGAN_CUDA_CONV_API", kConvApis, s.conv_api);
+  s.bf16_channels_last = env_choice("MPIGAN_CUDA_BF16_LAYOUT", kBf16Layouts, s.bf16_channels_last);
   if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
@@ -132,7 +136,8 @@ Settings Settings::from_env() {
 std::string Settings::to_string() const {
   return fmt::format(
       "math {}, conv API {}{}, conv algorithms {}{}, weight gradients {}, workspace limit {} MiB, allocator {}",
-      bf16   ? "bf16 convolutions (fp32 accumulation)"
+      bf16   ? (bf16_channels_last ? "bf16 convolutions (fp32 accumulation, channels-last copies)"
+                                   : "bf16 convolutions (fp32 accumulation, channels-first copies)")
       : tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)"
              : "strict fp32",
       choice_name(kConvApis, conv_api), graph_runtime_compiled ? "" : " (no runtime-compiled engines)",

@@ -89,6 +89,10 @@ struct Settings {
   /// direction no graph engine runs in bf16 stays fp32. Needs a GPU of compute capability 8.0 or
   /// newer (CudaBackend checks).
   bool bf16 = false;
+  /// MPIGAN_CUDA_BF16_LAYOUT=channels_last|channels_first: the layout of the bf16 copies the
+  /// convolutions run on (channels-last, NDHWC, is what cuDNN's bf16 tensor-core engines prefer;
+  /// the copies transpose at this edge, the op's tensors stay NCDHW).
+  bool bf16_channels_last = true;
   static Settings from_env();
   std::string to_string() const;
 };

@@ -183,6 +183,22 @@ MPIGAN_HD std::int64_t swap01_source_index(const Swap01Geometry& g, std::int64_t
 }
 
 // ----------------------------------------------------------------------------------------------
+// Channels-last copies of the bf16 convolutions' operands: (N, C, S) <-> (N, S, C), S the spatial
+// extent D*H*W (for weights: N = O, S = KD*KH*KW).
+
+struct ChannelsLastGeometry {
+  std::int64_t n = 0, c = 0, s = 0;
+  MPIGAN_HD std::int64_t numel() const { return n * c * s; }
+};
+
+/// Index into the channels-first (N, C, S) tensor of element @p i of its channels-last copy (N, S, C).
+MPIGAN_HD std::int64_t channels_first_index(const ChannelsLastGeometry& g, std::int64_t i) {
+  const std::int64_t c = i % g.c;
+  const std::int64_t r = i / g.c;  // = n * S + s
+  return ((r / g.s) * g.c + c) * g.s + r % g.s;
+}
+
+// ----------------------------------------------------------------------------------------------
 // Nearest-neighbour upsampling by integer factors (Keras UpSampling3D).
 
 /// src (NC, D, H, W) -> dst (NC, D*FD, H*FH, W*FW).

@@ -1,6 +1,6 @@
 // Element-wise math over flat buffers (Backend::fill, axpby, mul, pow, pow_backward_add, dropout,
 // sum_per_item, add_per_item), the bf16 conversions of the convolutions' operands (to_bf16,
-// from_bf16) and the two reductions (sum_squares, count_nonfinite).
+// from_bf16, and their channels-last forms) and the two reductions (sum_squares, count_nonfinite).
 //
 // Invariants: formulas come from device_math.hpp (shared with the host tests); grid-stride loops
 // over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
@@ -27,6 +27,23 @@ __global__ void to_bf16_kernel(const float* src, std::uint16_t* dst, std::size_t
 __global__ void from_bf16_kernel(const std::uint16_t* src, float* dst, std::size_t n, bool accumulate) {
   for (std::size_t i = global_thread(); i < n; i += grid_threads())
     dst[i] = accumulate ? dst[i] + bf16_to_float(src[i]) : bf16_to_float(src[i]);
+}
+
+__global__ void to_bf16_channels_last_kernel(ChannelsLastGeometry g, const float* src, std::uint16_t* dst) {
+  const auto n = static_cast<std::size_t>(g.numel());
+  for (std::size_t i = global_thread(); i < n; i += grid_threads())
+    dst[i] = float_to_bf16_bits(src[channels_first_index(g, static_cast<std::int64_t>(i))]);
+}
+
+__global__ void from_channels_last_kernel(ChannelsLastGeometry g, const void* src, bool src_bf16, float* dst,
+                                          bool accumulate) {
+  const auto n = static_cast<std::size_t>(g.numel());
+  for (std::size_t i = global_thread(); i < n; i += grid_threads()) {
+    const float v =
+        src_bf16 ? bf16_to_float(static_cast<const std::uint16_t*>(src)[i]) : static_cast<const float*>(src)[i];
+    const std::int64_t j = channels_first_index(g, static_cast<std::int64_t>(i));
+    dst[j] = accumulate ? dst[j] + v : v;
+  }
 }
 
 __global__ void mul_kernel(const float* a, const float* b, float* out, std::size_t n) {
@@ -147,6 +164,21 @@ void to_bf16(cudaStream_t stream, const float* src, std::uint16_t* dst, std::siz
 void from_bf16(cudaStream_t stream, const std::uint16_t* src, float* dst, std::size_t n, bool accumulate) {
   if (n == 0) return;
   from_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, dst, n, accumulate);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const float* src, std::uint16_t* dst) {
+  const auto n = static_cast<std::size_t>(g.numel());
+  if (n == 0) return;
+  to_bf16_channels_last_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, dst);
+  MPIGAN_CUDA_CHECK_LAUNCH();
+}
+
+void from_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const void* src, bool src_bf16, float* dst,
+                        bool accumulate) {
+  const auto n = static_cast<std::size_t>(g.numel());
+  if (n == 0) return;
+  from_channels_last_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, src_bf16, dst, accumulate);
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 

@@ -320,6 +320,22 @@ TEST_CASE("cuda: settings from the environment: defaults, named choices, and eve
                                            "'forward' (the forward convolution wherever the stride is 1)"),
                          Error);
   }
+  {
+    const test::ScopedEnv l("MPIGAN_CUDA_BF16_LAYOUT", nullptr);
+    CHECK(cuda::Settings::from_env().bf16_channels_last);
+  }
+  {
+    const test::ScopedEnv l("MPIGAN_CUDA_BF16_LAYOUT", "channels_first");
+    CHECK_FALSE(cuda::Settings::from_env().bf16_channels_last);
+  }
+  {
+    const test::ScopedEnv l("MPIGAN_CUDA_BF16_LAYOUT", "nhwc");
+    CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
+                         doctest::Contains("MPIGAN_CUDA_BF16_LAYOUT='nhwc': allowed are 'channels_last' (bf16 "
+                                           "copies of the convolutions' operands in NDHWC) and 'channels_first' "
+                                           "(bf16 copies in NCDHW, the op's own layout)"),
+                         Error);
+  }
   const test::ScopedEnv a("MPIGAN_CUDA_CONV_ALGO", "fastest");
   CHECK_THROWS_WITH_AS(cuda::Settings::from_env(),
                        doctest::Contains("MPIGAN_CUDA_CONV_ALGO='fastest': allowed are 'find' (benchmark the cuDNN "
@@ -467,6 +483,28 @@ TEST_CASE("cuda: bf16 rounding of the convolutions' operands (host)") {
     const float v = x.data()[i], r = cuda::bf16_to_float(cuda::float_to_bf16_bits(v));
     REQUIRE(std::abs(r - v) <= std::abs(v) * 0x1p-8f);
     REQUIRE(cuda::float_to_bf16_bits(r) == cuda::float_to_bf16_bits(v));
+  }
+}
+
+TEST_CASE("cuda: the channels-last copies' index map (host)") {
+  // Every element of the (N, S, C) copy names its source in (N, C, S), each source exactly once,
+  // as the loops over (n, s, c) say.
+  for (const cuda::ChannelsLastGeometry g :
+       {cuda::ChannelsLastGeometry{2, 3, 5}, cuda::ChannelsLastGeometry{1, 1, 7}, cuda::ChannelsLastGeometry{3, 8, 1},
+        cuda::ChannelsLastGeometry{2, 32, 6}}) {
+    CAPTURE(g.n);
+    CAPTURE(g.c);
+    CAPTURE(g.s);
+    std::vector<int> seen(static_cast<std::size_t>(g.numel()), 0);
+    std::int64_t i = 0;
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t sp = 0; sp < g.s; ++sp)
+        for (std::int64_t c = 0; c < g.c; ++c, ++i) {
+          const std::int64_t j = cuda::channels_first_index(g, i);
+          REQUIRE(j == (n * g.c + c) * g.s + sp);
+          ++seen[static_cast<std::size_t>(j)];
+        }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
   }
 }
 
@@ -706,6 +744,15 @@ TEST_CASE("cuda: conv3d weight gradients as a forward convolution (MPIGAN_CUDA_W
 
 TEST_CASE("cuda: bf16 convolutions equal the reference on bf16-rounded inputs, accumulated in fp32") {
   MPIGAN_REQUIRE_GPU();
+  std::string layout;
+  SUBCASE("channels-last copies") {
+    layout = "channels_last";
+  }
+  SUBCASE("channels-first copies") {
+    layout = "channels_first";
+  }
+  CAPTURE(layout);
+  const test::ScopedEnv layout_env("MPIGAN_CUDA_BF16_LAYOUT", layout.c_str());
   BackendOptions o;
   o.precision = Precision::bf16;
   auto gpu = make_backend("cuda", o);
@@ -713,7 +760,9 @@ TEST_CASE("cuda: bf16 convolutions equal the reference on bf16-rounded inputs, a
     MESSAGE("SKIPPED: this GPU has no bf16 tensor cores (" << gpu->describe() << ")");
     return;
   }
-  CHECK(gpu->describe().find("bf16 convolutions") != std::string::npos);
+  CHECK(gpu->describe().find(layout == "channels_last"
+                                 ? "bf16 convolutions (fp32 accumulation, channels-last"
+                                 : "bf16 convolutions (fp32 accumulation, channels-first") != std::string::npos);
   auto ref = make_backend("reference");
   const auto rounded = [](const Tensor& t) {
     Tensor r = t.clone();
@@ -733,6 +782,7 @@ TEST_CASE("cuda: bf16 convolutions equal the reference on bf16-rounded inputs, a
     problem.pad = pad.sym;
     problem.stride = c.desc.stride;
     problem.bf16 = true;
+    problem.channels_last = layout == "channels_last";
     const auto it = plans.find(problem.key());
     return it == plans.end() ? nullptr : it->second.get();
   };
