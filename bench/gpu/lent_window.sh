@@ -128,9 +128,10 @@ for tf32 in 1 0; do
   peer 3dgan-25 128 $tf32 8
 done
 # bf16 convolutions (graph API engines on bf16 tensor cores, fp32 accumulation): the op test against
-# the reference on bf16-rounded inputs, then the step beside PyTorch's bf16 autocast
-if (($(left) > 400)); then
-  timeout 60 "$g/build/tests/mpigan_test_core" -tc="cuda: bf16*" --force-colors=0 -s > "$logs/tests_bf16.txt" 2>&1
+# the reference on bf16-rounded inputs (both layouts of the bf16 copies), then the step beside PyTorch's
+# bf16 autocast
+if (($(left) > 420)); then
+  timeout 120 "$g/build/tests/mpigan_test_core" -tc="cuda: bf16*" --force-colors=0 -s > "$logs/tests_bf16.txt" 2>&1
   say "tests bf16: exit $? $(grep -h 'test cases:' "$logs/tests_bf16.txt")"
   for layout in channels_last channels_first; do
     [[ $layout == channels_last ]] || (($(left) > 380)) || continue

@@ -454,7 +454,10 @@ class CudaConv3d final : public Conv3dOp {
       // the legacy algorithm stays the fallback for operands the graph plan does not accept
       p.wt.reset();
       p.g_bwd_filter_ws = align256(p.b16_bytes() + p.g_bwd_filter->workspace());
-      const std::size_t dw_bytes = align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(float));
+      // the fp32 dW buffer after the engine's workspace, where the result is not staged (backward_weights)
+      const bool staged_dw = p.channels_last || p.g_bwd_filter->output_bf16();
+      const std::size_t dw_bytes =
+          staged_dw ? 0 : align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(float));
       p.bwd_filter_ws = std::max(p.g_bwd_filter_ws + dw_bytes, legacy_ws);
       p.dw = make_tensor_desc(m_desc.weights_shape());
     }
