@@ -152,13 +152,13 @@ class CudaConv3d final : public Conv3dOp {
     const float* x = padded_src(p, src, ws);
     const float one = 1.0f, zero = 0.0f;
     const Staged b = staged(p, ws);
-    const bool staged_out = p.g_fwd && (p.channels_last || p.g_fwd->output_bf16());
+    const bool staged_out = p.g_fwd && staged_result(*p.g_fwd);
     void* out = staged_out ? static_cast<void*>(b.y) : dst.data();
     if (p.bf16 && p.g_fwd && GraphConv::accepts(b.x, b.w, out)) {
-      to_operand(p, x, b.x, p.pad.padded_src);
-      to_operand(p, weights.data(), b.w, m_desc.weights_shape());
+      to_operand(*p.g_fwd, x, b.x, p.pad.padded_src);
+      to_operand(*p.g_fwd, weights.data(), b.w, m_desc.weights_shape());
       p.g_fwd->execute(m_ctx, b.x, b.w, out, b.graph_ws);
-      if (staged_out) from_operand(p, b.y, p.g_fwd->output_bf16(), dst.data(), p.dst, false);
+      if (staged_out) from_operand(*p.g_fwd, b.y, dst.data(), p.dst, false);
     } else if (p.g_fwd && !p.bf16 && GraphConv::accepts(x, weights.data(), dst.data()))
       p.g_fwd->execute(m_ctx, const_cast<float*>(x), const_cast<float*>(weights.data()), dst.data(), ws + p.pad_bytes);
     else
@@ -181,13 +181,13 @@ class CudaConv3d final : public Conv3dOp {
     float* dx = p.pad.explicit_padding ? reinterpret_cast<float*>(ws) : diff_src.data();
     const float one = 1.0f, zero = 0.0f;
     const Staged b = staged(p, ws);
-    const bool staged_out = p.g_bwd_data && (p.channels_last || p.g_bwd_data->output_bf16());
+    const bool staged_out = p.g_bwd_data && staged_result(*p.g_bwd_data);
     void* out = staged_out ? static_cast<void*>(b.x) : dx;
     if (p.bf16 && p.g_bwd_data && GraphConv::accepts(out, b.w, b.y)) {
-      to_operand(p, diff_dst.data(), b.y, p.dst);
-      to_operand(p, weights.data(), b.w, m_desc.weights_shape());
+      to_operand(*p.g_bwd_data, diff_dst.data(), b.y, p.dst);
+      to_operand(*p.g_bwd_data, weights.data(), b.w, m_desc.weights_shape());
       p.g_bwd_data->execute(m_ctx, out, b.w, b.y, b.graph_ws);
-      if (staged_out) from_operand(p, b.x, p.g_bwd_data->output_bf16(), dx, p.pad.padded_src, false);
+      if (staged_out) from_operand(*p.g_bwd_data, b.x, dx, p.pad.padded_src, false);
     } else if (p.g_bwd_data && !p.bf16 && GraphConv::accepts(dx, weights.data(), diff_dst.data()))
       p.g_bwd_data->execute(m_ctx, dx, const_cast<float*>(weights.data()), const_cast<float*>(diff_dst.data()),
                             ws + p.pad_bytes);
@@ -215,13 +215,13 @@ class CudaConv3d final : public Conv3dOp {
     const Staged b = staged(p, ws);
     // the weight gradient goes to the staging buffer (added from there with from_operand) where it
     // is bf16 or channels-last, else to g_dw (added with cudnnAddTensor)
-    const bool staged_dw = p.g_bwd_filter && (p.channels_last || p.g_bwd_filter->output_bf16());
+    const bool staged_dw = p.g_bwd_filter && staged_result(*p.g_bwd_filter);
     if (p.bf16 && p.g_bwd_filter && GraphConv::accepts(b.x, staged_dw ? static_cast<void*>(b.w) : g_dw, b.y)) {
-      to_operand(p, x, b.x, p.pad.padded_src);
-      to_operand(p, diff_dst.data(), b.y, p.dst);
+      to_operand(*p.g_bwd_filter, x, b.x, p.pad.padded_src);
+      to_operand(*p.g_bwd_filter, diff_dst.data(), b.y, p.dst);
       if (staged_dw) {
         p.g_bwd_filter->execute(m_ctx, b.x, b.w, b.y, b.graph_ws);
-        from_operand(p, b.w, p.g_bwd_filter->output_bf16(), diff_weights.data(), m_desc.weights_shape(), true);
+        from_operand(*p.g_bwd_filter, b.w, diff_weights.data(), m_desc.weights_shape(), true);
       } else {
         p.g_bwd_filter->execute(m_ctx, b.x, g_dw, b.y, b.graph_ws);
         MPIGAN_CUDNN_CHECK(
@@ -287,7 +287,8 @@ class CudaConv3d final : public Conv3dOp {
     // bf16: the bfloat16 copies of the operands, after the padded src in the workspace (their
     // bytes, each 256-aligned; all zero in fp32), then a graph engine's own workspace. Channels-last
     // copies (Settings::bf16_channels_last) hold the written operand too, in float32 where an
-    // engine writes that: 4 bytes per element then.
+    // engine writes that: 4 bytes per element then. A direction with no channels-last bf16 engine
+    // takes channels-first copies (GraphConv::channels_last() says which layout each plan has).
     bool bf16 = false, channels_last = false;
     std::size_t x16_bytes = 0, w16_bytes = 0, y16_bytes = 0;
     std::size_t b16_bytes() const { return x16_bytes + w16_bytes + y16_bytes; }
@@ -307,24 +308,27 @@ class CudaConv3d final : public Conv3dOp {
   /// (N, C, S) of a 5D shape: its channels-last geometry.
   static ChannelsLastGeometry channels_last_geometry(const Shape& s) { return {s[0], s[1], s[2] * s[3] * s[4]}; }
 
-  /// @p src (float32, NCDHW, of @p shape) rounded to the bf16 copy @p dst in the plan's layout.
-  void to_operand(const Plan& p, const float* src, std::uint16_t* dst, const Shape& shape) const {
-    if (p.channels_last)
+  /// Whether @p g's written operand goes to a staging copy (bf16, or channels-last) rather than in place.
+  static bool staged_result(const GraphConv& g) { return g.channels_last() || g.output_bf16(); }
+
+  /// @p src (float32, NCDHW, of @p shape) rounded to the bf16 copy @p dst in @p g's layout.
+  void to_operand(const GraphConv& g, const float* src, std::uint16_t* dst, const Shape& shape) const {
+    if (g.channels_last())
       kernels::to_bf16_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, dst);
     else
       kernels::to_bf16(m_ctx.stream(), src, dst, static_cast<std::size_t>(shape.numel()));
   }
 
-  /// The written operand @p src (bf16 if @p src_bf16, else float32; in the plan's layout, of @p
-  /// shape) into @p dst (float32, NCDHW), added to it with @p accumulate.
-  void from_operand(const Plan& p, const void* src, bool src_bf16, float* dst, const Shape& shape,
-                    bool accumulate) const {
-    if (p.channels_last) {
-      kernels::from_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, src_bf16, dst, accumulate);
+  /// @p g's written operand @p src (in its type and layout, of @p shape) into @p dst (float32,
+  /// NCDHW), added to it with @p accumulate.
+  void from_operand(const GraphConv& g, const void* src, float* dst, const Shape& shape, bool accumulate) const {
+    if (g.channels_last()) {
+      kernels::from_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, g.output_bf16(), dst, accumulate);
       return;
     }
     // channels-first: only a bf16 result is staged (a float32 one is written in place)
-    MPIGAN_CHECK(src_bf16, "cuda conv3d {}: a float32 channels-first result is never staged", m_desc.to_string());
+    MPIGAN_CHECK(g.output_bf16(), "cuda conv3d {}: a float32 channels-first result is never staged",
+                 m_desc.to_string());
     kernels::from_bf16(m_ctx.stream(), static_cast<const std::uint16_t*>(src), dst,
                        static_cast<std::size_t>(shape.numel()), accumulate);
   }
@@ -455,7 +459,7 @@ class CudaConv3d final : public Conv3dOp {
       p.wt.reset();
       p.g_bwd_filter_ws = align256(p.b16_bytes() + p.g_bwd_filter->workspace());
       // the fp32 dW buffer after the engine's workspace, where the result is not staged (backward_weights)
-      const bool staged_dw = p.channels_last || p.g_bwd_filter->output_bf16();
+      const bool staged_dw = staged_result(*p.g_bwd_filter);
       const std::size_t dw_bytes =
           staged_dw ? 0 : align256(static_cast<std::size_t>(m_desc.weights_shape().numel()) * sizeof(float));
       p.bwd_filter_ws = std::max(p.g_bwd_filter_ws + dw_bytes, legacy_ws);
@@ -482,6 +486,15 @@ class CudaConv3d final : public Conv3dOp {
     problem.bf16 = p.bf16;
     problem.channels_last = p.channels_last;
     auto g = GraphConv::get(m_ctx, problem, what);
+    if (!g && problem.channels_last) {
+      // no bf16 engine for the channels-last copies: the channels-first ones (the staging, sized
+      // for float32 copies, holds them too)
+      problem.channels_last = false;
+      g = GraphConv::get(m_ctx, problem, what);
+      if (g)
+        spdlog::info("cuda conv3d {} {}: no bf16 engine for channels-last operands; channels-first copies", what,
+                     direction_name(direction));
+    }
     if (!g && p.bf16) {
       spdlog::warn("cuda conv3d {} {}: no engine of cuDNN's graph API runs it in bf16; it runs in fp32", what,
                    direction_name(direction));

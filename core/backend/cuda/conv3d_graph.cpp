@@ -422,6 +422,7 @@ std::shared_ptr<const GraphConv> GraphConv::build(Context& ctx, const GraphConvP
   g->m_workspace = best->workspace;
   g->m_ms = best->ms;
   g->m_output_bf16 = p.bf16 && output_bf16;
+  g->m_channels_last = p.channels_last;
   g->m_engine = best->engine;
   g->m_plan.reset(best->owner->release());
   // What the plan was made from lives as long as the plan (the API does not promise that a

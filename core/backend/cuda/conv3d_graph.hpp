@@ -69,6 +69,8 @@ class GraphConv {
   const std::string& engine() const { return m_engine; }
   /// A bf16 problem whose written operand is bfloat16 (no engine wrote float32): the caller widens it.
   bool output_bf16() const { return m_output_bf16; }
+  /// The problem's operands are channels-last (GraphConvProblem::channels_last).
+  bool channels_last() const { return m_channels_last; }
 
   /// Runs the plan on the context's stream, the operands in the forward convolution's roles:
   /// forward writes y = conv(x, w); backward data writes x = conv_bwd_data(y, w); backward weights
@@ -90,6 +92,7 @@ class GraphConv {
   std::size_t m_workspace = 0;
   float m_ms = -1.0f;
   bool m_output_bf16 = false;
+  bool m_channels_last = false;
   std::string m_engine;
 };
 

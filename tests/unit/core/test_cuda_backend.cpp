@@ -783,7 +783,11 @@ TEST_CASE("cuda: bf16 convolutions equal the reference on bf16-rounded inputs, a
     problem.stride = c.desc.stride;
     problem.bf16 = true;
     problem.channels_last = layout == "channels_last";
-    const auto it = plans.find(problem.key());
+    auto it = plans.find(problem.key());
+    if ((it == plans.end() || !it->second) && problem.channels_last) {
+      problem.channels_last = false;  // the op's fallback where no channels-last engine runs it
+      it = plans.find(problem.key());
+    }
     return it == plans.end() ? nullptr : it->second.get();
   };
   // A product of two bf16 values is exact in fp32, so the results equal the reference's on the
