@@ -112,6 +112,9 @@ TEST_CASE("bf16 convolutions: the reference on bf16-rounded inputs, accumulated 
       {"3dgan-5 G 8->6 k3", {2, 8, 5, 5, 5}, {8, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true}},
       {"one input channel, k5", {2, 1, 9, 9, 9}, {1, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
       {"stride 2, no bias", {2, 6, 9, 8, 7}, {6, 8, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false}},
+      // asymmetric padding and an even kernel (3dgan-25's generator has both): the backward data as
+      // a forward convolution pads K - 1 - pad on each side
+      {"asymmetric, k(4,3,2)", {2, 4, 7, 6, 5}, {4, 8, {4, 3, 2}, {1, 1, 1}, {2, 1, 0}, {1, 1, 1}, true}},
       // 32 input channels: the weight gradient in oneDNN's blocked layout (conv3d.cpp)
       {"3dgan-25 D 32->8 k5", {2, 32, 7, 7, 7}, {32, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
   };
