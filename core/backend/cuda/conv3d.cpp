@@ -17,9 +17,9 @@
 // Precision::bf16 (Settings::bf16): every direction a graph engine runs in bf16 takes the graph API
 // (whatever the measurement), its two inputs rounded to bfloat16 copies in the workspace (after
 // the padded src: x16 | w16 | y16, then the engine's workspace), channels-last (NDHWC, transposed
-// by to_bf16_channels_last) unless MPIGAN_CUDA_BF16_LAYOUT=channels_first; its output written in
+// by to_bf16_swap01) unless MPIGAN_CUDA_BF16_LAYOUT=channels_first; its output written in
 // float32, or in bfloat16 where no engine writes float32, into the staging copy where it is bf16
-// or channels-last and from there widened and transposed back (from_channels_last, from_bf16); a
+// or channels-last and from there widened and transposed back (from_swap01, from_bf16); a
 // direction without such an engine runs in fp32 (a warning says which). The bias and its gradient
 // stay fp32.
 #include "mpigan/backend/cuda/conv3d_graph.hpp"
@@ -306,7 +306,9 @@ class CudaConv3d final : public Conv3dOp {
   }
 
   /// (N, C, S) of a 5D shape: its channels-last geometry.
-  static ChannelsLastGeometry channels_last_geometry(const Shape& s) { return {s[0], s[1], s[2] * s[3] * s[4]}; }
+  /// The swap of a 5D shape (N, C, D, H, W) to its channels-last copy (N, DHW, C), and back.
+  static Swap01Geometry to_channels_last(const Shape& s) { return {s[1], s[2] * s[3] * s[4], 1, s[0]}; }
+  static Swap01Geometry from_channels_last(const Shape& s) { return {s[2] * s[3] * s[4], s[1], 1, s[0]}; }
 
   /// Whether @p g's written operand goes to a staging copy (bf16, or channels-last) rather than in place.
   static bool staged_result(const GraphConv& g) { return g.channels_last() || g.output_bf16(); }
@@ -314,7 +316,7 @@ class CudaConv3d final : public Conv3dOp {
   /// @p src (float32, NCDHW, of @p shape) rounded to the bf16 copy @p dst in @p g's layout.
   void to_operand(const GraphConv& g, const float* src, std::uint16_t* dst, const Shape& shape) const {
     if (g.channels_last())
-      kernels::to_bf16_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, dst);
+      kernels::to_bf16_swap01(m_ctx.stream(), to_channels_last(shape), src, dst);
     else
       kernels::to_bf16(m_ctx.stream(), src, dst, static_cast<std::size_t>(shape.numel()));
   }
@@ -323,7 +325,7 @@ class CudaConv3d final : public Conv3dOp {
   /// NCDHW), added to it with @p accumulate.
   void from_operand(const GraphConv& g, const void* src, float* dst, const Shape& shape, bool accumulate) const {
     if (g.channels_last()) {
-      kernels::from_channels_last(m_ctx.stream(), channels_last_geometry(shape), src, g.output_bf16(), dst, accumulate);
+      kernels::from_swap01(m_ctx.stream(), from_channels_last(shape), src, g.output_bf16(), dst, accumulate);
       return;
     }
     // channels-first: only a bf16 result is staged (a float32 one is written in place)

@@ -167,35 +167,23 @@ MPIGAN_HD std::int64_t crop_source_index(const PadGeometry& g, std::int64_t i) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Swap of the two leading axes, src (A, B, inner) -> dst (B, A, inner): the operands of the weight
-// gradient computed as a forward convolution (conv3d_plan.hpp, WgradAsForward).
+// Swap of two adjacent axes, src (outer, A, B, inner) -> dst (outer, B, A, inner). With outer 1:
+// the operands of the weight gradient computed as a forward convolution (conv3d_plan.hpp,
+// WgradAsForward); with inner 1: the channels-last copies of the bf16 convolutions' operands,
+// (N, C, S) -> (N, S, C), S the spatial extent (for weights N = O, S = KD*KH*KW).
 
 struct Swap01Geometry {
-  std::int64_t a = 0, b = 0, inner = 0;
-  MPIGAN_HD std::int64_t numel() const { return a * b * inner; }
+  std::int64_t a = 0, b = 0, inner = 0, outer = 1;
+  MPIGAN_HD std::int64_t numel() const { return outer * a * b * inner; }
 };
 
 /// Index into src of dst element @p i.
 MPIGAN_HD std::int64_t swap01_source_index(const Swap01Geometry& g, std::int64_t i) {
-  const std::int64_t s = i % g.inner;
-  const std::int64_t r = i / g.inner;  // = b_index * A + a_index
-  return ((r % g.a) * g.b + r / g.a) * g.inner + s;
-}
-
-// ----------------------------------------------------------------------------------------------
-// Channels-last copies of the bf16 convolutions' operands: (N, C, S) <-> (N, S, C), S the spatial
-// extent D*H*W (for weights: N = O, S = KD*KH*KW).
-
-struct ChannelsLastGeometry {
-  std::int64_t n = 0, c = 0, s = 0;
-  MPIGAN_HD std::int64_t numel() const { return n * c * s; }
-};
-
-/// Index into the channels-first (N, C, S) tensor of element @p i of its channels-last copy (N, S, C).
-MPIGAN_HD std::int64_t channels_first_index(const ChannelsLastGeometry& g, std::int64_t i) {
-  const std::int64_t c = i % g.c;
-  const std::int64_t r = i / g.c;  // = n * S + s
-  return ((r / g.s) * g.c + c) * g.s + r % g.s;
+  const std::int64_t block = g.a * g.b * g.inner;
+  const std::int64_t o = i / block, j = i % block;
+  const std::int64_t s = j % g.inner;
+  const std::int64_t r = j / g.inner;  // = b_index * A + a_index
+  return o * block + ((r % g.a) * g.b + r / g.a) * g.inner + s;
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Element-wise math over flat buffers (Backend::fill, axpby, mul, pow, pow_backward_add, dropout,
 // sum_per_item, add_per_item), the bf16 conversions of the convolutions' operands (to_bf16,
-// from_bf16, and their channels-last forms) and the two reductions (sum_squares, count_nonfinite).
+// from_bf16, and their channels-last forms, to_bf16_swap01 and from_swap01) and the two reductions (sum_squares,
+// count_nonfinite).
 //
 // Invariants: formulas come from device_math.hpp (shared with the host tests); grid-stride loops
 // over std::size_t indices; reductions accumulate in double (counts in 64-bit integers) with a
@@ -29,20 +30,19 @@ __global__ void from_bf16_kernel(const std::uint16_t* src, float* dst, std::size
     dst[i] = accumulate ? dst[i] + bf16_to_float(src[i]) : bf16_to_float(src[i]);
 }
 
-__global__ void to_bf16_channels_last_kernel(ChannelsLastGeometry g, const float* src, std::uint16_t* dst) {
+__global__ void to_bf16_swap01_kernel(Swap01Geometry g, const float* src, std::uint16_t* dst) {
   const auto n = static_cast<std::size_t>(g.numel());
   for (std::size_t i = global_thread(); i < n; i += grid_threads())
-    dst[i] = float_to_bf16_bits(src[channels_first_index(g, static_cast<std::int64_t>(i))]);
+    dst[i] = float_to_bf16_bits(src[swap01_source_index(g, static_cast<std::int64_t>(i))]);
 }
 
-__global__ void from_channels_last_kernel(ChannelsLastGeometry g, const void* src, bool src_bf16, float* dst,
-                                          bool accumulate) {
+__global__ void from_swap01_kernel(Swap01Geometry g, const void* src, bool src_bf16, float* dst, bool accumulate) {
   const auto n = static_cast<std::size_t>(g.numel());
   for (std::size_t i = global_thread(); i < n; i += grid_threads()) {
+    const auto k = static_cast<std::size_t>(swap01_source_index(g, static_cast<std::int64_t>(i)));
     const float v =
-        src_bf16 ? bf16_to_float(static_cast<const std::uint16_t*>(src)[i]) : static_cast<const float*>(src)[i];
-    const std::int64_t j = channels_first_index(g, static_cast<std::int64_t>(i));
-    dst[j] = accumulate ? dst[j] + v : v;
+        src_bf16 ? bf16_to_float(static_cast<const std::uint16_t*>(src)[k]) : static_cast<const float*>(src)[k];
+    dst[i] = accumulate ? dst[i] + v : v;
   }
 }
 
@@ -167,18 +167,18 @@ void from_bf16(cudaStream_t stream, const std::uint16_t* src, float* dst, std::s
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 
-void to_bf16_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const float* src, std::uint16_t* dst) {
+void to_bf16_swap01(cudaStream_t stream, const Swap01Geometry& g, const float* src, std::uint16_t* dst) {
   const auto n = static_cast<std::size_t>(g.numel());
   if (n == 0) return;
-  to_bf16_channels_last_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, dst);
+  to_bf16_swap01_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, dst);
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 
-void from_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const void* src, bool src_bf16, float* dst,
-                        bool accumulate) {
+void from_swap01(cudaStream_t stream, const Swap01Geometry& g, const void* src, bool src_bf16, float* dst,
+                 bool accumulate) {
   const auto n = static_cast<std::size_t>(g.numel());
   if (n == 0) return;
-  from_channels_last_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, src_bf16, dst, accumulate);
+  from_swap01_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, src, src_bf16, dst, accumulate);
   MPIGAN_CUDA_CHECK_LAUNCH();
 }
 

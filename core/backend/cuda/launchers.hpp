@@ -38,11 +38,13 @@ void add_per_item(cudaStream_t stream, const float* diff_dst, std::int64_t items
 void to_bf16(cudaStream_t stream, const float* src, std::uint16_t* dst, std::size_t n);
 /// dst[i] = src[i] widened to float32; accumulate: dst[i] += that.
 void from_bf16(cudaStream_t stream, const std::uint16_t* src, float* dst, std::size_t n, bool accumulate);
-/// dst (N, S, C) = src (N, C, S) rounded to bfloat16: the channels-last bf16 copy of an operand.
-void to_bf16_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const float* src, std::uint16_t* dst);
-/// dst (N, C, S) = src (N, S, C), bfloat16 (@p src_bf16) or float32, widened; accumulate: dst += that.
-void from_channels_last(cudaStream_t stream, const ChannelsLastGeometry& g, const void* src, bool src_bf16, float* dst,
-                        bool accumulate);
+/// dst (outer, B, A, inner) = src (outer, A, B, inner) rounded to bfloat16: with g = {C, S, 1, N},
+/// the channels-last bf16 copy (N, S, C) of an operand (N, C, S).
+void to_bf16_swap01(cudaStream_t stream, const Swap01Geometry& g, const float* src, std::uint16_t* dst);
+/// dst (outer, B, A, inner) = src (outer, A, B, inner), bfloat16 (@p src_bf16) or float32, widened;
+/// accumulate: dst += that. With g = {S, C, 1, N}: a channels-last result back to (N, C, S).
+void from_swap01(cudaStream_t stream, const Swap01Geometry& g, const void* src, bool src_bf16, float* dst,
+                 bool accumulate);
 
 /// Device scratch a reduction needs (partials); results are written to a device scalar.
 inline constexpr std::size_t kReduceScratchBytes = 1024 * sizeof(double);

@@ -487,21 +487,25 @@ TEST_CASE("cuda: bf16 rounding of the convolutions' operands (host)") {
 }
 
 TEST_CASE("cuda: the channels-last copies' index map (host)") {
-  // Every element of the (N, S, C) copy names its source in (N, C, S), each source exactly once,
-  // as the loops over (n, s, c) say.
-  for (const cuda::ChannelsLastGeometry g :
-       {cuda::ChannelsLastGeometry{2, 3, 5}, cuda::ChannelsLastGeometry{1, 1, 7}, cuda::ChannelsLastGeometry{3, 8, 1},
-        cuda::ChannelsLastGeometry{2, 32, 6}}) {
+  // The swap {C, S, 1, N}: every element of the (N, S, C) copy names its source in (N, C, S), each
+  // source exactly once, as the loops over (n, s, c) say; the swap {S, C, 1, N} takes it back.
+  struct NCS {
+    std::int64_t n, c, s;
+  };
+  for (const NCS g : {NCS{2, 3, 5}, NCS{1, 1, 7}, NCS{3, 8, 1}, NCS{2, 32, 6}}) {
     CAPTURE(g.n);
     CAPTURE(g.c);
     CAPTURE(g.s);
-    std::vector<int> seen(static_cast<std::size_t>(g.numel()), 0);
+    const cuda::Swap01Geometry to{g.c, g.s, 1, g.n}, back{g.s, g.c, 1, g.n};
+    REQUIRE(to.numel() == g.n * g.c * g.s);
+    std::vector<int> seen(static_cast<std::size_t>(to.numel()), 0);
     std::int64_t i = 0;
     for (std::int64_t n = 0; n < g.n; ++n)
       for (std::int64_t sp = 0; sp < g.s; ++sp)
         for (std::int64_t c = 0; c < g.c; ++c, ++i) {
-          const std::int64_t j = cuda::channels_first_index(g, i);
+          const std::int64_t j = cuda::swap01_source_index(to, i);
           REQUIRE(j == (n * g.c + c) * g.s + sp);
+          REQUIRE(cuda::swap01_source_index(back, j) == i);
           ++seen[static_cast<std::size_t>(j)];
         }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
