@@ -305,7 +305,6 @@ class CudaConv3d final : public Conv3dOp {
             reinterpret_cast<std::uint16_t*>(at + p.x16_bytes + p.w16_bytes), at + p.b16_bytes()};
   }
 
-  /// (N, C, S) of a 5D shape: its channels-last geometry.
   /// The swap of a 5D shape (N, C, D, H, W) to its channels-last copy (N, DHW, C), and back.
   static Swap01Geometry to_channels_last(const Shape& s) { return {s[1], s[2] * s[3] * s[4], 1, s[0]}; }
   static Swap01Geometry from_channels_last(const Shape& s) { return {s[2] * s[3] * s[4], s[1], 1, s[0]}; }
