@@ -16,8 +16,10 @@
 // diff_dst) as bf16 and writes f32 (dst, diff_src, diff_weights, diff_bias). The user's tensors
 // stay f32; the staging reorders at this edge round them to bf16 (nearest even). In bf16 the
 // backward data of a stride-1 convolution runs as the forward convolution of diff_dst with the
-// weights transposed (O <-> I) and reversed in space (backward_data_as_forward): oneDNN 2.6's bf16
-// forward kernels are 2-3x faster than its backward-data ones on AMX. The exception is
+// weights transposed (O <-> I) and reversed in space (backward_data_as_forward) on CPUs with AMX,
+// where oneDNN 2.6's bf16 forward kernels are 2-3x faster than its backward-data ones (on an
+// AVX512-BF16 EPYC without AMX the native backward kernel is as fast or faster; cpu_backend.cpp
+// chooses, MPIGAN_CPU_BWD_DATA=native|forward overrides). The exception is
 // a convolution of a single input channel (the discriminator's first), which runs in f32 in every
 // direction: its bf16 kernels are slower than the f32 ones on every CPU measured (3dgan-25's d_conv1
 // at batch 64 on 2 cores with AMX: 598 against 354 ms per step; 0.93x on an AVX512-BF16 EPYC).
@@ -154,15 +156,13 @@ class CpuConv3d final : public Conv3dOp {
   }
 
   /// Whether the backward data runs as a forward convolution of diff_dst with the flipped,
-  /// transposed weights: in bf16 (whose forward kernels are 2-3x faster than its backward ones on
-  /// AMX; in fp32 the forward form is slower), stride 1, and padding below the kernel (the
-  /// transposed problem's padding K - 1 - pad is then >= 0). MPIGAN_CPU_BWD_DATA=native turns it off.
+  /// transposed weights: in bf16 where the backend chose it (DnnlContext::bf16_bwd_data_as_forward;
+  /// in fp32 the forward form is slower), stride 1, and padding below the kernel (the transposed
+  /// problem's padding K - 1 - pad is then >= 0).
   bool backward_data_as_forward() const {
-    static const bool kNative = [] {
-      const char* env = std::getenv("MPIGAN_CPU_BWD_DATA");
-      return env && std::string(env) == "native";
-    }();
-    if (kNative || input_type() != dnnl::memory::data_type::bf16 || activation_tag() == tag::any) return false;
+    if (!m_ctx.bf16_bwd_data_as_forward || input_type() != dnnl::memory::data_type::bf16 ||
+        activation_tag() == tag::any)
+      return false;
     for (int i = 0; i < 3; ++i)
       if (m_desc.stride[i] != 1 || m_desc.pad_l[i] > m_desc.kernel[i] - 1 || m_desc.pad_r[i] > m_desc.kernel[i] - 1)
         return false;

@@ -3,6 +3,7 @@
 
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 #include "mpigan/backend/cpu/dnnl_common.hpp"
+#include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
 
@@ -129,6 +130,17 @@ std::string bf16_support(const std::string& isa) {
   return "none";
 }
 
+bool bf16_bwd_data_as_forward(const std::string& isa, const char* env) {
+  const std::string choice = env != nullptr ? env : "";
+  if (choice.empty()) return isa == "avx512_core_amx";
+  if (choice == "forward") return true;
+  if (choice == "native") return false;
+  MPIGAN_THROW(ConfigError,
+               "environment variable MPIGAN_CPU_BWD_DATA is '{}': expected 'forward' or 'native' (unset: "
+               "forward on AMX, native elsewhere)",
+               choice);
+}
+
 CpuBackend::CpuBackend(const BackendOptions& options)
     : m_ctx(std::make_unique<cpu::DnnlContext>()), m_threads(options.threads) {
   if (m_threads > 0) omp_set_num_threads(m_threads);
@@ -140,6 +152,7 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   if (support == "native" || (support == "emulated" && emulation)) {
     m_bf16_emulated = support == "emulated";
     m_ctx->conv_input = dnnl::memory::data_type::bf16;
+    m_ctx->bf16_bwd_data_as_forward = bf16_bwd_data_as_forward(isa, std::getenv("MPIGAN_CPU_BWD_DATA"));
     if (const std::string note = bf16_speed_note(isa, cpu_vendor()); !note.empty()) spdlog::warn("{}", note);
     if (m_bf16_emulated)
       spdlog::warn(

@@ -28,6 +28,9 @@ struct DnnlContext {
   /// The data type convolutions read their inputs in: f32, or bf16 (Precision::bf16; they still
   /// accumulate and write f32).
   dnnl::memory::data_type conv_input = dnnl::memory::data_type::f32;
+  /// In bf16, whether the backward data of a stride-1 convolution runs as a forward convolution
+  /// (conv3d.cpp): where oneDNN's bf16 forward kernels outrun its backward ones (AMX).
+  bool bf16_bwd_data_as_forward = false;
 
   /// Attributes every primitive is created with.
   dnnl::primitive_attr attr() const;

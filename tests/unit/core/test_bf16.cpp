@@ -14,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 using namespace mpigan;
@@ -55,11 +56,22 @@ double scaled_distance(const Tensor& got, const Tensor& want) {
   return worst / std::sqrt(sq / static_cast<double>(want.numel()));
 }
 
-std::unique_ptr<Backend> bf16_backend_or_skip() {
+/// A bf16 cpu backend (emulated where the CPU has AVX-512 without native bf16) whose backward data
+/// runs in the form @p bwd_data ("native" or "forward", MPIGAN_CPU_BWD_DATA); null where bf16
+/// cannot run at all.
+std::unique_ptr<Backend> bf16_backend_or_skip(const char* bwd_data) {
   BackendOptions o;
   o.precision = Precision::bf16;
   o.bf16_emulation = true;
+  const char* before = std::getenv("MPIGAN_CPU_BWD_DATA");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("MPIGAN_CPU_BWD_DATA", bwd_data, 1);
   auto be = make_backend("cpu", o);
+  if (before != nullptr) {
+    ::setenv("MPIGAN_CPU_BWD_DATA", saved.c_str(), 1);
+  } else {
+    ::unsetenv("MPIGAN_CPU_BWD_DATA");
+  }
   if (be->precision() != Precision::bf16) {
     MESSAGE("SKIPPED: this CPU (oneDNN ISA " << isa_of(*be) << ") can neither run nor emulate bf16");
     return nullptr;
@@ -81,6 +93,15 @@ TEST_CASE("bf16 support by ISA, and the fallback to fp32 without it") {
   CHECK(bf16_speed_note("avx512_core_bf16", "AuthenticAMD").empty());
   CHECK(bf16_speed_note("avx512_core_amx", "GenuineIntel").empty());
   CHECK(bf16_speed_note("avx512_core_vnni", "GenuineIntel").empty());
+  // The backward data as a forward convolution: by default on AMX only, the variable overrides.
+  CHECK(bf16_bwd_data_as_forward("avx512_core_amx", nullptr));
+  CHECK(bf16_bwd_data_as_forward("avx512_core_amx", ""));
+  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_bf16", nullptr));
+  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core", nullptr));
+  CHECK(bf16_bwd_data_as_forward("avx512_core_bf16", "forward"));
+  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_amx", "native"));
+  CHECK_THROWS_WITH_AS(bf16_bwd_data_as_forward("avx512_core_amx", "fast"),
+                       doctest::Contains("MPIGAN_CPU_BWD_DATA is 'fast': expected 'forward' or 'native'"), ConfigError);
 
   BackendOptions o;
   o.precision = Precision::bf16;
@@ -100,75 +121,81 @@ TEST_CASE("bf16 support by ISA, and the fallback to fp32 without it") {
 }
 
 TEST_CASE("bf16 convolutions: the reference on bf16-rounded inputs, accumulated in fp32") {
-  auto be = bf16_backend_or_skip();
-  if (!be) return;
-  struct Case {
-    std::string name;
-    Shape src;
-    Conv3dDesc desc;
-  };
-  const std::vector<Case> cases{
-      {"k3 same", {2, 4, 6, 6, 6}, {4, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true}},
-      {"3dgan-5 G 8->6 k3", {2, 8, 5, 5, 5}, {8, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true}},
-      {"one input channel, k5", {2, 1, 9, 9, 9}, {1, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
-      {"stride 2, no bias", {2, 6, 9, 8, 7}, {6, 8, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false}},
-      // asymmetric padding and an even kernel (3dgan-25's generator has both): the backward data as
-      // a forward convolution pads K - 1 - pad on each side
-      {"asymmetric, k(4,3,2)", {2, 4, 7, 6, 5}, {4, 8, {4, 3, 2}, {1, 1, 1}, {2, 1, 0}, {1, 1, 1}, true}},
-      // 32 input channels: the weight gradient in oneDNN's blocked layout (conv3d.cpp)
-      {"3dgan-25 D 32->8 k5", {2, 32, 7, 7, 7}, {32, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
-  };
-  ReferenceBackend ref;
-  for (const auto& c : cases) {
-    INFO("case " << c.name);
-    Rng rng(hash_string(c.name));
-    auto op = be->make_conv3d(c.desc);
-    auto rop = ref.make_conv3d(c.desc);
-    const TensorDesc dst = op->setup({c.src, nullptr});
-    const Shape dshape = rop->setup({c.src, nullptr}).shape;
-    const double k = static_cast<double>(c.desc.ic * c.desc.kernel.product());
-    const Tolerance tol{std::min(1e-2, 2e-7 * k), 1e-4};
+  // Both forms of the backward data (oneDNN's backward kernel; for stride 1 the forward
+  // convolution with the transposed, reversed weights), whichever this CPU uses by default.
+  for (const char* bwd_data : {"native", "forward"}) {
+    INFO("backward data: " << std::string(bwd_data));
+    auto be = bf16_backend_or_skip(bwd_data);
+    if (!be) return;
+    struct Case {
+      std::string name;
+      Shape src;
+      Conv3dDesc desc;
+    };
+    const std::vector<Case> cases{
+        {"k3 same", {2, 4, 6, 6, 6}, {4, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true}},
+        {"3dgan-5 G 8->6 k3", {2, 8, 5, 5, 5}, {8, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true}},
+        {"one input channel, k5", {2, 1, 9, 9, 9}, {1, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
+        {"stride 2, no bias", {2, 6, 9, 8, 7}, {6, 8, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false}},
+        // asymmetric padding and an even kernel (3dgan-25's generator has both): the backward data as
+        // a forward convolution pads K - 1 - pad on each side
+        {"asymmetric, k(4,3,2)", {2, 4, 7, 6, 5}, {4, 8, {4, 3, 2}, {1, 1, 1}, {2, 1, 0}, {1, 1, 1}, true}},
+        // 32 input channels: the weight gradient in oneDNN's blocked layout (conv3d.cpp)
+        {"3dgan-25 D 32->8 k5", {2, 32, 7, 7, 7}, {32, 8, {5, 5, 5}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, true}},
+    };
+    ReferenceBackend ref;
+    for (const auto& c : cases) {
+      INFO("case " << c.name);
+      Rng rng(hash_string(c.name));
+      auto op = be->make_conv3d(c.desc);
+      auto rop = ref.make_conv3d(c.desc);
+      const TensorDesc dst = op->setup({c.src, nullptr});
+      const Shape dshape = rop->setup({c.src, nullptr}).shape;
+      const double k = static_cast<double>(c.desc.ic * c.desc.kernel.product());
+      const Tolerance tol{std::min(1e-2, 2e-7 * k), 1e-4};
 
-    const Tensor src = random_tensor(c.src, rng), w = random_tensor(c.desc.weights_shape(), rng, -0.2f, 0.2f);
-    const Tensor b = random_tensor({c.desc.oc}, rng), dd = random_tensor(dshape, rng);
-    const Tensor bsrc = upload(*be, src, {c.src, nullptr}), bw = upload(*be, w, {w.shape(), nullptr});
-    const Tensor bb = upload(*be, b, {b.shape(), nullptr}), bdd = upload(*be, dd, dst);
-    const Tensor none;
+      const Tensor src = random_tensor(c.src, rng), w = random_tensor(c.desc.weights_shape(), rng, -0.2f, 0.2f);
+      const Tensor b = random_tensor({c.desc.oc}, rng), dd = random_tensor(dshape, rng);
+      const Tensor bsrc = upload(*be, src, {c.src, nullptr}), bw = upload(*be, w, {w.shape(), nullptr});
+      const Tensor bb = upload(*be, b, {b.shape(), nullptr}), bdd = upload(*be, dd, dst);
+      const Tensor none;
 
-    // A convolution of a single input channel runs in fp32 in every direction (the faster kernels
-    // there): the reference on the unrounded inputs.
-    const bool fp32 = c.desc.ic == 1;
-    const auto input = [fp32](const Tensor& t) { return fp32 ? t : rounded(t); };
+      // A convolution of a single input channel runs in fp32 in every direction (the faster kernels
+      // there): the reference on the unrounded inputs.
+      const bool fp32 = c.desc.ic == 1;
+      const auto input = [fp32](const Tensor& t) { return fp32 ? t : rounded(t); };
 
-    Tensor out = be->allocate(dst), want = Tensor::empty(dshape), plain = Tensor::empty(dshape);
-    op->forward(bsrc, bw, c.desc.bias ? bb : none, out);
-    rop->forward(rounded(src), rounded(w), c.desc.bias ? b : none, want);
-    rop->forward(src, w, c.desc.bias ? b : none, plain);
-    check_close(c.name + " forward", host(*be, out), fp32 ? plain : want, tol);
-    // bf16 ran (or, for one input channel, did not): the reference on the other inputs lies far
-    // outside fp32's rounding (bf16 inputs lose 8 bits).
-    if (fp32) {
-      CHECK(scaled_distance(host(*be, out), want) > 20 * scaled_distance(host(*be, out), plain));
-    } else {
-      CHECK(scaled_distance(host(*be, out), plain) > 20 * scaled_distance(host(*be, out), want));
+      Tensor out = be->allocate(dst), want = Tensor::empty(dshape), plain = Tensor::empty(dshape);
+      op->forward(bsrc, bw, c.desc.bias ? bb : none, out);
+      rop->forward(rounded(src), rounded(w), c.desc.bias ? b : none, want);
+      rop->forward(src, w, c.desc.bias ? b : none, plain);
+      check_close(c.name + " forward", host(*be, out), fp32 ? plain : want, tol);
+      // bf16 ran (or, for one input channel, did not): the reference on the other inputs lies far
+      // outside fp32's rounding (bf16 inputs lose 8 bits).
+      if (fp32) {
+        CHECK(scaled_distance(host(*be, out), want) > 20 * scaled_distance(host(*be, out), plain));
+      } else {
+        CHECK(scaled_distance(host(*be, out), plain) > 20 * scaled_distance(host(*be, out), want));
+      }
+
+      Tensor ds = be->allocate({c.src, nullptr}), rds = Tensor::empty(c.src);
+      op->backward_data(bdd, bw, ds);
+      rop->backward_data(input(dd), input(w), rds);
+      check_close(c.name + " backward_data", host(*be, ds), rds,
+                  {std::min(1e-2, 2e-7 * c.desc.oc * c.desc.kernel.product()), 1e-4});
+
+      // Weight (and bias) gradients accumulate into the given values; the bias gradient sums the
+      // incoming gradient as bf16 too.
+      Tensor bdw = be->zeros(w.shape()), bdb = be->zeros(b.shape()), no_bias;
+      Tensor rdw = Tensor::empty(w.shape()), rdb = Tensor::empty(b.shape());
+      std::fill_n(rdw.data(), rdw.numel(), 0.0f);
+      std::fill_n(rdb.data(), rdb.numel(), 0.0f);
+      op->backward_weights(bsrc, bdd, bdw, c.desc.bias ? bdb : no_bias);
+      rop->backward_weights(input(src), input(dd), rdw, c.desc.bias ? rdb : no_bias);
+      const double terms = static_cast<double>(dshape.numel() / dshape[1]);
+      check_close(c.name + " backward_weights", host(*be, bdw), rdw, {std::min(1e-2, 2e-7 * terms), 1e-4});
+      if (c.desc.bias)
+        check_close(c.name + " backward_bias", host(*be, bdb), rdb, {std::min(1e-2, 2e-7 * terms), 1e-4});
     }
-
-    Tensor ds = be->allocate({c.src, nullptr}), rds = Tensor::empty(c.src);
-    op->backward_data(bdd, bw, ds);
-    rop->backward_data(input(dd), input(w), rds);
-    check_close(c.name + " backward_data", host(*be, ds), rds,
-                {std::min(1e-2, 2e-7 * c.desc.oc * c.desc.kernel.product()), 1e-4});
-
-    // Weight (and bias) gradients accumulate into the given values; the bias gradient sums the
-    // incoming gradient as bf16 too.
-    Tensor bdw = be->zeros(w.shape()), bdb = be->zeros(b.shape()), no_bias;
-    Tensor rdw = Tensor::empty(w.shape()), rdb = Tensor::empty(b.shape());
-    std::fill_n(rdw.data(), rdw.numel(), 0.0f);
-    std::fill_n(rdb.data(), rdb.numel(), 0.0f);
-    op->backward_weights(bsrc, bdd, bdw, c.desc.bias ? bdb : no_bias);
-    rop->backward_weights(input(src), input(dd), rdw, c.desc.bias ? rdb : no_bias);
-    const double terms = static_cast<double>(dshape.numel() / dshape[1]);
-    check_close(c.name + " backward_weights", host(*be, bdw), rdw, {std::min(1e-2, 2e-7 * terms), 1e-4});
-    if (c.desc.bias) check_close(c.name + " backward_bias", host(*be, bdb), rdb, {std::min(1e-2, 2e-7 * terms), 1e-4});
   }
 }
