@@ -29,6 +29,24 @@ void conv(Layers& v, const std::string& name, const Conv3dDesc& d, Init init) {
   push<Conv3d>(v, name, d, init);
 }
 
+/// A discriminator's first block: the convolution @p c, LeakyReLU and dropout (d_conv1, d_lrelu1,
+/// d_drop1).
+void discriminator_first_block(Layers& d, const Conv3dDesc& c, const ModelOptions& o) {
+  conv(d, "d_conv1", c, Init::glorot_uniform);
+  push<Activation>(d, "d_lrelu1", Activation::leaky_relu(o.leaky_alpha));
+  push<nn::Dropout>(d, "d_drop1", o.dropout);
+}
+
+/// A discriminator's block @p k (2, 3, ...): the convolution @p c, LeakyReLU, BatchNorm over its
+/// output channels (epsilon @p eps) and dropout (d_convK, d_lreluK, d_bnK, d_dropK).
+void discriminator_block(Layers& d, int k, const Conv3dDesc& c, const ModelOptions& o, float eps) {
+  const std::string n = std::to_string(k);
+  conv(d, "d_conv" + n, c, Init::glorot_uniform);
+  push<Activation>(d, "d_lrelu" + n, Activation::leaky_relu(o.leaky_alpha));
+  push<BatchNorm3d>(d, "d_bn" + n, c.oc, o.bn_momentum, eps);
+  push<nn::Dropout>(d, "d_drop" + n, o.dropout);
+}
+
 /// The heads shared by every discriminator: real/fake and energy on the flattened features.
 void add_feature_heads(nn::Network& d, std::int64_t features) {
   Layers fake;
@@ -108,17 +126,10 @@ void build_3dgan_25(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(o.condition ? 2 : 1, 32, {5, 5, 5}), Init::glorot_uniform);
-    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
-    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    discriminator_first_block(d, Conv3d::same(o.condition ? 2 : 1, 32, {5, 5, 5}), o);
     const Dims3 pads[3] = {{2, 2, 2}, {2, 2, 2}, {1, 1, 1}};
-    for (int i = 0; i < 3; ++i) {
-      const std::string k = std::to_string(i + 2);
-      conv(d, "d_conv" + k, Conv3d::zero_padded(i == 0 ? 32 : 8, 8, {5, 5, 5}, pads[i]), Init::glorot_uniform);
-      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
-      push<BatchNorm3d>(d, "d_bn" + k, 8, o.bn_momentum, eps);
-      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
-    }
+    for (int i = 0; i < 3; ++i)
+      discriminator_block(d, i + 2, Conv3d::zero_padded(i == 0 ? 32 : 8, 8, {5, 5, 5}, pads[i]), o, eps);
     push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 11 * 11 * 11});
     m.discriminator.add_node("features", "input", std::move(d));
@@ -128,7 +139,6 @@ void build_3dgan_25(GanModel& m, const ModelOptions& o) {
 }
 
 void build_anglegan_51(GanModel& m, const ModelOptions& o) {
-  const float a = o.leaky_alpha;
   const float eps = 1e-6f;
   m.latent = o.latent > 0 ? o.latent : 256;
   m.noise = m.latent - 2;  // input = concat(E/100, theta, noise)
@@ -165,17 +175,10 @@ void build_anglegan_51(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(1, 16, {5, 6, 6}), Init::glorot_uniform);
-    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
-    push<nn::Dropout>(d, "d_drop1", o.dropout);
+    discriminator_first_block(d, Conv3d::same(1, 16, {5, 6, 6}), o);
     const Dims3 pads[3] = {{0, 0, 1}, {0, 0, 1}, {0, 0, 0}};
-    for (int i = 0; i < 3; ++i) {
-      const std::string k = std::to_string(i + 2);
-      conv(d, "d_conv" + k, Conv3d::zero_padded(i == 0 ? 16 : 8, 8, {5, 6, 6}, pads[i]), Init::glorot_uniform);
-      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
-      push<BatchNorm3d>(d, "d_bn" + k, 8, o.bn_momentum, eps);
-      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
-    }
+    for (int i = 0; i < 3; ++i)
+      discriminator_block(d, i + 2, Conv3d::zero_padded(i == 0 ? 16 : 8, 8, {5, 6, 6}, pads[i]), o, eps);
     push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 19 * 18 * 7});
     m.discriminator.add_node("features", "input", std::move(d));
@@ -225,16 +228,8 @@ void build_3dgan_5(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(o.condition ? 2 : 1, 32, {3, 3, 3}), Init::glorot_uniform);
-    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
-    push<nn::Dropout>(d, "d_drop1", o.dropout);
-    for (int i = 0; i < 2; ++i) {
-      const std::string k = std::to_string(i + 2);
-      conv(d, "d_conv" + k, Conv3d::same(i == 0 ? 32 : 16, 16, {3, 3, 3}), Init::glorot_uniform);
-      push<Activation>(d, "d_lrelu" + k, Activation::leaky_relu(a));
-      push<BatchNorm3d>(d, "d_bn" + k, 16, o.bn_momentum, eps);
-      push<nn::Dropout>(d, "d_drop" + k, o.dropout);
-    }
+    discriminator_first_block(d, Conv3d::same(o.condition ? 2 : 1, 32, {3, 3, 3}), o);
+    for (int i = 0; i < 2; ++i) discriminator_block(d, i + 2, Conv3d::same(i == 0 ? 32 : 16, 16, {3, 3, 3}), o, eps);
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{16 * 5 * 5 * 5});
     m.discriminator.add_node("features", "input", std::move(d));
     add_feature_heads(m.discriminator, 16 * 5 * 5 * 5);
@@ -263,13 +258,8 @@ void build_tiny_8(GanModel& m, const ModelOptions& o) {
   }
   {
     Layers d;
-    conv(d, "d_conv1", Conv3d::same(1, 8, {3, 3, 3}), Init::glorot_uniform);
-    push<Activation>(d, "d_lrelu1", Activation::leaky_relu(a));
-    push<nn::Dropout>(d, "d_drop1", o.dropout);
-    conv(d, "d_conv2", Conv3d::zero_padded(8, 8, {3, 3, 3}, {1, 1, 1}), Init::glorot_uniform);
-    push<Activation>(d, "d_lrelu2", Activation::leaky_relu(a));
-    push<BatchNorm3d>(d, "d_bn2", 8, o.bn_momentum, 1e-3f);
-    push<nn::Dropout>(d, "d_drop2", o.dropout);
+    discriminator_first_block(d, Conv3d::same(1, 8, {3, 3, 3}), o);
+    discriminator_block(d, 2, Conv3d::zero_padded(8, 8, {3, 3, 3}, {1, 1, 1}), o, 1e-3f);
     push<nn::AvgPool3d>(d, "d_pool", Dims3{2, 2, 2});
     push<nn::Reshape>(d, "d_flatten", std::vector<std::int64_t>{8 * 4 * 4 * 4});
     m.discriminator.add_node("features", "input", std::move(d));
