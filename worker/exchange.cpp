@@ -1,12 +1,12 @@
 // A worker group's exchange with its master, and the group's gradient averaging (exchange.hpp).
 #include "mpigan/worker/exchange.hpp"
 
+#include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/train/session.hpp"
 
 #include <chrono>
-#include <cstdlib>
 #include <limits>
 #include <thread>
 
@@ -30,10 +30,10 @@ class Exchanger::GroupAverage {
  public:
   GroupAverage(Backend& be, const dist::Topology& t) : m_be(be), m_topology(t) {
     if (t.group_size <= 1) return;
-    const char* force = std::getenv("MPIGAN_GROUP_REDUCE");
-    const bool host_only = force && std::string(force) == "mpi";
-    MPIGAN_CHECK(!force || host_only || std::string(force) == "auto",
-                 "MPIGAN_GROUP_REDUCE='{}': expected 'auto' or 'mpi'", force);
+    static const EnvChoice<bool> kReducers[] = {
+        {"auto", "on the devices where the backend has a group reducer, else on the host", false},
+        {"mpi", "on the host with an MPI allreduce", true}};
+    const bool host_only = env_choice("MPIGAN_GROUP_REDUCE", kReducers, false);
     // Every rank of a group uses the same backend (one experiment), so all take the same branch.
     if (host_only) return;
     m_device = be.make_group_reducer(t.group_rank, t.group_size, [&t](std::span<std::byte> id) {

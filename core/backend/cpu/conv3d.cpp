@@ -26,10 +26,10 @@
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 
 #include "mpigan/backend/cpu/dnnl_common.hpp"
+#include "mpigan/core/env.hpp"
 
 #include <Eigen/Core>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -42,12 +42,11 @@ using tag = dnnl::memory::format_tag;
 
 /// The activation layout convolutions ask for (see the header comment).
 tag activation_tag() {
-  static const tag t = [] {
-    const char* env = std::getenv("MPIGAN_CPU_CONV_LAYOUT");
-    if (env && std::string(env) == "any") return tag::any;
-    if (env && std::string(env) == "blocked") return tag::nCdhw16c;
-    return tag::ndhwc;
-  }();
+  static const EnvChoice<tag> kLayouts[] = {
+      {"channels_last", "ndhwc around every convolution, the default", tag::ndhwc},
+      {"any", "oneDNN's own choice per convolution", tag::any},
+      {"blocked", "nCdhw16c, oneDNN's blocked layout", tag::nCdhw16c}};
+  static const tag t = env_choice("MPIGAN_CPU_CONV_LAYOUT", kLayouts, tag::ndhwc);
   return t;
 }
 

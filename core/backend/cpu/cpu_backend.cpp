@@ -3,6 +3,7 @@
 
 #include "mpigan/backend/cpu/cpu_ops.hpp"
 #include "mpigan/backend/cpu/dnnl_common.hpp"
+#include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/kernels/vector_kernels.hpp"
@@ -130,15 +131,11 @@ std::string bf16_support(const std::string& isa) {
   return "none";
 }
 
-bool bf16_bwd_data_as_forward(const std::string& isa, const char* env) {
-  const std::string choice = env != nullptr ? env : "";
-  if (choice.empty()) return isa == "avx512_core_amx";
-  if (choice == "forward") return true;
-  if (choice == "native") return false;
-  MPIGAN_THROW(ConfigError,
-               "environment variable MPIGAN_CPU_BWD_DATA is '{}': expected 'forward' or 'native' (unset: "
-               "forward on AMX, native elsewhere)",
-               choice);
+bool bf16_bwd_data_as_forward(const std::string& isa) {
+  static const EnvChoice<bool> kForms[] = {
+      {"forward", "a forward convolution of the transposed, reversed weights (unset: on AMX)", true},
+      {"native", "oneDNN's backward-data kernel (unset: on every CPU without AMX)", false}};
+  return env_choice("MPIGAN_CPU_BWD_DATA", kForms, isa == "avx512_core_amx");
 }
 
 CpuBackend::CpuBackend(const BackendOptions& options)
@@ -147,12 +144,11 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   if (options.precision != Precision::bf16) return;
   const std::string isa = isa_name(dnnl::get_effective_cpu_isa());
   const std::string support = bf16_support(isa);
-  const char* env = std::getenv("MPIGAN_BF16_EMULATION");
-  const bool emulation = options.bf16_emulation || (env != nullptr && std::string(env) == "1");
+  const bool emulation = options.bf16_emulation || env_flag("MPIGAN_BF16_EMULATION", false);
   if (support == "native" || (support == "emulated" && emulation)) {
     m_bf16_emulated = support == "emulated";
     m_ctx->conv_input = dnnl::memory::data_type::bf16;
-    m_ctx->bf16_bwd_data_as_forward = bf16_bwd_data_as_forward(isa, std::getenv("MPIGAN_CPU_BWD_DATA"));
+    m_ctx->bf16_bwd_data_as_forward = bf16_bwd_data_as_forward(isa);
     if (const std::string note = bf16_speed_note(isa, cpu_vendor()); !note.empty()) spdlog::warn("{}", note);
     if (m_bf16_emulated)
       spdlog::warn(

@@ -25,9 +25,9 @@ std::string bf16_speed_note(const std::string& isa, const std::string& vendor);
 /// Whether bf16 convolutions run their backward data as a forward convolution (the transposed,
 /// reversed weights) on a CPU of ISA @p isa: by default on AMX (avx512_core_amx), where oneDNN
 /// 2.6's bf16 forward kernels outrun its backward ones 2-3x; elsewhere oneDNN's backward kernel
-/// (on an AVX512-BF16 EPYC the forward form was no faster). @p env (MPIGAN_CPU_BWD_DATA, may be
-/// null or empty) overrides: "forward" or "native"; anything else throws a ConfigError naming it.
-bool bf16_bwd_data_as_forward(const std::string& isa, const char* env);
+/// (on an AVX512-BF16 EPYC the forward form was no faster). MPIGAN_CPU_BWD_DATA overrides:
+/// "forward" or "native"; anything else throws a ConfigError naming it.
+bool bf16_bwd_data_as_forward(const std::string& isa);
 
 class CpuBackend final : public Backend {
  public:

@@ -1,80 +1,33 @@
 // The CUDA backend's shared context: device, stream, library handles, workspace, settings.
 #include "mpigan/backend/cuda/cuda_context.hpp"
 
+#include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <cstddef>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 
 namespace mpigan::cuda {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
-bool env_flag(const char* name, bool fallback) {
-  const char* v = env(name);
-  if (!v) return fallback;
-  const std::string_view s(v);
-  if (s == "1" || s == "on" || s == "ON" || s == "true") return true;
-  if (s == "0" || s == "off" || s == "OFF" || s == "false") return false;
-  MPIGAN_FATAL("environment variable {}='{}' is not a flag: use 1/0, on/off or true/false", name, s);
-}
-
-/// One value a settings variable may take: its name, what it means (for the error), the value.
-template <class E>
-struct Choice {
-  const char* name;
-  const char* meaning;
-  E value;
-};
-
-const Choice<Settings::ConvAlgo> kConvAlgos[] = {
+const EnvChoice<Settings::ConvAlgo> kConvAlgos[] = {
     {"find", "benchmark the cuDNN algorithms once per shape", Settings::ConvAlgo::find},
     {"heuristic", "cuDNN's heuristics, no benchmarking", Settings::ConvAlgo::heuristic}};
-const Choice<Settings::Wgrad> kWgrads[] = {
+const EnvChoice<Settings::Wgrad> kWgrads[] = {
     {"measured", "the faster of cuDNN's weight-gradient algorithms and a forward convolution of the transposed problem",
      Settings::Wgrad::measured},
     {"legacy", "cuDNN's weight-gradient algorithms only", Settings::Wgrad::legacy},
     {"forward", "the forward convolution wherever the stride is 1", Settings::Wgrad::forward}};
 
-const Choice<Settings::ConvApi> kConvApis[] = {
+const EnvChoice<Settings::ConvApi> kConvApis[] = {
     {"legacy", "cuDNN's legacy convolution API", Settings::ConvApi::legacy},
     {"graph", "cuDNN's graph API wherever an engine runs the problem", Settings::ConvApi::graph},
     {"measured", "the faster of the graph API and the legacy API, measured per direction and shape",
      Settings::ConvApi::measured}};
 
-const Choice<bool> kBf16Layouts[] = {{"channels_last", "bf16 copies of the convolutions' operands in NDHWC", true},
-                                     {"channels_first", "bf16 copies in NCDHW, the op's own layout", false}};
-
-/// The value of environment variable @p var among @p choices, @p fallback when it is unset; any
-/// other value is fatal, with every allowed one and its meaning.
-template <class E, std::size_t N>
-E env_choice(const char* var, const Choice<E> (&choices)[N], E fallback) {
-  const char* v = env(var);
-  if (!v) return fallback;
-  for (const auto& c : choices)
-    if (std::string_view(v) == c.name) return c.value;
-  std::string allowed;
-  for (std::size_t i = 0; i < N; ++i)
-    allowed += fmt::format("{}'{}' ({})",
-                           i == 0       ? ""
-                           : i + 1 == N ? " and "
-                                        : ", ",
-                           choices[i].name, choices[i].meaning);
-  MPIGAN_FATAL("environment variable {}='{}': allowed are {}", var, v, allowed);
-}
-
-template <class E, std::size_t N>
-const char* choice_name(const Choice<E> (&choices)[N], E value) {
-  for (const auto& c : choices)
-    if (c.value == value) return c.name;
-  return "?";
-}
+const EnvChoice<bool> kBf16Layouts[] = {{"channels_last", "bf16 copies of the convolutions' operands in NDHWC", true},
+                                        {"channels_first", "bf16 copies in NCDHW, the op's own layout", false}};
 
 }  // namespace
 
@@ -123,7 +76,7 @@ Settings Settings::from_env() {
   s.graph_runtime_compiled = env_flag("MPIGAN_CUDA_GRAPH_RTC", !s.tf32);
   s.conv_api = env_choice("MPIGAN_CUDA_CONV_API", kConvApis, s.conv_api);
   s.bf16_channels_last = env_choice("MPIGAN_CUDA_BF16_LAYOUT", kBf16Layouts, s.bf16_channels_last);
-  if (const char* v = env("MPIGAN_CUDA_WORKSPACE_MB")) {
+  if (const char* v = env_value("MPIGAN_CUDA_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
     MPIGAN_CHECK(end && *end == '\0' && mb >= 0,
@@ -140,9 +93,9 @@ std::string Settings::to_string() const {
                                    : "bf16 convolutions (fp32 accumulation, channels-first copies)")
       : tf32 ? "TF32 tensor cores (MPIGAN_CUDA_TF32=1)"
              : "strict fp32",
-      choice_name(kConvApis, conv_api), graph_runtime_compiled ? "" : " (no runtime-compiled engines)",
-      choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "", choice_name(kWgrads, wgrad),
-      workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
+      env_choice_name(kConvApis, conv_api), graph_runtime_compiled ? "" : " (no runtime-compiled engines)",
+      env_choice_name(kConvAlgos, conv_algo), deterministic ? " (deterministic only)" : "",
+      env_choice_name(kWgrads, wgrad), workspace_limit >> 20, caching ? "caching" : "plain cudaMalloc");
 }
 
 Context::Context(DeviceChoice choice, Settings settings) : m_choice(std::move(choice)), m_settings(settings) {

@@ -14,7 +14,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 using namespace mpigan;
@@ -63,15 +62,10 @@ std::unique_ptr<Backend> bf16_backend_or_skip(const char* bwd_data) {
   BackendOptions o;
   o.precision = Precision::bf16;
   o.bf16_emulation = true;
-  const char* before = std::getenv("MPIGAN_CPU_BWD_DATA");
-  const std::string saved = before != nullptr ? before : "";
-  ::setenv("MPIGAN_CPU_BWD_DATA", bwd_data, 1);
-  auto be = make_backend("cpu", o);
-  if (before != nullptr) {
-    ::setenv("MPIGAN_CPU_BWD_DATA", saved.c_str(), 1);
-  } else {
-    ::unsetenv("MPIGAN_CPU_BWD_DATA");
-  }
+  auto be = [&] {
+    const test::ScopedEnv form("MPIGAN_CPU_BWD_DATA", bwd_data);
+    return make_backend("cpu", o);
+  }();
   if (be->precision() != Precision::bf16) {
     MESSAGE("SKIPPED: this CPU (oneDNN ISA " << isa_of(*be) << ") can neither run nor emulate bf16");
     return nullptr;
@@ -94,14 +88,30 @@ TEST_CASE("bf16 support by ISA, and the fallback to fp32 without it") {
   CHECK(bf16_speed_note("avx512_core_amx", "GenuineIntel").empty());
   CHECK(bf16_speed_note("avx512_core_vnni", "GenuineIntel").empty());
   // The backward data as a forward convolution: by default on AMX only, the variable overrides.
-  CHECK(bf16_bwd_data_as_forward("avx512_core_amx", nullptr));
-  CHECK(bf16_bwd_data_as_forward("avx512_core_amx", ""));
-  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_bf16", nullptr));
-  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core", nullptr));
-  CHECK(bf16_bwd_data_as_forward("avx512_core_bf16", "forward"));
-  CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_amx", "native"));
-  CHECK_THROWS_WITH_AS(bf16_bwd_data_as_forward("avx512_core_amx", "fast"),
-                       doctest::Contains("MPIGAN_CPU_BWD_DATA is 'fast': expected 'forward' or 'native'"), ConfigError);
+  {
+    const test::ScopedEnv unset("MPIGAN_CPU_BWD_DATA", nullptr);
+    CHECK(bf16_bwd_data_as_forward("avx512_core_amx"));
+    CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_bf16"));
+    CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core"));
+  }
+  {
+    const test::ScopedEnv empty("MPIGAN_CPU_BWD_DATA", "");
+    CHECK(bf16_bwd_data_as_forward("avx512_core_amx"));
+  }
+  {
+    const test::ScopedEnv forward("MPIGAN_CPU_BWD_DATA", "forward");
+    CHECK(bf16_bwd_data_as_forward("avx512_core_bf16"));
+  }
+  {
+    const test::ScopedEnv native("MPIGAN_CPU_BWD_DATA", "native");
+    CHECK_FALSE(bf16_bwd_data_as_forward("avx512_core_amx"));
+  }
+  {
+    const test::ScopedEnv bad("MPIGAN_CPU_BWD_DATA", "fast");
+    CHECK_THROWS_WITH_AS(bf16_bwd_data_as_forward("avx512_core_amx"),
+                         doctest::Contains("MPIGAN_CPU_BWD_DATA='fast': allowed are 'forward' (a forward convolution"),
+                         ConfigError);
+  }
 
   BackendOptions o;
   o.precision = Precision::bf16;
