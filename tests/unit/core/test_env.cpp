@@ -11,9 +11,8 @@ using namespace mpigan;
 
 namespace {
 enum class Colour { red, green, blue };
-const EnvChoice<Colour> kColours[] = {{"red", "the first", Colour::red},
-                                      {"green", "the second", Colour::green},
-                                      {"blue", "the third", Colour::blue}};
+const EnvChoice<Colour> kColours[] = {
+    {"red", "the first", Colour::red}, {"green", "the second", Colour::green}, {"blue", "the third", Colour::blue}};
 constexpr const char* kVar = "MPIGAN_TEST_ENV_SETTING";
 }  // namespace
 
