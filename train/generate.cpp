@@ -1,6 +1,7 @@
 // Showers from a trained generator, written as data files (generate.hpp).
 #include "mpigan/train/generate.hpp"
 
+#include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
 #include "mpigan/core/rng.hpp"
@@ -91,7 +92,7 @@ Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const Ge
 }  // namespace
 
 std::string shipped_generators_dir() {
-  if (const char* env = std::getenv("MPIGAN_GENERATORS"); env != nullptr && *env != '\0') return env;
+  if (const char* env = env_value("MPIGAN_GENERATORS")) return env;
   return MPIGAN_SOURCE_DIR "/generators";
 }
 

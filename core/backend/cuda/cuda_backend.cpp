@@ -5,6 +5,7 @@
 #include "mpigan/backend/cuda/cuda_context.hpp"
 #include "mpigan/backend/cuda/cuda_ops.hpp"
 #include "mpigan/backend/cuda/launchers.hpp"
+#include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 
 #include <spdlog/spdlog.h>
@@ -52,8 +53,8 @@ int local_rank_from_env(std::string* variable) {
   static const char* const kVariables[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
                                            "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
   for (const char* name : kVariables) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) continue;
+    const char* v = env_value(name);
+    if (!v) continue;
     char* end = nullptr;
     const long rank = std::strtol(v, &end, 10);
     MPIGAN_CHECK(end && *end == '\0' && rank >= 0, "environment variable {}='{}' is not a node-local rank", name, v);
