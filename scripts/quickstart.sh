@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The quick start, from nothing: installs what is missing, builds, simulates a data set of the
-# 5x5x5 rung, trains the rung's recipe without the profile terms (examples/3dgan-5-mmd-concat.yaml)
-# for a third of its budget on the CPU, validates its generator against the held-out Monte Carlo (report, targets, tables and
-# plots), plots its history, then validates the rung's best generator shipped with mpigan (the
-# recipe with the depth and transverse profiles' discrepancies, examples/3dgan-5-mmd-lateral.yaml,
-# at its full budget: 3dgan-5-mmd-lateral) against the same Monte Carlo, which is of another seed
-# than its training data.
+# The quick start, from nothing: installs what is missing, builds, simulates a data set of the 5x5x5
+# rung, trains the rung's recipe without the profile terms (examples/3dgan-5-mmd-concat.yaml) for a
+# third of its budget on the CPU, validates its generator against the held-out Monte Carlo (report,
+# targets, tables and plots), plots its history, then validates the rung's best generator shipped
+# with mpigan (the recipe with the depth and transverse profiles' discrepancies,
+# examples/3dgan-5-mmd-lateral.yaml, at its full budget: 3dgan-5-mmd-lateral) against the same Monte
+# Carlo, which is of another seed than its training data.
 #
 #   scripts/quickstart.sh [--set key.path=value ...]     (extra options go to mpigan train)
 set -euo pipefail
