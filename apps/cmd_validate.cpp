@@ -48,7 +48,13 @@ void run_validate(const ValidateArgs& a) {
                "validate: {} changes how a generator generates: give a run directory or checkpoint to generate from, "
                "not --generated",
                a.recalibrate != 0 ? "--recalibrate-bn" : (a.batch_statistics ? "--batch-statistics" : "--precision"));
-  std::filesystem::create_directories(a.out);
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(a.out, ec);
+    MPIGAN_CHECK(!ec && std::filesystem::is_directory(a.out),
+                 "validate: cannot create the report directory --out '{}': {}", a.out,
+                 ec ? ec.message() : std::string("a file of that name exists"));
+  }
   std::string generated = a.generated;
   if (!a.source.empty()) {
     const auto m = train::locate_trained(a.source);

@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -349,12 +351,23 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   } catch (const std::exception& e) {
     MPIGAN_FATAL("export: ONNX's checker rejects the model of '{}': {}", m.checkpoint, e.what());
   }
+  MPIGAN_CHECK(!std::filesystem::is_directory(path), "export: --onnx '{}' is a directory: give a file name (G.onnx)",
+               path);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    MPIGAN_CHECK(f && proto.SerializeToOstream(&f), "export: cannot write '{}'", tmp);
+    const bool opened = static_cast<bool>(f);
+    const int err = errno;
+    MPIGAN_CHECK(opened, "export: cannot write '{}': {}", tmp, std::strerror(err));
+    MPIGAN_CHECK(proto.SerializeToOstream(&f) && f.flush(), "export: cannot write '{}' (disk full?)", tmp);
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    MPIGAN_THROW(Error, "export: cannot replace '{}' with the exported model: {}", path, why);
+  }
   r.nodes = graph.node_size();
   r.parameters = b.parameters();
   r.bytes = std::filesystem::file_size(path);

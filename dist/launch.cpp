@@ -39,13 +39,16 @@ void prepare_run(const DistExperiment& d, const Topology& t, const std::string& 
     if (f.path().filename().string().starts_with("FAILED.rank-")) std::filesystem::remove(f.path());
   YAML::Node resolved = YAML::Clone(e.resolved);
   resolved["output"]["dir"] = dir;
-  if (resume) run.check_resumed_config(resolved);
-  run.write_config(resolved);
+  if (resume)
+    run.check_resumed_config(resolved);
+  else
+    run.refuse_existing_run();
   if (!d.dist.virtual_compute)
-    train::DataPlan::open(e, true);  // simulates when asked, validates every file once
+    train::DataPlan::open(e, true);  // simulates when asked, validates every file once (before config.yaml)
   else
     spdlog::info("virtual workers ({}): no data is read, nothing is validated or checkpointed",
                  d.dist.virtual_compute->spec());
+  run.write_config(resolved);
   spdlog::info("{} ranks: {} master(s), {} worker group(s) of {}; rule: {}; exchange every {} step(s)", t.size,
                t.masters, t.groups, t.group_size, d.dist.algorithm->describe(), d.dist.sync_every);
 }

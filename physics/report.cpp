@@ -230,7 +230,10 @@ Observables read_observables(const std::string& path, std::int64_t max_events) {
 
 ReportSummary write_report(const std::string& generated, const std::string& reference, const std::string& dir,
                            const CompareOptions& options, std::int64_t max_events) {
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MPIGAN_CHECK(!ec && std::filesystem::is_directory(dir), "validate: cannot create the report directory '{}': {}", dir,
+               ec ? ec.message() : std::string("a file of that name exists"));
   const Observables ref = read_observables(reference, max_events);
   const Observables gen = read_observables(generated, max_events);
   MPIGAN_CHECK(ref.dims == gen.dims, "validate: '{}' has showers of {} cells, '{}' of {}", generated,

@@ -136,6 +136,7 @@ SandboxResult Sandbox::run() {
     release_deferred();  // what the stopping event left to the end of its turn
     write_config();      // only now: a refused resume leaves the run directory as it was
   } else {
+    train::RunDirectory(m_dir, false).refuse_existing_run();
     write_config();
     top().progress->open_logs(-1);
     send_initial();

@@ -279,6 +279,16 @@ void load_parameters(const CheckpointReader& r, const std::string& name, Paramet
   const std::vector<float> v = r.floats(name + "/values");
   MPIGAN_CHECK(v.size() == p.size(), "checkpoint '{}': '{}' holds {} values, the model needs {}", r.path(), name,
                v.size(), p.size());
+  // mpigan writes no checkpoint with a value that is not finite: one here is a damaged file.
+  const auto first_bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (first_bad != v.end()) {
+    const auto bad = std::count_if(first_bad, v.end(), [](float x) { return !std::isfinite(x); });
+    MPIGAN_THROW(
+        DataError,
+        "checkpoint '{}': '{}/values' holds {} value{} that {} not finite (the first at index {}): the file is "
+        "damaged; use an earlier checkpoint of the run (its checkpoints/ directory)",
+        r.path(), name, bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are", first_bad - v.begin());
+  }
   Tensor flat = p.flat();
   backend.from_host(Tensor::from(flat.shape(), v), flat);
 }

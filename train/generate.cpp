@@ -31,15 +31,15 @@ namespace {
 /// A run's config.yaml less what only the distributed layers and searches read (their keys are
 /// recorded there too), parsed as an experiment.
 ExperimentConfig load_run_config(const fs::path& config) {
-  YAML::Node node = YAML::LoadFile(config.string());
+  // Parsed in place (a syntax error names the file and its line; problems keep their lines), the
+  // other layers' keys then removed from the document.
+  ConfigDocument doc = ConfigDocument::load(config.string());
+  YAML::Node node = doc.yaml();
   for (const char* section : {"topology", "algorithm", "search"}) node.remove(section);
-  if (node["training"]) {
+  if (node["training"].IsMap()) {
     node["training"].remove("sync_every");
     node["training"].remove("max_nonfinite");
   }
-  YAML::Emitter out;
-  out << node;
-  ConfigDocument doc = ConfigDocument::parse(out.c_str(), config.string());
   ExperimentConfig e = ExperimentConfig::parse(doc);
   doc.finish();
   return e;
@@ -67,6 +67,9 @@ namespace {
 
 using Conditions = ShowerConditions;
 
+/// The most showers one `generate` writes: 10^8 showers of 25x25x25 cells are 6 TB.
+constexpr std::int64_t kMaxGenerateEvents = 100'000'000;
+
 Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const GenerateOptions& o) {
   Conditions c;
   if (!o.like.empty()) {
@@ -78,6 +81,23 @@ Conditions draw_conditions(const ExperimentConfig& e, bool angle_model, const Ge
   }
   MPIGAN_CHECK(o.energy.has_value(), "generate: give --energy A:B or --like FILE.h5");
   MPIGAN_CHECK(o.events > 0, "generate: --events must be positive, got {}", o.events);
+  MPIGAN_CHECK(o.events <= kMaxGenerateEvents,
+               "generate: --events {} is more than one file takes here ({}): generate in several files", o.events,
+               kMaxGenerateEvents);
+  const auto [e_lo, e_hi] = *o.energy;
+  MPIGAN_CHECK(e_lo > 0 && e_hi >= e_lo && std::isfinite(e_hi),
+               "generate: --energy {}:{} must satisfy 0 < LO <= HI (GeV, the primary particle's energy)", e_lo, e_hi);
+  if (o.angle) {
+    const double deg = 180.0 / std::acos(-1.0);
+    MPIGAN_CHECK(angle_model,
+                 "generate: --angle {}:{} given, but model {} is conditioned on the energy only (its showers are at "
+                 "normal incidence): leave --angle out",
+                 o.angle->first * deg, o.angle->second * deg, e.model.name);
+    MPIGAN_CHECK(o.angle->first * deg >= 10.0 - 1e-9 && o.angle->second * deg <= 170.0 + 1e-9 &&
+                     o.angle->first <= o.angle->second,
+                 "generate: --angle {}:{} must satisfy 10 <= LO <= HI <= 170 (degrees)", o.angle->first * deg,
+                 o.angle->second * deg);
+  }
   Rng rng(o.seed, 0x9E4E7A7Eull);
   c.energy.resize(static_cast<std::size_t>(o.events));
   for (auto& x : c.energy) x = rng.uniform(static_cast<float>(o.energy->first), static_cast<float>(o.energy->second));
@@ -190,6 +210,14 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   const auto t_start = Clock::now();
   MPIGAN_CHECK(!o.out.empty(), "generate: --out FILE.h5 is required");
   MPIGAN_CHECK(o.batch > 0, "generate: --batch must be positive, got {}", o.batch);
+  MPIGAN_CHECK(o.threads >= 0, "generate: --threads must be >= 0 (0: the experiment's), got {}", o.threads);
+  {
+    std::error_code ec;
+    MPIGAN_CHECK(o.like.empty() || !fs::equivalent(o.like, o.out, ec),
+                 "generate: --out '{}' is the --like file: its Monte Carlo showers would be overwritten; give another "
+                 "--out",
+                 o.out);
+  }
   ExperimentConfig e = m.experiment;
   if (!o.backend.empty()) e.backend = o.backend;
   if (o.threads > 0) e.threads = o.threads;

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,17 @@ RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir))
   if (resume)
     MPIGAN_CHECK(latest_checkpoint().has_value(), "--resume {}: no checkpoint found (expected {}/checkpoints/latest)",
                  m_dir, m_dir);
+}
+
+void RunDirectory::refuse_existing_run() const {
+  std::vector<std::string> found;
+  for (const char* name : {"checkpoints/latest", "metrics.csv", "updates.csv"})
+    if (fs::exists(file(name))) found.push_back(file(name));
+  if (found.empty()) return;
+  MPIGAN_THROW(ConfigError,
+               "the run directory '{}' already holds a run ({}): a new run there would overwrite it. Continue "
+               "that run with --resume {}, or give another --out (or remove the directory); nothing was written",
+               m_dir, fmt::join(found, ", "), m_dir);
 }
 
 void RunDirectory::write_config(const YAML::Node& resolved) const {

@@ -29,6 +29,10 @@ class RunDirectory {
   /// change (a later budget, a smaller learning rate, threads, cadences), each change logged as a
   /// warning. Call before write_config; a run without config.yaml is not checked.
   void check_resumed_config(const YAML::Node& resolved) const;
+  /// A new run (not a resume) about to start here: a ConfigError, before anything is written, when
+  /// the directory already holds a run (checkpoints/latest, metrics.csv or updates.csv), which a
+  /// new run would overwrite; it names what was found and how to continue that run instead.
+  void refuse_existing_run() const;
 
   /// checkpoints/step-00000123.h5
   std::string checkpoint_path(std::int64_t step) const;

@@ -144,13 +144,18 @@ class SingleProcessRun {
   }
 
  private:
-  /// Writes the resolved configuration, then opens (and simulates, when asked) the data.
+  /// Opens (and simulates, when asked) the data, then writes the resolved configuration: data
+  /// that do not fit the model leave the run directory as it was.
   DataPlan prepare() {
     YAML::Node resolved = YAML::Clone(m_experiment.resolved);
     resolved["output"]["dir"] = m_dir;
-    if (m_resume) m_run.check_resumed_config(resolved);
+    if (m_resume)
+      m_run.check_resumed_config(resolved);
+    else
+      m_run.refuse_existing_run();
+    DataPlan plan = DataPlan::open(m_experiment, true);
     m_run.write_config(resolved);
-    return DataPlan::open(m_experiment, true);
+    return plan;
   }
 
   void resume() {

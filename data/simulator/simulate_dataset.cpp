@@ -7,6 +7,7 @@
 #include "mpigan/data/event_writer.hpp"
 #include "mpigan/data/parallel.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -93,6 +94,23 @@ SimulateReport simulate_dataset(const SimulateOptions& o,
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) MPIGAN_THROW(DataError, "simulate: cannot create output directory '{}': {}", o.out_dir, ec.message());
+  // A set of this geometry already there would be overwritten file by file, or mixed with this one.
+  {
+    const std::string stem = simulated_file_name(o.geometry, 0);
+    const std::string prefix = stem.substr(0, stem.rfind('_') + 1);
+    std::vector<std::string> found;
+    for (const auto& f : fs::directory_iterator(o.out_dir, ec)) {
+      const std::string name = f.path().filename().string();
+      if (name.size() == stem.size() && name.starts_with(prefix) && name.ends_with(".h5")) found.push_back(name);
+    }
+    std::sort(found.begin(), found.end());
+    if (!found.empty())
+      MPIGAN_THROW(
+          DataError,
+          "simulate: '{}' already holds {} file(s) of a {} data set ({}{}): simulating into it would overwrite "
+          "or mix two sets; give another --out, or remove them first",
+          o.out_dir, found.size(), to_string(o.geometry), found.front(), found.size() > 1 ? ", ..." : "");
+  }
 
   // A coarse geometry is simulated in its fine parent and each shower rebinned, so its Monte Carlo
   // is exactly the fine one read out with merged cells.

@@ -171,6 +171,13 @@ TEST_CASE("simulate: the same seed gives the same bytes whatever the thread coun
   CHECK(a.size() > 10000);
   CHECK(a == bytes_of(dir.file("three/EleEscan_001.h5")));
   CHECK(a != bytes_of(dir.file("other/EleEscan_001.h5")));
+  // Into a directory that holds a set already: refused, the set left as it was.
+  o.out_dir = dir.file("one");
+  o.events = 10;
+  CHECK_THROWS_WITH_AS(simulate_dataset(o),
+                       doctest::Contains("already holds 1 file(s) of a 25x25x25 data set (EleEscan_001.h5)"),
+                       DataError);
+  CHECK(a == bytes_of(dir.file("one/EleEscan_001.h5")));
 }
 
 TEST_CASE("simulate: option checks and range parsing") {

@@ -137,6 +137,26 @@ TEST_CASE("loading parameters into another model names the first difference") {
                        doctest::Contains("parameter layouts differ at 'conv/kernel"), DataError);
 }
 
+TEST_CASE("a checkpoint whose values are not finite (a damaged file) is refused, naming the file and entry") {
+  auto be = make_backend("cpu");
+  ParameterSet a;
+  a.add("conv/kernel", {4, 2});
+  a.allocate(*be);
+  Tensor flat = a.flat();
+  const Tensor host = be->to_host(flat);
+  std::vector<float> v(host.values().begin(), host.values().end());
+  std::fill(v.begin(), v.end(), 0.5F);
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  be->from_host(Tensor::from(flat.shape(), v), flat);
+  const std::string path = temp_dir("nan") + "/p.h5";
+  CheckpointWriter w(path);
+  save_parameters(w, "model", a, *be);
+  w.commit();
+  CHECK_THROWS_WITH_AS(load_parameters(CheckpointReader(path), "model", a, *be),
+                       doctest::Contains("'model/values' holds 1 value that is not finite (the first at index 5)"),
+                       DataError);
+}
+
 TEST_CASE("a single-process run stopped and resumed ends with the same weights, bit for bit") {
   init_logging("warn");
   const std::string dir = temp_dir("resume");
@@ -218,6 +238,20 @@ TEST_CASE("a resume that would change what the run trains is refused with both v
   CHECK(what.find("max_samples") == std::string::npos);  // a budget may change: not among the refused
   CHECK(what.find("mpigan train " + run + "/config.yaml --resume " + run) != std::string::npos);
   CHECK(text(run + "/config.yaml") == before);  // the run's record is untouched
+  // A new run (no --resume) into it: refused before anything is written.
+  const std::string metrics = text(run + "/metrics.csv");
+  what.clear();
+  try {
+    run_single_process(ExperimentConfig::load(dir + "/exp.yaml", {"optimizer.lr=0.0005"}), {run, ""});
+  } catch (const ConfigError& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(what.find("'" + run + "' already holds a run (" + run + "/checkpoints/latest, " + run + "/metrics.csv)") !=
+        std::string::npos);
+  CHECK(what.find("--resume " + run) != std::string::npos);
+  CHECK(text(run + "/config.yaml") == before);
+  CHECK(text(run + "/metrics.csv") == metrics);
   // A later budget and a smaller learning rate are taken; config.yaml then holds them.
   const auto later = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=16", "optimizer.lr=0.0005"});
   CHECK(run_single_process(later, {"", run}).steps == 4);

@@ -13,6 +13,7 @@
 #include "mpigan/train/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -153,6 +154,18 @@ logging: {level: warn}
   GenerateOptions bad = o;
   bad.energy.reset();
   CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains("--energy A:B or --like"), Error);
+  bad.out = dir + "/never.h5";
+  for (const auto& [lo, hi] : {std::pair{-50.0, -10.0}, std::pair{0.0, 100.0}, std::pair{10.0, HUGE_VAL}}) {
+    bad.energy = std::pair{lo, hi};
+    CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains("must satisfy 0 < LO <= HI"), Error);
+  }
+  bad.energy = o.energy;
+  bad.angle = std::pair{0.5, 1.0};  // tiny-8 has no angle
+  CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains("conditioned on the energy only"), Error);
+  bad.angle.reset();
+  bad.events = 1'000'000'000'000'000;
+  CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains("generate in several files"), Error);
+  CHECK_FALSE(fs::exists(bad.out));  // nothing written
   fs::remove_all(dir);
 }
 
