@@ -231,16 +231,18 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchStepOptions>();
   auto* step = bench->add_subcommand("step", "Time the full 3DGAN training step on synthetic showers");
   step->add_option("--model", o->model, "3dgan-25, anglegan-51 or tiny-8")->capture_default_str();
-  step->add_option("--batch", o->batch, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
-  step->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  step->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
+  step->add_option("--batch", o->batch, "samples per step")->check(integer_check(1))->capture_default_str();
+  step->add_option("--steps", o->steps, "timed steps")->check(integer_check(1))->capture_default_str();
+  step->add_option("--warmup", o->warmup, "untimed steps first")->check(integer_check(0))->capture_default_str();
+  step->add_option("--threads", o->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")
+      ->check(integer_check(0, 1024))
+      ->capture_default_str();
   step->add_option("--device,--backend", o->device, "cpu, cuda or reference")->capture_default_str();
   add_precision_option(*step, o->precision, "fp32 or bf16 convolutions")->capture_default_str();
-  step->add_option("--seed", o->seed, "seed of weights and data")->capture_default_str();
+  step->add_option("--seed", o->seed, "seed of weights and data")->check(seed_check())->capture_default_str();
   step->add_option("--profile", o->profile,
                    "after the timed steps, N more timed layer by layer (waiting for the backend after each)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(integer_check(0))
       ->capture_default_str();
   step->add_option("--log-level", o->log_level, "debug: also each convolution's algorithms (cuda)")
       ->capture_default_str();
@@ -250,13 +252,15 @@ void add_bench_command(CLI::App& app) {
   auto batches = std::make_shared<int>(4);
   auto* gen = bench->add_subcommand("generate", "Time shower generation (inference + inverse preprocessing)");
   gen->add_option("--model", g->model, "3dgan-25, anglegan-51 or tiny-8")->capture_default_str();
-  gen->add_option("--batch", g->batch, "showers per batch")->check(CLI::PositiveNumber)->capture_default_str();
-  gen->add_option("--batches", *batches, "timed batches")->check(CLI::PositiveNumber)->capture_default_str();
-  gen->add_option("--warmup", g->warmup, "untimed batches first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  gen->add_option("--threads", g->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")->capture_default_str();
+  gen->add_option("--batch", g->batch, "showers per batch")->check(integer_check(1))->capture_default_str();
+  gen->add_option("--batches", *batches, "timed batches")->check(integer_check(1))->capture_default_str();
+  gen->add_option("--warmup", g->warmup, "untimed batches first")->check(integer_check(0))->capture_default_str();
+  gen->add_option("--threads", g->threads, "CPU threads (0 = OMP_NUM_THREADS or all cores)")
+      ->check(integer_check(0, 1024))
+      ->capture_default_str();
   gen->add_option("--device,--backend", g->device, "cpu, cuda or reference")->capture_default_str();
   add_precision_option(*gen, g->precision, "fp32 or bf16 convolutions")->capture_default_str();
-  gen->add_option("--seed", g->seed, "seed of weights and conditions")->capture_default_str();
+  gen->add_option("--seed", g->seed, "seed of weights and conditions")->check(seed_check())->capture_default_str();
   gen->callback([g, batches] { bench_generate(*g, *batches); });
   add_bench_master(*bench);
 }

@@ -224,7 +224,7 @@ void add_bench_master(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("master", "Updates per second one master absorbs (run under mpiexec -n K+1)");
   cmd->add_option("--model", o->model, "model whose parameter sets are exchanged")->capture_default_str();
   cmd->add_option("--rule", o->rule, "update rule")->capture_default_str();
-  cmd->add_option("--updates", o->updates, "updates to serve")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--updates", o->updates, "updates to serve")->check(integer_check(1))->capture_default_str();
   cmd->add_option("--transport", o->transport, "payloads through shared memory (shm, as runs do) or MPI messages (mpi)")
       ->check(CLI::IsMember({"shm", "mpi"}))
       ->capture_default_str();

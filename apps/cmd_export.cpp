@@ -68,7 +68,9 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--vector-events", a->vector_events, "showers in the test vectors")->capture_default_str();
   cmd->add_option("--vectors-backend", a->backend, "the engine computing the test vectors' outputs: cpu or reference")
       ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the test vectors' conditions and latent noise")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the test vectors' conditions and latent noise")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->callback([a] { run_export(*a); });
 }
 

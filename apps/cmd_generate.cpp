@@ -85,20 +85,23 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("source", a->source,
                   "run directory (its latest checkpoint), checkpoint file, or the name of a shipped generator");
   cmd->add_flag("--list", a->list, "list the shipped generators with their validation against Monte Carlo");
-  cmd->add_option("--events", a->events, "number of showers (with --like: at most this many; 0 = all)");
+  cmd->add_option("--events", a->events, "number of showers (with --like: at most this many; 0 = all)")
+      ->check(integer_check(0));
   cmd->add_option("--energy", a->energy, "primary energy range in GeV, LO:HI (uniform)");
   cmd->add_option("--like", a->like, "take each shower's energy (and angle) from this data file");
   cmd->add_option("--angle", a->angle, "polar angle range in degrees, LO:HI (angle model; default 90:90)");
   cmd->add_option("--out", a->out, "output file (.h5)");
   cmd->add_option("--batch", a->batch, "showers per generator call")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the conditions and the latent noise")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->add_option("--backend", a->backend, "cpu, cuda or reference (default: the experiment's)");
-  cmd->add_option("--threads", a->threads, "CPU threads (default: the experiment's)");
+  cmd->add_option("--threads", a->threads, "CPU threads (default: the experiment's)")->check(integer_check(0, 1024));
   add_precision_option(*cmd, a->precision, "fp32 or bf16 convolutions (default: the experiment's)");
   cmd->add_option("--recalibrate-bn", a->recalibrate,
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches "
                   "(0: the checkpoint's)")
-      ->check(CLI::Range(0, 100000));
+      ->check(integer_check(0, 100000));
   cmd->add_flag("--batch-statistics", a->batch_statistics,
                 "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
                 "passes do, in batches of the experiment's training batch size (instead of the running statistics)");

@@ -54,10 +54,10 @@ void add_optimize_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--block-size", a->o.block_size, "ranks per trial (a block); ranks 1..R-1 form the blocks")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_check(1));
   cmd->add_option("--folds", a->folds, "K-fold cross-validation: each block splits into K sub-jobs (= search.folds)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--trials", a->trials, "number of trials (= search.trials)")->check(CLI::PositiveNumber);
+      ->check(integer_check(1));
+  cmd->add_option("--trials", a->trials, "number of trials (= search.trials)")->check(integer_check(1));
   cmd->add_option("--algorithm", a->o.algorithm, "gp | evolution | random (= search.algorithm)")
       ->check(CLI::IsMember({"gp", "evolution", "random"}));
   cmd->add_option("--out", a->o.out, "search directory (default: runs/<name>-search)");

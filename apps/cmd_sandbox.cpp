@@ -97,7 +97,7 @@ void add_sandbox_command(CLI::App& app) {
       "sandbox", "One master and N virtual workers in one process: the real rules and models, a simulated clock");
   cmd->add_option("experiment", a->experiment, "experiment YAML file (its algorithm: section picks the rule)")
       ->required();
-  cmd->add_option("--workers,-n", a->workers, "virtual workers")->check(CLI::Range(1, 4096));
+  cmd->add_option("--workers,-n", a->workers, "virtual workers")->check(integer_check(1, 4096));
   cmd->add_option("--compute", a->compute,
                   "compute time per GAN step: constant:T | exp:SHIFT,MEAN | lognormal:MEDIAN,SIGMA | "
                   "replay:RUN_DIR/updates.csv | cycle:RUN_DIR/updates.csv (the real run's whole cycles)")

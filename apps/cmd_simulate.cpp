@@ -62,7 +62,7 @@ void add_simulate_command(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd =
       app.add_subcommand("simulate", "write a data set of parametrised (GFlash) showers in the 3DGAN layouts");
-  cmd->add_option("--events", args->events, "number of events")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--events", args->events, "number of events")->required()->check(integer_check(1));
   cmd->add_option("--geometry", args->geometry,
                   "25x25x25 (fixed angle, raw GeV), 51x51x25 (variable angle, GeV x 50) or 5x5x5 (the "
                   "25x25x25 showers read out in cells of 5x5 pads x 5 layers, raw GeV)")
@@ -71,9 +71,13 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--angle", args->angle, "polar angle range LO:HI in degrees (51x51x25 only; default 60:120)");
   cmd->add_option("--out", args->out, "output directory")->required();
-  cmd->add_option("--seed", args->seed, "random seed (same seed, same files)")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "random seed (same seed, same files)")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->add_option("--events-per-file", args->events_per_file, "events per file")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "worker threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "worker threads (0 = all cores)")
+      ->check(integer_check(0, 1024))
+      ->capture_default_str();
   cmd->add_option("--moliere-scale", args->moliere_scale, "scale of the effective Moliere radius (tuning)")
       ->capture_default_str();
   cmd->add_option("--stochastic", args->stochastic, "sampling term a in GeV^1/2 (thin layers)")->capture_default_str();

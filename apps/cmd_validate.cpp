@@ -130,11 +130,14 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--generated", a->generated, "generated showers (.h5)");
   cmd->add_option("--reference", a->reference, "reference (Monte Carlo) showers (.h5)")->required();
   cmd->add_option("--out", a->out, "report directory")->capture_default_str();
-  cmd->add_option("--events", a->events, "use at most this many events of each file (0 = all)");
-  cmd->add_option("--seed", a->seed, "seed of the generation (with a run directory)")->capture_default_str();
+  cmd->add_option("--events", a->events, "use at most this many events of each file (0 = all)")
+      ->check(integer_check(0));
+  cmd->add_option("--seed", a->seed, "seed of the generation (with a run directory)")
+      ->check(seed_check())
+      ->capture_default_str();
   cmd->add_option("--recalibrate-bn", a->recalibrate,
                   "first re-estimate the generator's BatchNorm statistics for its weights over this many batches")
-      ->check(CLI::Range(0, 100000));
+      ->check(integer_check(0, 100000));
   cmd->add_flag("--batch-statistics", a->batch_statistics,
                 "normalise the generator's BatchNorm layers with each batch's own statistics, as its training "
                 "passes do, in batches of the experiment's training batch size (instead of the running statistics)");
@@ -147,19 +150,19 @@ void add_validate_command(CLI::App& app) {
                   "train and test the classifier on at most this many events of each sample (0 = all): its AUC "
                   "grows with its training set, so a threshold set at one size is checked at that size while "
                   "the per-bin statistics use every event")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_check(0));
   cmd->add_option("--classifier-repeats", a->classifier_repeats,
                   "train this many classifiers (seeds 1, 2, ...: each its own subsample, split and weights) and "
                   "report their mean AUC with the AUCs' spread")
-      ->check(CLI::Range(1, 1000))
+      ->check(integer_check(1, 1000))
       ->capture_default_str();
   cmd->add_option("--bin-half-width", a->bin_half_width,
                   "half width of the energy bins around 50..500 GeV, GeV (10: ~80 of 2 000 showers uniform in "
                   "10..500 GeV per bin, <= 1 % error on each bin's sampling fraction; the 3DGAN reference uses 5)")
-      ->check(CLI::PositiveNumber)
+      ->check(real_check(0, true))
       ->capture_default_str();
   cmd->add_option("--bootstrap", a->bootstrap, "bootstrap replicas of the FPD errors (0: off)")
-      ->check(CLI::Range(0, 1000))
+      ->check(integer_check(0, 1000))
       ->capture_default_str();
   cmd->callback([a] { run_validate(*a); });
 }

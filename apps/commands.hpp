@@ -4,8 +4,14 @@
 
 #include "run_guard.hpp"
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,59 @@ inline CLI::Option* add_precision_option(CLI::App& cmd, std::string& target, con
                       "; bf16 needs a CPU with native bf16 (avx512_core_bf16 or newer; MPIGAN_BF16_EMULATION=1 "
                       "emulates it on other AVX-512 CPUs) or a GPU of compute capability 8.0 or newer")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
+/// An integer option's check, in [@p lo, @p hi]: "--events: expected a positive integer, got '12abc'"
+/// (CLI11's own number checks print a floating-point range and reject text as out of it).
+/// In --help the option's type shows the range (INT:POSITIVE, INT:0..1024).
+inline CLI::Validator integer_check(std::int64_t lo, std::int64_t hi = std::numeric_limits<std::int64_t>::max()) {
+  const std::string expected = hi != std::numeric_limits<std::int64_t>::max()
+                                   ? fmt::format("an integer in {}..{}", lo, hi)
+                               : lo == 1 ? std::string("a positive integer")
+                                         : fmt::format("an integer >= {}", lo);
+  return CLI::Validator(
+      [lo, hi, expected](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc() && p == end && v >= lo && v <= hi) return {};
+        return fmt::format("expected {}, got '{}'", expected, text);
+      },
+      hi != std::numeric_limits<std::int64_t>::max() ? fmt::format("{}..{}", lo, hi)
+      : lo == 1                                      ? std::string("POSITIVE")
+                                                     : fmt::format(">={}", lo),
+      "");
+}
+
+/// A seed's check: an integer in 0..2^64-1 ("-1" would wrap around to 2^64-1 unnoticed).
+inline CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc() && p == end) return {};
+        return fmt::format("expected a seed, an integer in 0..{}, got '{}'", std::numeric_limits<std::uint64_t>::max(),
+                           text);
+      },
+      "", "");
+}
+
+/// A real option's check: finite, above @p lo (or at it, unless @p lo_exclusive), at most @p hi.
+inline CLI::Validator real_check(double lo, bool lo_exclusive, double hi = std::numeric_limits<double>::infinity()) {
+  const std::string expected = std::isinf(hi) ? fmt::format("a number {} {}", lo_exclusive ? ">" : ">=", lo)
+                                              : fmt::format("a number in {}{}, {}]", lo_exclusive ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [lo, hi, lo_exclusive, expected](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool parsed = !text.empty() && end == text.c_str() + text.size() && std::isfinite(v);
+        if (parsed && (lo_exclusive ? v > lo : v >= lo) && v <= hi) return {};
+        return fmt::format("expected {}, got '{}'", expected, text);
+      },
+      std::isinf(hi) ? fmt::format("{}{}", lo_exclusive ? ">" : ">=", lo)
+                     : fmt::format("{}{}..{}]", lo_exclusive ? "(" : "[", lo, hi),
+      "");
 }
 
 /// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).

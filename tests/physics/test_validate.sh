@@ -74,4 +74,19 @@ for opt in "--recalibrate-bn 4" --batch-statistics; do
     --out "$work/w" 2>&1) && fail "$opt with --generated was accepted"
   grep -q -- "${opt%% *} changes how a generator generates" <<<"$bad" || fail "the error does not name ${opt%% *}: $bad"
 done
-echo "ok: validate wrote the report, tables and plots; a missing file is named; generation options without a generator are refused"
+# A report directory that cannot be made, and numbers that are not what an option takes: named.
+bad=$("$mpigan" validate --generated "$work/b/EleEscan_001.h5" --reference "$work/a/EleEscan_001.h5" \
+  --out "$work/a/EleEscan_001.h5/v" 2>&1) && fail "a report directory inside a file was accepted"
+grep -q "cannot create the report directory --out '$work/a/EleEscan_001.h5/v': Not a directory" <<<"$bad" ||
+  fail "the error does not name the report directory: $bad"
+for case in "simulate --events 12abc|--events: expected a positive integer, got '12abc'" \
+  "simulate --events 5 --seed -1|--seed: expected a seed, an integer in 0..18446744073709551615, got '-1'" \
+  "simulate --events 5 --threads -2|--threads: expected an integer in 0..1024, got '-2'" \
+  "validate --bin-half-width 0 --reference $work/a/EleEscan_001.h5|--bin-half-width: expected a number > 0, got '0'"; do
+  # shellcheck disable=SC2086  # the command line is split into its words
+  bad=$("$mpigan" ${case%%|*} --out "$work/never" 2>&1) &&
+    fail "'${case%%|*}' was accepted"
+  grep -q -F -- "${case#*|}" <<<"$bad" || fail "'${case%%|*}': expected '${case#*|}', got: $bad"
+done
+[[ ! -e $work/never ]] || fail "a refused command wrote its output"
+echo "ok: validate wrote the report, tables and plots; a missing file is named; generation options without a generator are refused; bad option values are named"
