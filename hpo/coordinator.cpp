@@ -221,6 +221,18 @@ std::string check_search(const OptimizeOptions& o, Layout& l, StudyConfig& study
     }
   }
   if (!base.empty()) doc.problem("the experiment itself: " + base);
+  // A physics objective is scored by validation.physics: without it every trial would train, then fail.
+  if (base.empty() && study.objective.source().first == "physics") {
+    try {
+      if (!experiment.get().physics.enabled)
+        doc.problem(
+            fmt::format("search.objective.metric {} is scored by validation.physics, which the experiment "
+                        "does not enable: add validation: {{physics: {{every: N, events: M}}}} (docs/hpo.md)",
+                        study.objective.metric));
+    } catch (const ConfigError&) {
+      // the experiment's own problems are reported when it is loaded below
+    }
+  }
   if (study.early_stopping.kind != PrunerKind::none) {
     const train::ExperimentConfig& e = experiment.get();
     if (e.validate_every == 0 && study.objective.source().first == "validation")

@@ -271,12 +271,15 @@ rc=$?
 grep -q "already holds a search" <<<"$out" || fail "used search directory not named: $out"
 sed 's/optimizer.name, type: categorical/optimizer.nme, type: categorical/; s/high: 0.2}/hgh: 0.2}/' \
   "$work/folds.yaml" >"$work/bad.yaml"
-out=$("$mpiexec" -n 4 "$mpigan" optimize "$work/bad.yaml" --block-size 3 --folds 2 --out "$work/s-bad" 2>&1)
+out=$("$mpiexec" -n 4 "$mpigan" optimize "$work/bad.yaml" --block-size 3 --folds 2 --out "$work/s-bad" \
+  --set search.objective.metric=fpd_hlf 2>&1)
 rc=$?
 [[ $rc -ne 0 ]] || fail "a bad search exited 0"
 grep -q "bad.yaml:16:.*optimizer.nme" <<<"$out" || fail "unknown key path not named with its line: $out"
 grep -q "hgh" <<<"$out" || fail "the typo 'hgh' not named: $out"
 grep -q "block-size 3 must be a multiple of the folds (2)" <<<"$out" || fail "block/folds not named: $out"
+grep -q "metric fpd_hlf is scored by validation.physics, which the experiment does not enable" <<<"$out" ||
+  fail "a physics objective without validation.physics not named: $out"
 [[ ! -e $work/s-bad ]] || fail "a search directory was created for a bad search"
 out=$("$mpiexec" -n 2 "$mpigan" optimize "$work/resume.yaml" --block-size 1 --out "$dir" --resume --set seed=9 2>&1)
 [[ $? -ne 0 ]] || fail "a resume of a changed search exited 0"
