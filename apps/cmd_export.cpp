@@ -8,6 +8,7 @@
 #include "mpigan/deploy/onnx_export.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 namespace mpigan::apps {
@@ -25,6 +26,14 @@ struct ExportArgs {
 void run_export(const ExportArgs& a) {
   init_logging("warn");
   MPIGAN_CHECK(!a.onnx.empty() || !a.vectors.empty(), "export: give --onnx FILE.onnx (and/or --vectors FILE.json)");
+  // Every output's place checked before the first is written.
+  for (const std::string& out : {a.onnx, a.vectors}) {
+    if (out.empty()) continue;
+    const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();
+    MPIGAN_CHECK(std::filesystem::is_directory(dir), "export: cannot write '{}': the directory '{}' does not exist",
+                 out, dir.string());
+    MPIGAN_CHECK(!std::filesystem::is_directory(out), "export: '{}' is a directory: give a file name", out);
+  }
   const train::TrainedModel m = train::locate_trained(a.source);
   deploy::OnnxExportOptions o;
   o.physical = !a.raw;
@@ -65,8 +74,11 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--vectors", a->vectors,
                   "also write test vectors: inputs and mpigan's own output for them (JSON), for checking the export "
                   "in ONNX Runtime (tests/onnx/check_onnx.mjs)");
-  cmd->add_option("--vector-events", a->vector_events, "showers in the test vectors")->capture_default_str();
+  cmd->add_option("--vector-events", a->vector_events, "showers in the test vectors")
+      ->check(integer_check(1, 100000))
+      ->capture_default_str();
   cmd->add_option("--vectors-backend", a->backend, "the engine computing the test vectors' outputs: cpu or reference")
+      ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the test vectors' conditions and latent noise")
       ->check(seed_check())
