@@ -74,13 +74,18 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "random seed (same seed, same files)")
       ->check(seed_check())
       ->capture_default_str();
-  cmd->add_option("--events-per-file", args->events_per_file, "events per file")->capture_default_str();
+  cmd->add_option("--events-per-file", args->events_per_file, "events per file")
+      ->check(integer_check(1))
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "worker threads (0 = all cores)")
       ->check(integer_check(0, 1024))
       ->capture_default_str();
   cmd->add_option("--moliere-scale", args->moliere_scale, "scale of the effective Moliere radius (tuning)")
+      ->check(real_check(0, true))
       ->capture_default_str();
-  cmd->add_option("--stochastic", args->stochastic, "sampling term a in GeV^1/2 (thin layers)")->capture_default_str();
+  cmd->add_option("--stochastic", args->stochastic, "sampling term a in GeV^1/2 (thin layers)")
+      ->check(real_check(0, false))
+      ->capture_default_str();
   cmd->callback([args] { run_simulate(*args); });
 }
 
