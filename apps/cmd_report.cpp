@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace mpigan::apps {
 namespace {
@@ -21,7 +23,22 @@ void run_report(const ReportArgs& a) {
   const fs::path metrics = fs::path(a.run_dir) / "metrics.csv";
   MPIGAN_CHECK(fs::exists(metrics), "report: '{}' has no metrics.csv (is it a run directory of `mpigan train`?)",
                a.run_dir);
+  {
+    std::ifstream in(metrics);
+    std::string header, row;
+    std::getline(in, header);
+    MPIGAN_CHECK(
+        header.starts_with("kind,"),
+        "report: '{}' is not a metrics.csv of mpigan: its first line should be the header 'kind,epoch,step,...', "
+        "it is '{}'",
+        metrics.string(), header.substr(0, 80));
+    MPIGAN_CHECK(static_cast<bool>(std::getline(in, row)), "report: '{}' holds no rows yet: nothing to draw",
+                 metrics.string());
+  }
   const std::string out = a.out.empty() ? (fs::path(a.run_dir) / "report.png").string() : a.out;
+  const fs::path out_dir = fs::absolute(out).parent_path();
+  MPIGAN_CHECK(fs::is_directory(out_dir), "report: cannot write '{}': the directory '{}' does not exist", out,
+               out_dir.string());
   MPIGAN_CHECK(run_python_script("plot_run.py", {a.run_dir, out}), "report: drawing {} failed (see above)", out);
 }
 

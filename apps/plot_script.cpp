@@ -22,7 +22,9 @@ bool run_python_script(const std::string& name, const std::vector<std::string>& 
   std::string cmd = "/usr/bin/python3 '" + script + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   if (std::system(cmd.c_str()) != 0) {
-    std::printf("plots: '%s' failed (python3-matplotlib installed? scripts/setup.sh installs it)\n", cmd.c_str());
+    std::printf(
+        "plots: '%s' failed: its message is above (it needs python3-matplotlib, which scripts/setup.sh installs)\n",
+        cmd.c_str());
     return false;
   }
   return true;

@@ -4,7 +4,8 @@
 #   2. a worker or the master killed with SIGKILL ends the whole job within seconds with a message
 #      naming the rank; the last checkpoint stays intact, and --resume continues from it;
 #   3. a diverged run (every update non-finite) stops with status 1, says so, writes FAILED;
-#   4. the research sandbox runs a tree of sub-masters, and refuses one it cannot build.
+#   4. the research sandbox runs a tree of sub-masters, and refuses one it cannot build;
+#   and `mpigan report` draws a run's history, a new run into a run's directory is refused.
 # Usage: cli_tests.sh PATH/TO/mpigan PATH/TO/mpiexec
 set -uo pipefail
 mpigan=${1:?mpigan binary}
@@ -124,6 +125,22 @@ out=$("$mpigan" generate "$work/run" --events 20 --energy 50:100 --batch 8 --out
   fail "generate from a distributed run failed: $out"
 grep -q "^20 showers in" <<<"$out" && [[ -s $work/generated.h5 ]] || fail "generate wrote nothing: $out"
 pass "generated 20 showers from the distributed run's latest checkpoint"
+
+# 2c. The distributed run's history drawn; and what is not a run's history is named. A new run
+# into the run's directory is refused, the run left as it was.
+out=$("$mpigan" report "$work/run" --out "$work/report.png" 2>&1) || fail "report of a distributed run failed: $out"
+[[ -s $work/report.png ]] || fail "report drew nothing: $out"
+mkdir -p "$work/notrun" && echo "a,b" >"$work/notrun/metrics.csv"
+out=$("$mpigan" report "$work/notrun" 2>&1) && fail "a foreign metrics.csv was drawn"
+grep -q "is not a metrics.csv of mpigan: its first line should be the header 'kind,epoch,step,...', it is 'a,b'" \
+  <<<"$out" || fail "the foreign metrics.csv not named: $out"
+out=$("$mpigan" report "$work/run" --out "$work/nodir/report.png" 2>&1) && fail "a report into a missing directory"
+grep -q "the directory '$work/nodir' does not exist" <<<"$out" || fail "the missing directory not named: $out"
+cp "$work/run/config.yaml" "$work/config.before"
+out=$("$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/run" 2>&1) && fail "a new run over a run exited 0"
+grep -q "'$work/run' already holds a run" <<<"$out" || fail "the existing run not named: $out"
+cmp -s "$work/run/config.yaml" "$work/config.before" || fail "the refused run changed config.yaml"
+pass "report drawn; a foreign metrics.csv, a missing directory and a new run over a run refused"
 
 # 3. Divergence: from their 3rd exchange on, the workers send only NaNs. The run must end (not
 # loop forever re-sending weights), exit 1, say why and where, keep finite weights checkpointed.
