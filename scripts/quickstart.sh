@@ -12,6 +12,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/setup.sh --target mpigan
+# mpigan refuses a new run into a directory that holds one: the quick start starts over its own.
+if [[ -e runs/quickstart/checkpoints/latest ]]; then
+  echo "== quickstart: removing the previous quick start run (runs/quickstart)"
+  rm -rf runs/quickstart
+fi
 build/apps/mpigan train examples/quickstart.yaml "$@"
 echo
 echo "== quickstart: metrics (last lines of runs/quickstart/metrics.csv):"

@@ -31,7 +31,7 @@ snapshots=$(seq -s, 32000 32000 "$pt_last")
 tasks=()
 for s in $seeds; do
   [[ -f $out/mpigan-seed$s/checkpoints/best.h5 && $(tail -n1 "$out/mpigan-seed$s/metrics.csv" | cut -d, -f4) -ge 400000 ]] ||
-    tasks+=("OMP_NUM_THREADS=1 $mpigan train $exp --set seed=$s --set threads=1 --out $out/mpigan-seed$s > $out/mpigan-seed$s.log 2>&1")
+    tasks+=("rm -rf $out/mpigan-seed$s && OMP_NUM_THREADS=1 $mpigan train $exp --set seed=$s --set threads=1 --out $out/mpigan-seed$s > $out/mpigan-seed$s.log 2>&1")
   [[ -f $out/pytorch-seed$s/gen-$pt_last.h5 ]] ||
     tasks+=("/usr/bin/python3 bench/pytorch/train_rung.py --config $exp --seed $s --threads 1 --events 2000 --snapshots $snapshots --stop-after $pt_last --out $out/pytorch-seed$s > $out/pytorch-seed$s.log 2>&1")
 done

@@ -60,7 +60,7 @@ for rule in $rules; do
       if [[ $rule == real:* ]]; then
         d=$out/real_$alg-$n-seed$s
         cmd="mpiexec.mpich -n $((n + 1)) $mpigan train $exp"
-        state=$d/checkpoints  # what a run stopped on the way leaves, to --resume from
+        state=$d/checkpoints/latest  # what a run stopped on the way leaves, to --resume from
       else
         d=$out/$rule-$n-seed$s
         cmd="$mpigan sandbox $exp --workers $n --compute $compute"
@@ -73,6 +73,8 @@ for rule in $rules; do
       score+=" && /usr/bin/python3 scripts/rung_targets.py $d/val-fresh --json $d/targets.json > $d/targets.txt"
       # trained: the run reached its budget (a run stopped by a signal exits 75 and continues later)
       [[ -f $d/trained ]] && run=true || run+=" >> $d.log 2>&1 && touch $d/trained"
+      # a run stopped before it saved its state starts again from nothing
+      [[ -e $state || -f $d/trained ]] || run="rm -rf $d && mkdir -p $d && $run"
       tasks+=("mkdir -p $d && $run && $score")
     done
   done

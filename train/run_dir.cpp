@@ -67,7 +67,7 @@ RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir))
 
 void RunDirectory::refuse_existing_run() const {
   std::vector<std::string> found;
-  for (const char* name : {"checkpoints/latest", "metrics.csv", "updates.csv"})
+  for (const char* name : {"checkpoints/latest", "sandbox-state.h5"})
     if (fs::exists(file(name))) found.push_back(file(name));
   if (found.empty()) return;
   MPIGAN_THROW(ConfigError,

@@ -30,8 +30,10 @@ class RunDirectory {
   /// warning. Call before write_config; a run without config.yaml is not checked.
   void check_resumed_config(const YAML::Node& resolved) const;
   /// A new run (not a resume) about to start here: a ConfigError, before anything is written, when
-  /// the directory already holds a run (checkpoints/latest, metrics.csv or updates.csv), which a
-  /// new run would overwrite; it names what was found and how to continue that run instead.
+  /// the directory already holds a run that can be continued (checkpoints/latest, or a sandbox's
+  /// sandbox-state.h5), which a new run would overwrite; it names what was found and how to continue
+  /// that run instead. A run stopped before its first checkpoint has nothing to continue: a new run
+  /// starts over it.
   void refuse_existing_run() const;
 
   /// checkpoints/step-00000123.h5

@@ -247,8 +247,7 @@ TEST_CASE("a resume that would change what the run trains is refused with both v
     what = e.what();
   }
   INFO(what);
-  CHECK(what.find("'" + run + "' already holds a run (" + run + "/checkpoints/latest, " + run + "/metrics.csv)") !=
-        std::string::npos);
+  CHECK(what.find("'" + run + "' already holds a run (" + run + "/checkpoints/latest)") != std::string::npos);
   CHECK(what.find("--resume " + run) != std::string::npos);
   CHECK(text(run + "/config.yaml") == before);
   CHECK(text(run + "/metrics.csv") == metrics);
