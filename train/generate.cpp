@@ -143,17 +143,16 @@ TrainedModel locate_trained(const std::string& source) {
     if (fs::exists(shipped / "config.yaml")) p = shipped;
   }
   MPIGAN_CHECK(fs::exists(p),
-               "generate: '{}' does not exist (expected a run directory, a checkpoint file or the name of a shipped "
+               "'{}' does not exist (expected a run directory, a checkpoint file or the name of a shipped "
                "generator: `mpigan generate --list`)",
                source);
   if (fs::is_directory(p)) {
     m.run_dir = p.string();
     MPIGAN_CHECK(fs::exists(p / "checkpoints" / "latest"),
-                 "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)", m.run_dir);
+                 "run directory '{}' has no complete checkpoint (checkpoints/latest)", m.run_dir);
     RunDirectory run(m.run_dir, true);
     const auto latest = run.latest_checkpoint();
-    MPIGAN_CHECK(latest.has_value(), "generate: run directory '{}' has no complete checkpoint (checkpoints/latest)",
-                 source);
+    MPIGAN_CHECK(latest.has_value(), "run directory '{}' has no complete checkpoint (checkpoints/latest)", source);
     m.checkpoint = *latest;
   } else {
     m.checkpoint = p.string();
@@ -161,7 +160,7 @@ TrainedModel locate_trained(const std::string& source) {
     m.run_dir = fs::absolute(p).parent_path().parent_path().string();
   }
   const fs::path config = fs::path(m.run_dir) / "config.yaml";
-  MPIGAN_CHECK(fs::exists(config), "generate: no config.yaml in '{}' (the run directory of '{}')", m.run_dir, source);
+  MPIGAN_CHECK(fs::exists(config), "no config.yaml in '{}' (the run directory of '{}')", m.run_dir, source);
   m.experiment = load_run_config(config);
   return m;
 }
@@ -240,7 +239,13 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   const Shape& img = s.model->image;
   const Dims3 dims{img[1], img[2], img[3]};
   const std::int64_t cells = dims.product();
-  data::EventWriter writer(o.out, dims, n);
+  // Written under a temporary name and renamed at the end: an interrupted generation leaves no
+  // truncated file where the showers are expected.
+  const fs::path out_dir = fs::absolute(o.out).parent_path();
+  MPIGAN_CHECK(fs::is_directory(out_dir), "generate: cannot write '{}': the directory '{}' does not exist", o.out,
+               out_dir.string());
+  const std::string tmp = o.out + ".tmp";
+  data::EventWriter writer(tmp, dims, n);
   std::vector<float> sum(static_cast<std::size_t>(n)), measured(angle_model ? static_cast<std::size_t>(n) : 0);
   // with the batches' own statistics, the batches the generator trained on
   const std::int64_t batch = o.batch_statistics ? e.batch : o.batch;
@@ -268,6 +273,9 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   }
   writer.write_labels(data::keys::sum, sum);
   writer.close();
+  std::error_code ec;
+  fs::rename(tmp, o.out, ec);
+  if (ec) MPIGAN_THROW(Error, "generate: cannot move '{}' to '{}': {}", tmp, o.out, ec.message());
   GenerateSummary r;
   r.events = n;
   r.seconds = gen_s;

@@ -57,12 +57,13 @@ void write_atomically(const std::string& path, const std::string& content) {
 }  // namespace
 
 RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir)) {
-  std::error_code ec;
-  fs::create_directories(m_dir + "/checkpoints", ec);
-  MPIGAN_CHECK(!ec, "cannot create the run directory '{}': {}", m_dir, ec.message());
+  // A resume of a directory without a run is refused before anything is created there.
   if (resume)
     MPIGAN_CHECK(latest_checkpoint().has_value(), "--resume {}: no checkpoint found (expected {}/checkpoints/latest)",
                  m_dir, m_dir);
+  std::error_code ec;
+  fs::create_directories(m_dir + "/checkpoints", ec);
+  MPIGAN_CHECK(!ec, "cannot create the run directory '{}': {}", m_dir, ec.message());
 }
 
 void RunDirectory::refuse_existing_run() const {

@@ -251,6 +251,9 @@ TEST_CASE("a resume that would change what the run trains is refused with both v
   CHECK(what.find("--resume " + run) != std::string::npos);
   CHECK(text(run + "/config.yaml") == before);
   CHECK(text(run + "/metrics.csv") == metrics);
+  // A resume of a directory that holds no run: refused, nothing created there.
+  CHECK_THROWS_WITH_AS(RunDirectory(dir + "/none", true), doctest::Contains("no checkpoint found"), Error);
+  CHECK_FALSE(std::filesystem::exists(dir + "/none"));
   // A later budget and a smaller learning rate are taken; config.yaml then holds them.
   const auto later = ExperimentConfig::load(dir + "/exp.yaml", {"training.max_samples=16", "optimizer.lr=0.0005"});
   CHECK(run_single_process(later, {"", run}).steps == 4);

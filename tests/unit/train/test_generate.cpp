@@ -166,6 +166,11 @@ logging: {level: warn}
   bad.events = 1'000'000'000'000'000;
   CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains("generate in several files"), Error);
   CHECK_FALSE(fs::exists(bad.out));  // nothing written
+  bad.events = 10;
+  bad.out = dir + "/nodir/x.h5";
+  const std::string nodir = "cannot write '" + bad.out + "': the directory '";
+  CHECK_THROWS_WITH_AS(generate_showers(m, bad), doctest::Contains(nodir.c_str()), Error);
+  CHECK_FALSE(fs::exists(dir + "/a.h5.tmp"));  // written under a temporary name, then renamed
   fs::remove_all(dir);
 }
 
