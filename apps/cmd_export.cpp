@@ -5,10 +5,10 @@
 #include "commands.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/deploy/onnx_export.hpp"
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 namespace mpigan::apps {
@@ -26,14 +26,8 @@ struct ExportArgs {
 void run_export(const ExportArgs& a) {
   init_logging("warn");
   MPIGAN_CHECK(!a.onnx.empty() || !a.vectors.empty(), "export: give --onnx FILE.onnx (and/or --vectors FILE.json)");
-  // Every output's place checked before the first is written.
-  for (const std::string& out : {a.onnx, a.vectors}) {
-    if (out.empty()) continue;
-    const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();
-    MPIGAN_CHECK(std::filesystem::is_directory(dir), "export: cannot write '{}': the directory '{}' does not exist",
-                 out, dir.string());
-    MPIGAN_CHECK(!std::filesystem::is_directory(out), "export: '{}' is a directory: give a file name", out);
-  }
+  // The test vectors' place checked before the model is written (export_onnx checks the model's).
+  if (!a.vectors.empty()) check_output_file(a.vectors, "export");
   const train::TrainedModel m = train::locate_trained(a.source);
   deploy::OnnxExportOptions o;
   o.physical = !a.raw;

@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/paths.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -36,9 +37,7 @@ void run_report(const ReportArgs& a) {
                  metrics.string());
   }
   const std::string out = a.out.empty() ? (fs::path(a.run_dir) / "report.png").string() : a.out;
-  const fs::path out_dir = fs::absolute(out).parent_path();
-  MPIGAN_CHECK(fs::is_directory(out_dir), "report: cannot write '{}': the directory '{}' does not exist", out,
-               out_dir.string());
+  check_output_file(out, "report");
   MPIGAN_CHECK(run_python_script("plot_run.py", {a.run_dir, out}), "report: drawing {} failed (see above)", out);
 }
 

@@ -11,12 +11,12 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/physics/report.hpp"
 #include "mpigan/train/generate.hpp"
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 
 namespace mpigan::apps {
@@ -48,13 +48,7 @@ void run_validate(const ValidateArgs& a) {
                "validate: {} changes how a generator generates: give a run directory or checkpoint to generate from, "
                "not --generated",
                a.recalibrate != 0 ? "--recalibrate-bn" : (a.batch_statistics ? "--batch-statistics" : "--precision"));
-  {
-    std::error_code ec;
-    std::filesystem::create_directories(a.out, ec);
-    MPIGAN_CHECK(!ec && std::filesystem::is_directory(a.out),
-                 "validate: cannot create the report directory --out '{}': {}", a.out,
-                 ec ? ec.message() : std::string("a file of that name exists"));
-  }
+  make_output_directory(a.out, "validate: cannot create the report directory --out");
   std::string generated = a.generated;
   if (!a.source.empty()) {
     const auto m = train::locate_trained(a.source);

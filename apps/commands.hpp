@@ -49,10 +49,17 @@ inline CLI::Option* add_precision_option(CLI::App& cmd, std::string& target, con
 /// (CLI11's own number checks print a floating-point range and reject text as out of it).
 /// In --help the option's type shows the range (INT:POSITIVE, INT:0..1024).
 inline CLI::Validator integer_check(std::int64_t lo, std::int64_t hi = std::numeric_limits<std::int64_t>::max()) {
-  const std::string expected = hi != std::numeric_limits<std::int64_t>::max()
-                                   ? fmt::format("an integer in {}..{}", lo, hi)
-                               : lo == 1 ? std::string("a positive integer")
-                                         : fmt::format("an integer >= {}", lo);
+  std::string expected, range;  // the error's words, --help's
+  if (hi != std::numeric_limits<std::int64_t>::max()) {
+    range = fmt::format("{}..{}", lo, hi);
+    expected = "an integer in " + range;
+  } else if (lo == 1) {
+    range = "POSITIVE";
+    expected = "a positive integer";
+  } else {
+    range = fmt::format(">={}", lo);
+    expected = fmt::format("an integer >= {}", lo);
+  }
   return CLI::Validator(
       [lo, hi, expected](std::string& text) -> std::string {
         std::int64_t v = 0;
@@ -61,10 +68,7 @@ inline CLI::Validator integer_check(std::int64_t lo, std::int64_t hi = std::nume
         if (ec == std::errc() && p == end && v >= lo && v <= hi) return {};
         return fmt::format("expected {}, got '{}'", expected, text);
       },
-      hi != std::numeric_limits<std::int64_t>::max() ? fmt::format("{}..{}", lo, hi)
-      : lo == 1                                      ? std::string("POSITIVE")
-                                                     : fmt::format(">={}", lo),
-      "");
+      range, "");
 }
 
 /// A seed's check: an integer in 0..2^64-1 ("-1" would wrap around to 2^64-1 unnoticed).
@@ -83,8 +87,10 @@ inline CLI::Validator seed_check() {
 
 /// A real option's check: finite, above @p lo (or at it, unless @p lo_exclusive), at most @p hi.
 inline CLI::Validator real_check(double lo, bool lo_exclusive, double hi = std::numeric_limits<double>::infinity()) {
-  const std::string expected = std::isinf(hi) ? fmt::format("a number {} {}", lo_exclusive ? ">" : ">=", lo)
-                                              : fmt::format("a number in {}{}, {}]", lo_exclusive ? "(" : "[", lo, hi);
+  const std::string range = std::isinf(hi) ? fmt::format("{}{}", lo_exclusive ? ">" : ">=", lo)
+                                           : fmt::format("{}{}, {}]", lo_exclusive ? "(" : "[", lo, hi);
+  const std::string expected =
+      std::isinf(hi) ? fmt::format("a number {} {}", lo_exclusive ? ">" : ">=", lo) : "a number in " + range;
   return CLI::Validator(
       [lo, hi, lo_exclusive, expected](std::string& text) -> std::string {
         char* end = nullptr;
@@ -93,9 +99,7 @@ inline CLI::Validator real_check(double lo, bool lo_exclusive, double hi = std::
         if (parsed && (lo_exclusive ? v > lo : v >= lo) && v <= hi) return {};
         return fmt::format("expected {}, got '{}'", expected, text);
       },
-      std::isinf(hi) ? fmt::format("{}{}", lo_exclusive ? ">" : ">=", lo)
-                     : fmt::format("{}{}..{}]", lo_exclusive ? "(" : "[", lo, hi),
-      "");
+      range, "");
 }
 
 /// `mpigan inspect FILE.h5`: validate a calorimeter data file and print a summary (cmd_inspect_data.cpp).

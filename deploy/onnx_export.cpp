@@ -3,6 +3,7 @@
 #include "mpigan/deploy/onnx_export.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/data/preprocess.hpp"
 #include "mpigan/nn/activation.hpp"
@@ -351,8 +352,7 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   } catch (const std::exception& e) {
     MPIGAN_FATAL("export: ONNX's checker rejects the model of '{}': {}", m.checkpoint, e.what());
   }
-  MPIGAN_CHECK(!std::filesystem::is_directory(path), "export: --onnx '{}' is a directory: give a file name (G.onnx)",
-               path);
+  check_output_file(path, "export");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

@@ -2,13 +2,13 @@
 #include "mpigan/physics/report.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/data/event_file.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -230,10 +230,7 @@ Observables read_observables(const std::string& path, std::int64_t max_events) {
 
 ReportSummary write_report(const std::string& generated, const std::string& reference, const std::string& dir,
                            const CompareOptions& options, std::int64_t max_events) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  MPIGAN_CHECK(!ec && std::filesystem::is_directory(dir), "validate: cannot create the report directory '{}': {}", dir,
-               ec ? ec.message() : std::string("a file of that name exists"));
+  make_output_directory(dir, "validate: cannot create the report directory");
   const Observables ref = read_observables(reference, max_events);
   const Observables gen = read_observables(generated, max_events);
   MPIGAN_CHECK(ref.dims == gen.dims, "validate: '{}' has showers of {} cells, '{}' of {}", generated,

@@ -4,6 +4,7 @@
 #include "mpigan/core/env.hpp"
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/data/angle_measure.hpp"
 #include "mpigan/data/event_file.hpp"
@@ -241,9 +242,7 @@ GenerateSummary generate_showers(const TrainedModel& m, const GenerateOptions& o
   const std::int64_t cells = dims.product();
   // Written under a temporary name and renamed at the end: an interrupted generation leaves no
   // truncated file where the showers are expected.
-  const fs::path out_dir = fs::absolute(o.out).parent_path();
-  MPIGAN_CHECK(fs::is_directory(out_dir), "generate: cannot write '{}': the directory '{}' does not exist", o.out,
-               out_dir.string());
+  check_output_file(o.out, "generate");
   const std::string tmp = o.out + ".tmp";
   data::EventWriter writer(tmp, dims, n);
   std::vector<float> sum(static_cast<std::size_t>(n)), measured(angle_model ? static_cast<std::size_t>(n) : 0);
