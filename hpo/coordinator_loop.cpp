@@ -48,6 +48,9 @@ class Coordinator {
         "search: {} trials of {} over {} dimension(s), {}, {} block(s) of {} rank(s){}", m_study.trials,
         m_optimizer->name(), m_study.space.size(), m_study.objective.describe(), m_layout.blocks, m_layout.block_size,
         m_layout.folds > 1 ? fmt::format(", {} folds of {} rank(s)", m_layout.folds, m_layout.per_fold()) : "");
+    if (!m_study.points.empty())
+      spdlog::info("search: the first {} point(s) as given (search.points), then {}'s", m_study.points.size(),
+                   m_optimizer->name());
     if (m_pruner->name() != "none") spdlog::info("search: early stopping by {}", m_pruner->describe());
     int active = m_layout.blocks;
     auto last_prune = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace mpigan::hpo {
 
@@ -29,6 +30,21 @@ class Optimizer {
   /// The next point to try. @p pending: points handed out and not yet finished.
   virtual Point suggest(std::span<const Observation> done, std::span<const Point> pending, Rng& rng) = 0;
   virtual std::string name() const = 0;
+};
+
+/// The points of @p first in order (the search's `points`: the experiment's own configuration, a
+/// published one), then what @p rest suggests. A trial's index is the number of points handed out
+/// before it (@p done and @p pending together), so a resumed search replays the same sequence.
+class GivenPointsFirst final : public Optimizer {
+ public:
+  GivenPointsFirst(std::vector<Point> first, std::unique_ptr<Optimizer> rest)
+      : m_first(std::move(first)), m_rest(std::move(rest)) {}
+  Point suggest(std::span<const Observation> done, std::span<const Point> pending, Rng& rng) override;
+  std::string name() const override { return m_rest->name(); }
+
+ private:
+  std::vector<Point> m_first;
+  std::unique_ptr<Optimizer> m_rest;
 };
 
 /// Uniform random search (the baseline).

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <span>
 #include <sstream>
 
 namespace mpigan::hpo {
@@ -80,6 +81,100 @@ std::vector<Dimension> parse_dimensions(
     dims.push_back(std::move(d));
   }
   return dims;
+}
+
+/// The scalar at the dotted key path @p parts under @p n as the file (with --set) writes it; nullopt
+/// where the file does not set it.
+std::optional<std::string> scalar_at(const YAML::Node& n, std::span<const std::string> parts) {
+  if (parts.empty()) return n.IsScalar() ? std::optional<std::string>(n.Scalar()) : std::nullopt;
+  if (!n.IsMap()) return std::nullopt;
+  const YAML::Node child = n[parts.front()];
+  if (!child.IsDefined() || child.IsNull()) return std::nullopt;
+  return scalar_at(child, parts.subspan(1));
+}
+
+std::vector<std::string> split_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  std::string part;
+  while (std::getline(ss, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+/// The value of dimension @p d written as @p text, as a Point coordinate; a reason when it is not
+/// one (outside the bounds, not whole, not a choice).
+std::optional<double> coordinate(const Dimension& d, const std::string& text, std::string& why) {
+  if (!d.numeric()) {
+    const auto it = std::find(d.choices.begin(), d.choices.end(), text);
+    if (it != d.choices.end()) return static_cast<double>(it - d.choices.begin());
+    why = fmt::format("'{}' is not one of its choices ({})", text, fmt::join(d.choices, ", "));
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) {
+    why = fmt::format("'{}' is not a number", text);
+  } else if (v < d.low || v > d.high) {
+    why = fmt::format("{} lies outside the dimension's [{}, {}]", text, d.low, d.high);
+  } else if (d.integral() && v != std::round(v)) {
+    why = fmt::format("{} is not a whole number", text);
+  } else {
+    return v;
+  }
+  return std::nullopt;
+}
+
+/// `points`: each a mapping of dimension keys to values, the rest of the dimensions at the
+/// experiment's own values (@p experiment: the document with --set applied); each point is then
+/// checked against the whole experiment as the dimensions' bounds are.
+std::vector<Point> parse_points(ConfigNode& search, const SearchSpace& space, std::int64_t trials,
+                                const YAML::Node& experiment,
+                                const std::function<std::string(const std::vector<std::string>&)>& check_point) {
+  std::vector<Point> points;
+  auto nodes = search.sections("points");
+  if (static_cast<std::int64_t>(nodes.size()) > trials)
+    search.problem("points",
+                   fmt::format("{} points for {} trials: give at most as many points as trials", nodes.size(), trials));
+  for (ConfigNode& n : nodes) {
+    Point p(space.size(), 0.0);
+    bool ok = true;
+    for (const std::string& key : n.keys()) {
+      const auto& dims = space.dims();
+      if (std::none_of(dims.begin(), dims.end(), [&](const Dimension& d) { return d.key == key; })) {
+        std::vector<std::string> names;
+        for (const Dimension& d : dims) names.push_back(d.key);
+        n.problem(key,
+                  fmt::format("'{}' is not a dimension of this search (dimensions: {})", key, fmt::join(names, ", ")));
+        ok = false;
+      }
+    }
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const Dimension& d = space[i];
+      std::string why;
+      std::optional<double> v;
+      if (n.has(d.key)) {
+        v = coordinate(d, n.get_string(d.key, ""), why);
+        if (!v) n.problem(d.key, why);
+      } else if (const auto text = scalar_at(experiment, split_key(d.key))) {
+        v = coordinate(d, *text, why);
+        if (!v) n.problem("", fmt::format("the experiment's own {} = {}: give {} in this point", d.key, why, d.key));
+      } else {
+        n.problem("", fmt::format("the experiment does not set {} (a point takes the experiment's value for every "
+                                  "dimension it leaves out): give its value in this point",
+                                  d.key));
+      }
+      ok = ok && v.has_value();
+      if (v) p[i] = *v;
+    }
+    if (!ok) continue;
+    const std::string problems = check_point(space.overrides(p));
+    if (!problems.empty()) {
+      n.problem("", fmt::format("the experiment at this point is not valid:\n{}", problems));
+      continue;
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
 }
 
 void parse_gp(ConfigNode& search, BayesOptions& b) {
@@ -186,15 +281,22 @@ StudyConfig parse_study(ConfigDocument& doc,
   s.trials = search.get_int("trials", s.trials, 1, 1000000);
   s.folds = static_cast<int>(search.get_int("folds", 1, 1, 100));
   s.seed = static_cast<std::uint64_t>(search.get_int("seed", 1, 0));
+  if (s.space.size() > 0) s.points = parse_points(search, s.space, s.trials, doc.yaml(), check_point);
   parse_algorithm_options(search, s);
   search.reject_unknown();
   return s;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const StudyConfig& s) {
-  if (s.algorithm == "evolution") return std::make_unique<EvolutionSearch>(s.space, s.evolution);
-  if (s.algorithm == "random") return std::make_unique<RandomSearch>(s.space);
-  return std::make_unique<BayesOptimizer>(s.space, s.gp);
+  std::unique_ptr<Optimizer> o;
+  if (s.algorithm == "evolution")
+    o = std::make_unique<EvolutionSearch>(s.space, s.evolution);
+  else if (s.algorithm == "random")
+    o = std::make_unique<RandomSearch>(s.space);
+  else
+    o = std::make_unique<BayesOptimizer>(s.space, s.gp);
+  if (s.points.empty()) return o;
+  return std::make_unique<GivenPointsFirst>(s.points, std::move(o));
 }
 
 Curve read_curve(const std::string& metrics_csv, const Objective& o) {

@@ -9,6 +9,8 @@
 //     objective: {metric: fpd_hlf, mode: min, at: last}   # at: last | best | mean (of the last `last` points)
 //     algorithm: gp                      # gp | evolution | random (mpigan optimize --algorithm overrides)
 //     trials: 20
+//     points: [{}, {optimizer.lr: 1.0e-3}]  # tried first, in order; a dimension a point leaves out
+//                                        # takes the experiment's own value ({}: the experiment as written)
 //     folds: 1                           # K-fold cross-validation inside each trial
 //     seed: 1
 //     gp: {...}  evolution: {...}  early_stopping: {...}     # the algorithms' options
@@ -61,7 +63,8 @@ struct StudyConfig {
   BayesOptions gp;
   EvolutionOptions evolution;
   PrunerOptions early_stopping;
-  YAML::Node resolved;  ///< the section with defaults filled in (search.json, the log)
+  std::vector<Point> points;  ///< `points`: tried first, in order, before the algorithm's own
+  YAML::Node resolved;        ///< the section with defaults filled in (search.json, the log)
 };
 
 /// Parses doc's `search:` section (problems recorded in @p doc). @p check_point loads the whole
@@ -70,7 +73,7 @@ struct StudyConfig {
 StudyConfig parse_study(ConfigDocument& doc,
                         const std::function<std::string(const std::vector<std::string>&)>& check_point);
 
-/// The optimiser a study asks for.
+/// The optimiser a study asks for (its `points` first).
 std::unique_ptr<Optimizer> make_optimizer(const StudyConfig& s);
 
 /// The metric's curve from a metrics.csv, as written (not sign-flipped): the rows of its kind

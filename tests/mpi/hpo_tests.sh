@@ -3,6 +3,7 @@
 #   1. 1 + 2 blocks x 2 ranks, K = 2 folds: every trial trains both folds on their own held-out
 #      part, the trial's value is the mean of the folds' objectives recomputed here from their
 #      metrics.csv, both blocks work, best.yaml is the best trial's experiment;
+#   1b. the given points (search.points) run first, the experiment's own values filling them in;
 #   2. blocks of 2 ranks without folds: each trial is a distributed job (master + worker); a
 #      leftover rank is named and idles;
 #   3. a diverging trial is recorded as failed with the trainer's reason, the search goes on;
@@ -84,6 +85,34 @@ lr = best["overrides"][0].split("=")[1]
 assert f"lr: {lr}" in text, (lr, text)
 PY
 pass "1 + 2 blocks x 2 ranks, 2 folds: 5 trials, fold values recomputed, both blocks used, best.yaml"
+
+# 1b. Given points first: the experiment as written, then one with a learning rate of its own (its
+# other dimension at the experiment's value), then the algorithm's.
+{ base points 256 1; cat <<YAML
+search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-2}
+    - {key: optimizer.name, type: categorical, choices: [rmsprop, adam]}
+  objective: {metric: val_g_loss}
+  trials: 3
+  gp: {initial: 2}
+  points: [{}, {optimizer.lr: 5.0e-4}]
+YAML
+} >"$work/points.yaml"
+"$mpiexec" -n 2 "$mpigan" optimize "$work/points.yaml" --block-size 1 --out "$work/s-points" --no-plots \
+  >"$work/points.log" 2>&1 || fail "points search: exit $? $(tail -20 "$work/points.log")"
+$py - "$work/s-points" <<'PY' || fail "points search results"
+import json, sys
+ends = {}
+for l in open(f"{sys.argv[1]}/trials.jsonl"):
+    r = json.loads(l)
+    if r["event"] == "end": ends[r["trial"]] = r
+assert sorted(ends) == [0, 1, 2] and all(t["status"] == "done" for t in ends.values()), ends
+assert ends[0]["overrides"] == ["optimizer.lr=0.001", "optimizer.name=rmsprop"], ends[0]["overrides"]
+assert ends[1]["overrides"] == ["optimizer.lr=0.0005", "optimizer.name=rmsprop"], ends[1]["overrides"]
+assert ends[2]["overrides"] not in (ends[0]["overrides"], ends[1]["overrides"]), ends[2]["overrides"]
+PY
+pass "given points first: the experiment as written, then a point of its own, then the algorithm's"
 
 # 2. Blocks of 2 without folds: every trial is a master + worker job. 6 ranks: rank 5 is left
 # over, named and idle.

@@ -25,6 +25,16 @@ SearchSpace mixed_space() {
                       {"model.dropout", DimKind::real, 0.0, 0.5, {}}});
 }
 
+/// The document's problems as doc.finish() reports them ("" when it has none).
+std::string problems_of(const ConfigDocument& doc) {
+  try {
+    doc.finish();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("search space: encoding by hand, decoding back, sampling inside") {
@@ -106,12 +116,7 @@ search:
   };
   parse_study(doc, check);
   REQUIRE_FALSE(doc.ok());
-  std::string all;
-  try {
-    doc.finish();
-  } catch (const ConfigError& e) {
-    all = e.what();
-  }
+  const std::string all = problems_of(doc);
   INFO(all);
   CHECK(all.find("search.yaml:4") != std::string::npos);  // the log scale at 0
   CHECK(all.find("a log scale needs low > 0") != std::string::npos);
@@ -152,6 +157,86 @@ TEST_CASE("search section: a valid one, with its defaults") {
   CHECK(make_optimizer(s)->name() == "evolution");
 }
 
+TEST_CASE("search points: tried first, in order, the rest of each at the experiment's own values") {
+  ConfigDocument doc = ConfigDocument::parse(R"(optimizer: {name: adam, lr: 2.0e-4}
+training: {batch: 64}
+search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-2}
+    - {key: training.batch, type: integer, low: 16, high: 128}
+    - {key: optimizer.name, type: categorical, choices: [rmsprop, adam]}
+  algorithm: random
+  trials: 5
+  points:
+    - {}
+    - {optimizer.lr: 1.0e-3, optimizer.name: rmsprop}
+)",
+                                             "points.yaml");
+  std::vector<std::vector<std::string>> checked;
+  const StudyConfig s = parse_study(doc, [&](const std::vector<std::string>& ov) {
+    checked.push_back(ov);
+    return std::string();
+  });
+  doc.finish();
+  REQUIRE(s.points.size() == 2);
+  CHECK(s.points[0] == Point{2e-4, 64, 1});  // the experiment as written
+  CHECK(s.points[1] == Point{1e-3, 64, 0});
+  // Each point is checked against the whole experiment, after the dimensions' bounds and choices.
+  REQUIRE(checked.size() == 6 + 2);
+  CHECK(checked[6] == std::vector<std::string>{"optimizer.lr=0.0002", "training.batch=64", "optimizer.name=adam"});
+  CHECK(checked[7] == std::vector<std::string>{"optimizer.lr=0.001", "training.batch=64", "optimizer.name=rmsprop"});
+
+  // The points come first, whatever has finished; then the algorithm's own (random: inside the space,
+  // from the stream it is given).
+  const auto opt = make_optimizer(s);
+  CHECK(opt->name() == "random");
+  Rng rng(7);
+  CHECK(opt->suggest({}, {}, rng) == s.points[0]);
+  const std::vector<Point> running{s.points[0]};
+  CHECK(opt->suggest({}, running, rng) == s.points[1]);
+  const std::vector<Observation> done{{s.points[0], 0.3, false}, {s.points[1], 0.0, true}};
+  Rng a(7), b(7);
+  const Point third = opt->suggest(done, {}, a);
+  CHECK(s.space.contains(third));
+  CHECK(third == s.space.sample(b));
+}
+
+TEST_CASE("search points: every bad point named with its line; a dimension the experiment leaves unset must be given") {
+  ConfigDocument doc = ConfigDocument::parse(R"(optimizer: {name: adamw, lr: 5.0e-2}
+search:
+  dimensions:
+    - {key: optimizer.lr, type: log-real, low: 1.0e-4, high: 1.0e-2}
+    - {key: training.batch, type: integer, low: 16, high: 128}
+    - {key: optimizer.name, type: categorical, choices: [rmsprop, adam]}
+  trials: 3
+  points:
+    - {optimizer.lr: 1.0e-3, training.batch: 20.5, optimizer.name: sgd}
+    - {optimizer.beta1: 0.5, training.batch: 32, optimizer.name: adam}
+    - {optimizer.lr: 1.0e-3, optimizer.name: adam}
+    - {optimizer.lr: 2.0e-3, training.batch: 32, optimizer.name: rmsprop}
+)",
+                                             "bad-points.yaml");
+  // The experiment stand-in refuses rmsprop at batch 32.
+  const StudyConfig s = parse_study(doc, [](const std::vector<std::string>& ov) {
+    return ov.size() == 3 && ov[1] == "training.batch=32" && ov[2] == "optimizer.name=rmsprop"
+               ? std::string("optimizer: rmsprop needs a batch of 64")
+               : std::string();
+  });
+  const std::string all = problems_of(doc);
+  INFO(all);
+  CHECK(s.points.empty());
+  CHECK(all.find("bad-points.yaml:9") != std::string::npos);
+  CHECK(all.find("20.5 is not a whole number") != std::string::npos);
+  CHECK(all.find("'sgd' is not one of its choices (rmsprop, adam)") != std::string::npos);
+  CHECK(all.find("bad-points.yaml:10") != std::string::npos);
+  CHECK(all.find("'optimizer.beta1' is not a dimension of this search") != std::string::npos);
+  CHECK(all.find("the experiment's own optimizer.lr = 5.0e-2 lies outside the dimension's [0.0001, 0.01]") !=
+        std::string::npos);
+  CHECK(all.find("the experiment does not set training.batch") != std::string::npos);  // the third point
+  CHECK(all.find("rmsprop needs a batch of 64") != std::string::npos);                 // the fourth
+  CHECK(all.find("4 points for 3 trials") != std::string::npos);
+}
+
 TEST_CASE("search section: asha's max_samples must leave a rung (at least min_samples * eta)") {
   const auto parse = [](const std::string& max_samples) {
     ConfigDocument doc = ConfigDocument::parse(R"(search:
@@ -161,13 +246,7 @@ TEST_CASE("search section: asha's max_samples must leave a rung (at least min_sa
                                                    max_samples + "}\n",
                                                "asha.yaml");
     const StudyConfig s = parse_study(doc, [](const std::vector<std::string>&) { return std::string(); });
-    std::string problems;
-    try {
-      doc.finish();
-    } catch (const ConfigError& e) {
-      problems = e.what();
-    }
-    return std::pair{s.early_stopping.max_resource, problems};
+    return std::pair{s.early_stopping.max_resource, problems_of(doc)};
   };
   CHECK(parse("192000") == std::pair<std::int64_t, std::string>{192000, ""});
   const auto [budget, problems] = parse("191999");
