@@ -291,6 +291,7 @@ std::string shape_text(const std::vector<std::int64_t>& item) {
 }  // namespace
 
 OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& path, const OnnxExportOptions& o) {
+  check_output_file(path, "export");  // before the generator is opened and the model built
   train::Session s = open_generator(m);
   const models::GanModel& model = *s.model;
   const data::Preprocess& pre = m.experiment.data.preprocess;
@@ -352,7 +353,6 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   } catch (const std::exception& e) {
     MPIGAN_FATAL("export: ONNX's checker rejects the model of '{}': {}", m.checkpoint, e.what());
   }
-  check_output_file(path, "export");
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
