@@ -353,21 +353,9 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   } catch (const std::exception& e) {
     MPIGAN_FATAL("export: ONNX's checker rejects the model of '{}': {}", m.checkpoint, e.what());
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const bool opened = static_cast<bool>(f);
-    const int err = errno;
-    MPIGAN_CHECK(opened, "export: cannot write '{}': {}", tmp, std::strerror(err));
-    MPIGAN_CHECK(proto.SerializeToOstream(&f) && f.flush(), "export: cannot write '{}' (disk full?)", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    std::filesystem::remove(tmp, ec);
-    MPIGAN_THROW(Error, "export: cannot replace '{}' with the exported model: {}", path, why);
-  }
+  std::string bytes;
+  MPIGAN_CHECK(proto.SerializeToString(&bytes), "export: the ONNX model for '{}' could not be serialized", path);
+  write_file_atomically(path, bytes, "export: the ONNX model");
   r.nodes = graph.node_size();
   r.parameters = b.parameters();
   r.bytes = std::filesystem::file_size(path);

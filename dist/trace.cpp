@@ -1,10 +1,9 @@
 #include "mpigan/dist/trace.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/paths.hpp"
 
 #include <fmt/format.h>
-
-#include <fstream>
 
 namespace mpigan::dist {
 
@@ -38,18 +37,16 @@ void Trace::add(const std::string& event) {
 void Trace::write(const Comm& comm, const std::string& path) const {
   const auto all = comm.gather_strings(m_events, 0);
   if (comm.rank() != 0) return;
-  std::ofstream out(path + ".tmp", std::ios::trunc);
-  MPIGAN_CHECK(out.good(), "cannot write the trace '{}'", path);
-  out << "{\"traceEvents\":[\n";
+  std::string text = "{\"traceEvents\":[\n";
   bool first = true;
   for (const auto& s : all) {
     if (s.empty()) continue;
-    out << (first ? "" : ",\n") << s;
+    text += first ? "" : ",\n";
+    text += s;
     first = false;
   }
-  out << "\n],\"displayTimeUnit\":\"ms\"}\n";
-  out.close();
-  std::rename((path + ".tmp").c_str(), path.c_str());
+  text += "\n],\"displayTimeUnit\":\"ms\"}\n";
+  write_file_atomically(path, text, "trace");
 }
 
 }  // namespace mpigan::dist

@@ -6,6 +6,7 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/dist/dist_config.hpp"
 #include "mpigan/dist/watchdog.hpp"
@@ -124,21 +125,23 @@ void write_header(const OptimizeOptions& o, const Layout& l, const StudyConfig& 
   for (const Dimension& d : s.space.dims())
     dims.push_back(
         {{"key", d.key}, {"type", dim_kind_name(d.kind)}, {"low", d.low}, {"high", d.high}, {"choices", d.choices}});
-  write_file_atomically(dir + "/search.json", json{{"experiment", o.experiment},
-                                                   {"set", o.set},
-                                                   {"hash", config_hash(o, l, s)},
-                                                   {"algorithm", s.algorithm},
-                                                   {"seed", s.seed},
-                                                   {"trials", s.trials},
-                                                   {"block_size", l.block_size},
-                                                   {"folds", l.folds},
-                                                   {"ranks", l.ranks},
-                                                   {"objective", s.objective.metric},
-                                                   {"mode", s.objective.minimize ? "min" : "max"},
-                                                   {"early_stopping", pruner_kind_name(s.early_stopping.kind)},
-                                                   {"rungs", asha_rungs(s)},
-                                                   {"dimensions", dims}}
-                                                  .dump(2));
+  write_file_atomically(dir + "/search.json",
+                        json{{"experiment", o.experiment},
+                             {"set", o.set},
+                             {"hash", config_hash(o, l, s)},
+                             {"algorithm", s.algorithm},
+                             {"seed", s.seed},
+                             {"trials", s.trials},
+                             {"block_size", l.block_size},
+                             {"folds", l.folds},
+                             {"ranks", l.ranks},
+                             {"objective", s.objective.metric},
+                             {"mode", s.objective.minimize ? "min" : "max"},
+                             {"early_stopping", pruner_kind_name(s.early_stopping.kind)},
+                             {"rungs", asha_rungs(s)},
+                             {"dimensions", dims}}
+                            .dump(2),
+                        "search record");
 }
 
 }  // namespace

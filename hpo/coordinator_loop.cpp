@@ -2,6 +2,7 @@
 // results, prunes poor trials from their curves, and at the end reports the search and its best trial.
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/core/rng.hpp"
 #include "mpigan/core/stop_signal.hpp"
 #include "mpigan/hpo/coordinator_internal.hpp"
@@ -301,7 +302,8 @@ class Coordinator {
     write_file_atomically(
         m_db.dir() + "/best.yaml",
         fmt::format("# The best trial ({}) of the search in {}: {} = {:.6g}\n# {}\n{}\n", best.id, m_db.dir(),
-                    m_study.objective.metric, *best.value, fmt::join(best.overrides, " "), e.c_str()));
+                    m_study.objective.metric, *best.value, fmt::join(best.overrides, " "), e.c_str()),
+        "search record");
   }
 
   std::string m_hash;  ///< the search's configuration hash (search.json)

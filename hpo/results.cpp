@@ -161,15 +161,4 @@ std::vector<std::int64_t> pending_reruns(const std::vector<TrialRecord>& trials)
   return out;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) MPIGAN_FATAL("{}: cannot be written", tmp);
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 }  // namespace mpigan::hpo

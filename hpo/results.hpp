@@ -85,7 +85,4 @@ class ResultsDb {
 /// running is not repeated, however many of its trials were cut off.
 std::vector<std::int64_t> pending_reruns(const std::vector<TrialRecord>& trials);
 
-/// Writes @p text to @p path through a temporary file and a rename (never a half-written file).
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace mpigan::hpo

@@ -3,10 +3,8 @@
 #include "mpigan/train/checkpoint.hpp"
 
 #include "mpigan/core/error.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/data/hdf5.hpp"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -50,49 +48,6 @@ struct CheckpointWriter::Impl {
   h5::File file;  ///< in memory: only commit() touches the disk, with its own error handling
   bool committed = false;
 };
-
-namespace {
-
-/// Writes @p bytes to @p tmp and syncs it; on any failure removes @p tmp and throws one DataError
-/// naming the file, the system's reason and errno, the bytes written and the space left.
-void write_file(const std::string& path, const std::string& tmp, const std::vector<char>& bytes) {
-  std::size_t written = 0;
-  const auto fail = [&](const char* what) {
-    const int err = errno;
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    const auto space = std::filesystem::space(std::filesystem::path(tmp).parent_path(), ec);
-    MPIGAN_THROW(DataError,
-                 "checkpoint '{}' could not be written: {} '{}' failed: {} (errno {}) after {} of {} bytes; the "
-                 "temporary file is removed and {} bytes are free there. The previous checkpoint stays 'latest': "
-                 "free space, then --resume",
-                 path, what, tmp, std::strerror(err), err, written, bytes.size(),
-                 ec ? std::string("?") : std::to_string(space.available));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("creating");
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = ENOSPC;
-      const int err = errno;
-      ::close(fd);
-      errno = err;
-      fail("writing");
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    errno = err;
-    fail("syncing");
-  }
-  if (::close(fd) != 0) fail("closing");
-}
-
-}  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string path) : m_path(std::move(path)), m_impl(std::make_unique<Impl>()) {
   m_impl->path = m_path;
@@ -157,10 +112,8 @@ void CheckpointWriter::put_string(const std::string& name, const std::string& va
 void CheckpointWriter::commit() {
   const std::vector<char> bytes = m_impl->file.image();
   m_impl->file.close();
-  write_file(m_path, m_impl->tmp, bytes);
-  std::error_code ec;
-  std::filesystem::rename(m_impl->tmp, m_path, ec);
-  MPIGAN_CHECK(!ec, "checkpoint: renaming '{}' to '{}' failed: {}", m_impl->tmp, m_path, ec.message());
+  write_file_atomically(m_path, std::string_view(bytes.data(), bytes.size()), "checkpoint",
+                        ". The previous checkpoint stays 'latest': free space, then --resume");
   m_impl->committed = true;
 }
 

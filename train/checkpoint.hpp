@@ -31,9 +31,9 @@ class CheckpointWriter {
   void put_int(const std::string& name, std::int64_t value);
   void put_string(const std::string& name, const std::string& value);
   /// Flush, close and rename into place. Without commit() the temporary file is removed.
-  /// The file is built in memory and written by commit() alone: a failed write (a full disk)
-  /// throws one DataError naming the file, the system's reason and errno, the bytes written and the
-  /// space left, after removing the temporary file; the destructor never throws.
+  /// The file is built in memory and written by commit() alone (write_file_atomically): a failed
+  /// write (a full disk) throws one Error naming the file, the system's reason and errno, the bytes
+  /// written and the space left, after removing the temporary file; the destructor never throws.
   void commit();
   const std::string& path() const { return m_path; }
   /// The first float or double array put so far that holds a non-finite value, as "rule/m (3 of

@@ -3,15 +3,13 @@
 
 #include "mpigan/core/error.hpp"
 #include "mpigan/core/log.hpp"
+#include "mpigan/core/paths.hpp"
 #include "mpigan/train/experiment.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,37 +22,6 @@
 namespace mpigan::train {
 
 namespace fs = std::filesystem;
-
-namespace {
-/// Writes @p content to PATH.tmp, syncs it and renames it over @p path: a reader sees the old file or
-/// the new one. A failed write (a full disk, a quota) removes PATH.tmp and names the system's error.
-void write_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MPIGAN_CHECK(fd >= 0, "cannot write '{}': {}", tmp, std::strerror(errno));
-  std::size_t done = 0;
-  int error = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(tmp.c_str());
-    MPIGAN_THROW(Error, "writing '{}' failed after {} of {} bytes: {} (errno {}); '{}' is unchanged", tmp, done,
-                 content.size(), std::strerror(error), error, path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  MPIGAN_CHECK(!ec, "renaming '{}' to '{}' failed: {}", tmp, path, ec.message());
-}
-}  // namespace
 
 RunDirectory::RunDirectory(std::string dir, bool resume) : m_dir(std::move(dir)) {
   // A resume of a directory without a run is refused before anything is created there.
@@ -80,8 +47,9 @@ void RunDirectory::refuse_existing_run() const {
 void RunDirectory::write_config(const YAML::Node& resolved) const {
   YAML::Emitter out;
   out << resolved;
-  write_atomically(file("config.yaml"),
-                   std::string("# Resolved configuration of this run (defaults filled in).\n") + out.c_str() + "\n");
+  write_file_atomically(
+      file("config.yaml"),
+      std::string("# Resolved configuration of this run (defaults filled in).\n") + out.c_str() + "\n", "run file");
 }
 
 namespace {
@@ -196,11 +164,11 @@ std::string RunDirectory::checkpoint_path(std::int64_t step) const {
 
 void RunDirectory::point_latest(const std::string& path) const {
   MPIGAN_CHECK(fs::exists(path), "run directory '{}': no checkpoint '{}' to point 'latest' at", m_dir, path);
-  write_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n");
+  write_file_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n", "run file");
 }
 
 void RunDirectory::commit_checkpoint(const std::string& path, std::int64_t keep, const std::string& spare) const {
-  write_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n");
+  write_file_atomically(m_dir + "/checkpoints/latest", fs::path(path).filename().string() + "\n", "run file");
   std::vector<fs::path> all;
   for (const auto& e : fs::directory_iterator(m_dir + "/checkpoints")) {
     const auto name = e.path().filename().string();

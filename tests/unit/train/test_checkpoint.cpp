@@ -364,7 +364,7 @@ TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; t
     w.commit();
   }
   const auto before = fs::file_size(path);
-  const std::string what = error_past_file_size<DataError>(256 << 10, [&] {
+  const std::string what = error_past_file_size<Error>(256 << 10, [&] {
     CheckpointWriter w(path);
     w.put("x", big);
     w.put_string("note", "a large checkpoint");
@@ -374,7 +374,8 @@ TEST_CASE("a checkpoint that cannot be written (disk full) is one clear error; t
   CHECK(what.find("checkpoint '" + path + "' could not be written") != std::string::npos);
   CHECK(what.find("errno " + std::to_string(EFBIG)) != std::string::npos);
   CHECK(what.find("262144 of") != std::string::npos);  // bytes written before the failure
-  CHECK(what.size() < 600);                            // one line, not HDF5's error stack
+  CHECK(what.find("The previous checkpoint stays 'latest'") != std::string::npos);
+  CHECK(what.size() < 600);  // one line, not HDF5's error stack
   CHECK_FALSE(fs::exists(path + ".tmp"));
   REQUIRE(fs::file_size(path) == before);  // the previous checkpoint is intact and readable
   CHECK(CheckpointReader(path).floats("x") == small);
@@ -394,7 +395,9 @@ TEST_CASE("a run directory's files on a full disk: the error names the system's 
   resolved["comment"] = std::string(8192, 'y');
   const std::string what = error_past_file_size<Error>(1024, [&] { run.write_config(resolved); });
   INFO(what);
-  CHECK(what.find("writing '" + dir + "/config.yaml.tmp' failed after 1024 of") != std::string::npos);
+  CHECK(what.find("run file '" + dir + "/config.yaml' could not be written: writing '" + dir +
+                  "/config.yaml.tmp' failed after 1024 of") != std::string::npos);
+  CHECK(what.find("'" + dir + "/config.yaml' is unchanged") != std::string::npos);
   CHECK(what.find("(errno " + std::to_string(EFBIG) + ")") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/config.yaml.tmp"));
   CHECK(fs::file_size(dir + "/config.yaml") == before);
