@@ -14,7 +14,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -358,7 +357,7 @@ OnnxExportSummary export_onnx(const train::TrainedModel& m, const std::string& p
   write_file_atomically(path, bytes, "export: the ONNX model");
   r.nodes = graph.node_size();
   r.parameters = b.parameters();
-  r.bytes = std::filesystem::file_size(path);
+  r.bytes = bytes.size();
   return r;
 }
 
