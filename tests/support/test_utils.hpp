@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,23 @@ class ScopedEnv {
   const char* m_name;
   std::optional<std::string> m_old;
 };
+
+/// The message of the @p E that @p f throws. The case fails, without stopping, and the result is
+/// empty when @p f throws nothing or another exception (its message is shown), so a caller that
+/// changed process state around @p f still restores it.
+template <class E, class F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL_CHECK("expected another exception type, got: " << e.what());
+    return {};
+  }
+  FAIL_CHECK("expected an exception, nothing was thrown");
+  return {};
+}
 
 /// Backend tags for TEST_CASE_TEMPLATE: every non-reference backend is compared with the reference.
 struct CpuTag {

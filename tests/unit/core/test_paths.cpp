@@ -22,15 +22,6 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return {};
-}
 }  // namespace
 
 TEST_CASE("write_file_atomically writes, replaces, and leaves no temporary file") {
@@ -50,7 +41,7 @@ TEST_CASE("write_file_atomically writes, replaces, and leaves no temporary file"
 TEST_CASE("write_file_atomically: a missing directory and a directory in the way are named, nothing is left") {
   const std::string dir = test::temp_dir("paths-fail");
   const std::string missing = dir + "/no-such-dir/a.txt";
-  std::string what = error_of([&] { write_file_atomically(missing, "12345", "test file"); });
+  std::string what = test::error_message<Error>([&] { write_file_atomically(missing, "12345", "test file"); });
   INFO(what);
   CHECK(what.find("test file '" + missing + "' could not be written: creating '" + missing +
                   ".tmp' failed after 0 of 5 bytes") != std::string::npos);
@@ -60,7 +51,7 @@ TEST_CASE("write_file_atomically: a missing directory and a directory in the way
   // A non-empty directory where the file should go: the rename fails, the directory stays.
   const std::string occupied = dir + "/occupied";
   fs::create_directories(occupied + "/inside");
-  what = error_of([&] { write_file_atomically(occupied, "12345", "test file", ". Advice follows"); });
+  what = test::error_message<Error>([&] { write_file_atomically(occupied, "12345", "test file", ". Advice follows"); });
   INFO(what);
   CHECK(what.find("renaming '" + occupied + ".tmp' failed after 5 of 5 bytes") != std::string::npos);
   CHECK(what.find("'" + occupied + "' is unchanged") != std::string::npos);
@@ -72,16 +63,17 @@ TEST_CASE("write_file_atomically: a missing directory and a directory in the way
 TEST_CASE("check_output_file and make_output_directory name the path and what is wrong") {
   const std::string dir = test::temp_dir("paths-check");
   CHECK_NOTHROW(check_output_file(dir + "/new.h5", "generate"));
-  std::string what = error_of([&] { check_output_file(dir + "/missing/new.h5", "generate"); });
+  std::string what = test::error_message<Error>([&] { check_output_file(dir + "/missing/new.h5", "generate"); });
   CHECK(what.find("generate: cannot write '" + dir + "/missing/new.h5': the directory '" + dir +
                   "/missing' does not exist") != std::string::npos);
-  what = error_of([&] { check_output_file(dir, "generate"); });
+  what = test::error_message<Error>([&] { check_output_file(dir, "generate"); });
   CHECK(what.find("generate: '" + dir + "' is a directory: give a file name") != std::string::npos);
 
   make_output_directory(dir + "/a/b/c", "report: cannot create the directory");
   CHECK(fs::is_directory(dir + "/a/b/c"));
   CHECK_NOTHROW(make_output_directory(dir + "/a/b/c", "report: cannot create the directory"));
   std::ofstream(dir + "/plain") << "x";
-  what = error_of([&] { make_output_directory(dir + "/plain", "report: cannot create the directory"); });
+  what =
+      test::error_message<Error>([&] { make_output_directory(dir + "/plain", "report: cannot create the directory"); });
   CHECK(what.find("report: cannot create the directory '" + dir + "/plain'") != std::string::npos);
 }

@@ -8,10 +8,12 @@
 #include "mpigan/data/file_list.hpp"
 #include "mpigan/data/inspect.hpp"
 #include "mpigan/data/loader.hpp"
+#include "test_utils.hpp"
 
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 using namespace mpigan;
 using namespace mpigan::data;
@@ -19,19 +21,10 @@ using namespace mpigan::data::test;
 
 namespace {
 
-// The message of the DataError thrown by @p f (fails the test when none is thrown).
+// The message of the DataError thrown by @p f (the case fails when none is thrown).
 template <class F>
 std::string data_error(F&& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL("expected DataError, got another exception: " << e.what());
-    return {};
-  }
-  FAIL("expected DataError, nothing was thrown");
-  return {};
+  return mpigan::test::error_message<DataError>(std::forward<F>(f));
 }
 
 bool has(const std::string& msg, const std::string& part) {

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 using namespace mpigan;
 using namespace mpigan::train;
@@ -26,8 +27,8 @@ namespace fs = std::filesystem;
 namespace {
 using test::temp_dir;
 
-/// The message of the @p E thrown by @p f while files may grow to @p bytes at most (empty when
-/// none is): RLIMIT_FSIZE makes write() fail with EFBIG past it, as a full disk fails it with
+/// The message of the @p E thrown by @p f while files may grow to @p bytes at most (the case fails
+/// when none is): RLIMIT_FSIZE makes write() fail with EFBIG past it, as a full disk fails it with
 /// ENOSPC, without root or a small filesystem. The limit and SIGXFSZ's action are restored.
 template <class E, class F>
 std::string error_past_file_size(rlim_t bytes, F&& f) {
@@ -37,12 +38,7 @@ std::string error_past_file_size(rlim_t bytes, F&& f) {
   struct rlimit lim = old;
   lim.rlim_cur = bytes;
   REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-  std::string what;
-  try {
-    f();
-  } catch (const E& e) {
-    what = e.what();
-  }
+  const std::string what = test::error_message<E>(std::forward<F>(f));
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   return what;
