@@ -29,7 +29,6 @@ import os
 import re
 import statistics
 import sys
-import textwrap
 
 
 def targets(run):
@@ -247,24 +246,34 @@ def main(argv):
 
 
 def plot(groups, path):
-    """fpd_hlf of every seed (points) and the median (bar) per rule and N, log scale."""
+    """fpd_hlf of every seed (points) and the median (bar) per rule and N, one row each, grouped by
+    N, log scale; the band is one worker's seed range (the rows named 'single')."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = sorted(groups, key=lambda k: (k[1], statistics.median(r["fpd_hlf"] for r in groups[k])))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(keys), 4.2))
+    fig, ax = plt.subplots(figsize=(8.5, 1.4 + 0.3 * len(keys)))
+    single = [r["fpd_hlf"] for k in keys if k[0] == "single" for r in groups[k]]
+    if single:
+        ax.axvspan(min(single), max(single), color="tab:blue", alpha=0.12, label="one worker's seed range")
     for i, k in enumerate(keys):
         values = [r["fpd_hlf"] for r in groups[k]]
-        ax.bar(i, statistics.median(values), color="tab:blue" if k[1] == 1 else "tab:orange", alpha=0.35)
-        ax.plot([i] * len(values), values, "o", color="black", ms=4)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels([f"{textwrap.fill(k[0], 18)}\nN = {k[1]}" for k in keys], fontsize=8)
-    ax.set_ylabel("fpd_hlf against fresh Monte Carlo (lower is better)")
+        ax.barh(i, statistics.median(values), color="tab:blue" if k[1] == 1 else "tab:orange", alpha=0.35)
+        ax.plot(values, [i] * len(values), "o", color="black", ms=3.5)
+        if i > 0 and keys[i - 1][1] != k[1]:
+            ax.axhline(i - 0.5, color="gray", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels([f"{k[0]}, N = {k[1]} ({len(groups[k])} seed{'s' if len(groups[k]) > 1 else ''})" for k in keys],
+                       fontsize=7.5)
+    ax.invert_yaxis()
+    ax.set_xlabel("fpd_hlf against fresh Monte Carlo (lower is better)")
     ax.set_title("final generators at their runs' budgets (points: seeds, bar: median)", fontsize=9)
-    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.grid(axis="x", which="both", alpha=0.3)
+    if single:
+        ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
