@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 
 #if MPIGAN_HAVE_ONNX
