@@ -1,6 +1,7 @@
 // run_guarded: the one place where exceptions become an exit status. When MPI runs with more
 // than one rank, an error on any rank aborts the whole job (MPI_Abort) after printing the
-// message with the rank; otherwise the process exits with status 1.
+// message with the rank; otherwise the process exits with status 1. An error every rank knows of
+// (JobError) ends the job without the abort, the raising rank with status 1.
 #pragma once
 
 #include <functional>

@@ -61,6 +61,15 @@ class ShapeError : public Error {
   using Error::Error;
 };
 
+/// An error every rank of a job knows of: one rank raised it and told the others. The job then
+/// ends without MPI_Abort, so the launcher forwards the message whole: the raising rank prints
+/// what() and exits with status 1, the ranks that only learned of it (an empty what()) leave
+/// quietly with status 0.
+class JobError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 namespace detail {
 /// Shortens __FILE__ to the path inside the repository ("nn/conv3d.cpp").
 std::string source_location(const char* file, int line);

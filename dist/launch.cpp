@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 namespace mpigan::dist {
 
@@ -86,9 +87,22 @@ JobSummary run_job(const DistExperiment& d, const Comm& comm, const train::RunOp
   const bool resume = !options.resume_dir.empty();
   const std::string dir = resume ? options.resume_dir : (options.out_dir.empty() ? e.output_dir : options.out_dir);
 
-  // Rank 0 prepares the directory and the data; everyone else waits at the rank table's gather.
-  // An error there aborts the job (the application's single exit point calls MPI_Abort).
-  if (t.rank == 0) prepare_run(d, t, dir, resume);
+  // Rank 0 prepares the directory and the data and tells everyone whether it could. A refusal there
+  // (bad data, a run already in the directory) ends every rank with status 1 and no abort, so the
+  // message reaches the terminal whole.
+  std::string refusal;
+  if (t.rank == 0) {
+    try {
+      prepare_run(d, t, dir, resume);
+    } catch (const std::exception& err) {
+      refusal = dynamic_cast<const Error*>(&err) != nullptr
+                    ? err.what()
+                    : fmt::format("[{}] unexpected exception: {}", t.label(), err.what());
+    }
+  }
+  int refused = refusal.empty() ? 0 : 1;
+  t.links.broadcast_bytes(&refused, sizeof refused, 0);
+  if (refused != 0) throw JobError(refusal);
   Watchdog watchdog(t.links, rank_table(t), dir + "/FAILED");
   const std::int64_t resume_id = resume ? latest_checkpoint_id(dir) : -1;
   // Virtual workers run no model: they learn the payload's layout from the top master.

@@ -137,8 +137,11 @@ grep -q "is not a metrics.csv of mpigan: its first line should be the header 'ki
 out=$("$mpigan" report "$work/run" --out "$work/nodir/report.png" 2>&1) && fail "a report into a missing directory"
 grep -q "the directory '$work/nodir' does not exist" <<<"$out" || fail "the missing directory not named: $out"
 cp "$work/run/config.yaml" "$work/config.before"
-out=$("$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/run" 2>&1) && fail "a new run over a run exited 0"
-grep -q "'$work/run' already holds a run" <<<"$out" || fail "the existing run not named: $out"
+# Rank 0 refuses; every rank leaves with status 1 (no abort), and the message reaches the terminal.
+out=$("$mpiexec" -n 3 "$mpigan" train "$work/exp.yaml" --out "$work/run" 2>&1)
+rc=$?
+[[ $rc -eq 1 ]] || fail "a new run over a run exited with status $rc, expected 1: $(tail -5 <<<"$out")"
+grep -q "'$work/run' already holds a run" <<<"$out" || fail "the existing run not named: $(tail -5 <<<"$out")"
 cmp -s "$work/run/config.yaml" "$work/config.before" || fail "the refused run changed config.yaml"
 pass "report drawn; a foreign metrics.csv, a missing directory and a new run over a run refused"
 
